@@ -1,0 +1,176 @@
+"""What a judging protocol is: the contract between the engine and one judging method.
+
+A protocol is a versioned unit. It declares the item fields it needs, renders an item to chat
+messages from templates in ``judge_engine/prompts/<protocol>/``, reads the judge's answer (strict
+JSON, or the text format of the original method) into a pydantic verdict, checks it, and scores it.
+It never turns an unreadable answer into a score: ``parse`` raises :class:`VerdictError`, the engine
+re-asks with the problems stated, and after the re-ask budget records the task as unscored.
+
+The engine treats protocols as pure functions of (options, item, variant, answer): no I/O, no
+clocks, no global state, so parsing can be re-run offline from transcripts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from judge_engine.errors import ConfigError, VerdictError
+
+Message = dict[str, str]
+"""One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
+
+Item = Mapping[str, Any]
+"""One dataset row after field mapping: canonical field names (``id``, ``source``, ...) to values."""
+
+OutputMode = Literal["text", "json"]
+
+REASK_MARKER = "Your previous answer could not be used"
+"""First words of every re-ask turn (the fake server strips re-ask turns by this marker)."""
+
+
+class ProtocolOptions(BaseModel):
+    """Options every protocol accepts under a judge's ``protocol_options``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    output: OutputMode = "text"
+    """``text``: the original method's answer format; ``json``: a response schema is sent to the
+    provider and the answer is read as JSON (a text-format answer is still accepted)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Score:
+    """What a valid verdict is worth.
+
+    Attributes:
+        score: the headline number in the protocol's units (None for purely categorical verdicts).
+        scores: named breakdowns (per aspect, per dimension, per candidate...).
+    """
+
+    score: float | None
+    scores: Mapping[str, float] = field(default_factory=dict)
+
+
+class Protocol(ABC):
+    """Base class of every judging protocol. Subclasses set the class variables and implement
+    :meth:`render`, :meth:`parse` and :meth:`score`."""
+
+    name: ClassVar[str]
+    """Registry name, e.g. ``gemba-mqm``."""
+    version: ClassVar[str]
+    """Bumped whenever prompts, parsing or scoring change meaning; part of cache keys and task ids."""
+    description: ClassVar[str]
+    """One line for ``judge-engine protocols``."""
+    required_fields: ClassVar[tuple[str, ...]]
+    """Canonical item fields the protocol needs (checked per dataset line before any call)."""
+    output_model: ClassVar[type[BaseModel]]
+    """The verdict model: the JSON-mode response schema and the shape stored in outcomes."""
+    options_model: ClassVar[type[ProtocolOptions]] = ProtocolOptions
+    """The model of ``protocol_options`` for this protocol."""
+
+    def __init__(self, options: ProtocolOptions | None = None) -> None:
+        self.options = options if options is not None else self.options_model()
+
+    @classmethod
+    def from_options(cls, raw: Mapping[str, Any] | None, *, where: str = "protocol_options") -> Self:
+        """Validate raw ``protocol_options``; errors name the offending key."""
+        try:
+            return cls(cls.options_model.model_validate(dict(raw or {})))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{where}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(f"protocol {cls.name}: {problems}") from None
+
+    # --- what the engine asks of every protocol -------------------------------------------
+
+    @property
+    def json_mode(self) -> bool:
+        return self.options.output == "json"
+
+    def score_range(self) -> tuple[float, float] | None:
+        """Inclusive (low, high) of :attr:`Score.score`, or None when unbounded or categorical."""
+        return None
+
+    def templates(self) -> Sequence[str]:
+        """Template paths (under ``judge_engine/prompts``) this configuration renders; hashed
+        into run manifests and cache keys so that editing a template invalidates old answers."""
+        return ()
+
+    def variants(self, item: Item) -> Sequence[str]:
+        """Sub-tasks per item (e.g. both A/B orders, several candidate orders). One by default."""
+        return ("",)
+
+    @abstractmethod
+    def render(self, item: Item, variant: str = "") -> list[Message]:
+        """The chat messages sent to the judge for ``item`` (and ``variant``)."""
+
+    def response_format(self) -> dict[str, Any] | None:
+        """The provider ``response_format`` in JSON mode (a JSON schema of :attr:`output_model`)."""
+        if not self.json_mode:
+            return None
+        return {
+            "type": "json_schema",
+            "json_schema": {
+                "name": self.name.replace("-", "_"),
+                "schema": self.output_model.model_json_schema(),
+            },
+        }
+
+    @abstractmethod
+    def parse(self, answer: str, item: Item, variant: str = "") -> BaseModel:
+        """Read and check one answer. Raises :class:`VerdictError` naming every problem."""
+
+    @abstractmethod
+    def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
+        """Score a verdict that :meth:`parse` accepted."""
+
+    def reask(self, error: VerdictError) -> str:
+        """The user turn that asks the judge again after an unusable answer."""
+        problems = "\n".join(f"- {p}" for p in error.problems)
+        return (
+            f"{REASK_MARKER}:\n{problems}\n"
+            "Please answer the original request again, following the requested format exactly."
+        )
+
+    def verdict_from_json(self, answer: str) -> BaseModel:
+        """Validate a JSON answer against :attr:`output_model` (fences around it are tolerated)."""
+        text = strip_code_fence(answer)
+        try:
+            return self.output_model.model_validate_json(text)
+        except ValidationError as exc:
+            problems = [
+                f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()
+            ]
+            raise VerdictError(problems, raw=answer) from None
+
+    # --- the project's fake server (tests, --demo, benchmarks) ----------------------------
+
+    def fake_answer(
+        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
+    ) -> str | None:
+        """A plausible, well-formed answer to ``messages`` if they are this protocol's prompt,
+        else None. Deterministic in (``seed``, ``temperature``); used only by the fake server."""
+        return None
+
+
+def strip_code_fence(text: str) -> str:
+    """Remove one surrounding Markdown code fence (```json ... ```), if present."""
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        first_newline = stripped.find("\n")
+        if first_newline != -1 and stripped.endswith("```"):
+            return stripped[first_newline + 1 : -3].strip()
+    return stripped
+
+
+def stable_seed(*parts: object) -> int:
+    """A 64-bit seed from any printable parts, stable across processes (unlike ``hash``)."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")

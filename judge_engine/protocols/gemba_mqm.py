@@ -1,0 +1,372 @@
+"""GEMBA-MQM (Kocmi & Federmann 2023): error spans with severities, scored as the reference does.
+
+Prompt: the original 8-message conversation (system, three few-shot pairs, the item), rendered
+byte for byte from ``prompts/gemba_mqm/``. Answers come in the GEMBA text format::
+
+    Critical:
+    no-error
+    Major:
+    accuracy/mistranslation - "involvement"
+    Minor:
+    fluency/grammar - "wäre"
+
+or, in JSON mode, as :class:`MQMVerdict`. Score: ``-min(25, sum of the first five errors weighted
+critical 25, major 5, minor 1)``, with ``non-translation`` always critical.
+
+Two parsers:
+
+* ``strict`` (default): reads headers in any case, with Markdown emphasis, and inline
+  (``Major: accuracy/omission - "x"``); an answer with no severity section, an unknown category or a
+  cut-off last line is a :class:`VerdictError` (re-asked, then unscored), never a perfect score.
+* ``legacy-gemba`` (opt-in): the reference ``parse_mqm_answer`` rules exactly, quirks included:
+  anything unreadable scores 0. Use it only to reproduce published numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from judge_engine import templating
+from judge_engine.errors import VerdictError
+from judge_engine.protocols.base import (
+    Item,
+    Message,
+    Protocol,
+    ProtocolOptions,
+    Score,
+    strip_code_fence,
+)
+
+Severity = Literal["critical", "major", "minor"]
+SEVERITIES: tuple[Severity, ...] = ("critical", "major", "minor")
+WEIGHTS: dict[str, int] = {"critical": 25, "major": 5, "minor": 1}
+
+
+class MQMError(BaseModel):
+    """One annotated error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    severity: Severity
+    """critical, major or minor (``non-translation`` is always critical)."""
+    category: str
+    """``category/subcategory`` as the judge wrote it, lower-cased, e.g. ``accuracy/mistranslation``."""
+    span: str = ""
+    """The quoted text the error is about ("" when the judge gave none)."""
+    span_found: Literal["target", "source", "none"] | None = None
+    """Where the span occurs (case-insensitive); filled in by the protocol, not by the judge."""
+
+
+class MQMVerdict(BaseModel):
+    """A GEMBA-MQM annotation: every error found, in the order the judge listed them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    errors: list[MQMError] = Field(default_factory=list)
+    """All errors; an empty list means the judge found none (``no-error`` everywhere)."""
+
+
+class GembaOptions(ProtocolOptions):
+    """Options of ``gemba-mqm``."""
+
+    parser: Literal["strict", "legacy-gemba"] = "strict"
+    """``legacy-gemba`` reproduces the reference parser, including scoring garbage as 0."""
+
+
+_HEADER = re.compile(r"^(critical|major|minor)\s*:\s*(.*)$")
+_ERROR_LINE = re.compile(r'^(?P<category>[^"“”]+?)\s*(?:-|–|—|:)\s*(?P<span>.*)$')
+_DECORATION = re.compile(r"^(?:[#>*_`]+|\d+[.)]|[-•])\s*")
+
+
+class GembaMQM(Protocol):
+    """GEMBA-MQM, original prompt and scoring."""
+
+    name: ClassVar[str] = "gemba-mqm"
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = "MQM error spans with severities (Kocmi & Federmann 2023); score -25..0"
+    required_fields: ClassVar[tuple[str, ...]] = ("source", "target", "source_lang", "target_lang")
+    output_model: ClassVar[type[BaseModel]] = MQMVerdict
+    options_model: ClassVar[type[ProtocolOptions]] = GembaOptions
+
+    template_dir: ClassVar[str] = "gemba_mqm"
+    categories: ClassVar[tuple[str, ...]] = (
+        "accuracy",
+        "fluency",
+        "style",
+        "terminology",
+        "non-translation",
+        "other",
+        "locale convention",
+    )
+    """Top-level categories a strict parse accepts (matched as a prefix of the category text)."""
+    fake_signature: ClassVar[str] = "identify error types in the translation and classify them"
+
+    options: GembaOptions
+
+    # --- rendering --------------------------------------------------------------------------
+
+    def templates(self) -> Sequence[str]:
+        return (
+            f"{self.template_dir}/system.j2",
+            f"{self.template_dir}/user.j2",
+            f"{self.template_dir}/few_shot.json",
+        )
+
+    @cached_property
+    def _few_shot(self) -> list[dict[str, str]]:
+        path = Path(templating.PROMPTS_DIR, self.template_dir, "few_shot.json")
+        shots: list[dict[str, str]] = json.loads(path.read_text(encoding="utf-8"))
+        return shots
+
+    @cached_property
+    def _prefix(self) -> list[Message]:
+        """System prompt and few-shot pairs: identical for every item, so rendered once."""
+        messages: list[Message] = [
+            {"role": "system", "content": templating.render(f"{self.template_dir}/system.j2")}
+        ]
+        for shot in self._few_shot:
+            messages.append({"role": "user", "content": self._user_turn(shot)})
+            messages.append({"role": "assistant", "content": shot["answer"]})
+        return messages
+
+    def _user_turn(self, fields: dict[str, Any]) -> str:
+        return templating.render(
+            f"{self.template_dir}/user.j2",
+            source_lang=fields["source_lang"],
+            source_seg=fields["source_seg"],
+            target_lang=fields["target_lang"],
+            target_seg=fields["target_seg"],
+        )
+
+    def render(self, item: Item, variant: str = "") -> list[Message]:
+        final = self._user_turn(
+            {
+                "source_lang": item["source_lang"],
+                "source_seg": item["source"],
+                "target_lang": item["target_lang"],
+                "target_seg": item["target"],
+            }
+        )
+        return [*self._prefix, {"role": "user", "content": final}]
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def parse(self, answer: str, item: Item, variant: str = "") -> MQMVerdict:
+        if self.options.parser == "legacy-gemba":
+            return legacy_parse(answer)
+        stripped = strip_code_fence(answer)
+        if stripped.startswith("{"):
+            verdict = self.verdict_from_json(stripped)
+            assert isinstance(verdict, MQMVerdict)
+            errors = [self._checked(e.model_copy(update={"category": e.category.lower()})) for e in verdict.errors]
+            problems = [p for e in errors if (p := self._category_problem(e.category))]
+            if problems:
+                raise VerdictError(problems, raw=answer)
+        else:
+            errors = self._parse_text(answer)
+        return MQMVerdict(errors=[self._locate(e, item) for e in errors])
+
+    def _checked(self, error: MQMError) -> MQMError:
+        if "non-translation" in error.category and error.severity != "critical":
+            return error.model_copy(update={"severity": "critical"})
+        return error
+
+    def _category_problem(self, category: str) -> str | None:
+        if any(category.startswith(c) for c in self.categories):
+            return None
+        return f"unknown error category {category!r} (use one of: {', '.join(self.categories)})"
+
+    def _parse_text(self, answer: str) -> list[MQMError]:
+        severity: Severity | None = None
+        seen_header = False
+        errors: list[MQMError] = []
+        problems: list[str] = []
+        lines = [ln.strip() for ln in answer.strip().splitlines()]
+        for number, raw_line in enumerate(lines, start=1):
+            line = _undecorate(raw_line)
+            if not line:
+                continue
+            header = _HEADER.match(line.lower())
+            if header:
+                severity = header.group(1)  # type: ignore[assignment]
+                seen_header = True
+                line = _undecorate(line[len(line) - len(header.group(2)) :])
+                if not line:
+                    continue
+            if "no-error" in line.lower() or "no error" in line.lower():
+                continue
+            if severity is None:
+                continue  # preamble before the first section ("Here are the errors:")
+            error = self._error_from_line(line, severity)
+            if error is None:
+                problems.append(f"line {number} is not 'category/subcategory - \"span\"': {raw_line!r}")
+                continue
+            if (problem := self._category_problem(error.category)) is not None:
+                problems.append(f"line {number}: {problem}")
+                continue
+            errors.append(error)
+        if not seen_header:
+            problems.insert(0, "no 'Critical:', 'Major:' or 'Minor:' section found")
+        if lines and lines[-1].count('"') % 2 == 1:
+            problems.append("the last line has an unclosed quote: the answer looks cut off")
+        if problems:
+            raise VerdictError(problems, raw=answer)
+        return errors
+
+    def _error_from_line(self, line: str, severity: Severity) -> MQMError | None:
+        match = _ERROR_LINE.match(line)
+        if match is None:
+            bare = line.lower().strip(" .:")
+            if "non-translation" in bare or bare in self.categories:
+                return self._checked(MQMError(severity=severity, category=bare))
+            return None
+        category = match.group("category").strip(" .:*").lower()
+        span = match.group("span").strip().strip("*").strip()
+        if len(span) >= 2 and span[0] in "\"“'" and span[-1] in "\"”'":
+            span = span[1:-1]
+        return self._checked(MQMError(severity=severity, category=category, span=span))
+
+    def _locate(self, error: MQMError, item: Item) -> MQMError:
+        span = error.span.lower()
+        if not span:
+            return error
+        where: Literal["target", "source", "none"] = "none"
+        if span in str(item.get("target", "")).lower():
+            where = "target"
+        elif span in str(item.get("source", "")).lower():
+            where = "source"
+        return error.model_copy(update={"span_found": where})
+
+    # --- scoring ----------------------------------------------------------------------------
+
+    def score_range(self) -> tuple[float, float] | None:
+        return (-25.0, 0.0)
+
+    def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
+        assert isinstance(verdict, MQMVerdict)
+        return Score(gemba_score(verdict.errors))
+
+    # --- the fake server's answers ----------------------------------------------------------
+
+    def fake_answer(
+        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
+    ) -> str | None:
+        last = messages[-1]["content"] if messages else ""
+        if self.fake_signature not in last:
+            return None
+        target = _between(last, "translation:\n```", "```")
+        errors = fake_errors(target, seed=seed, temperature=temperature, categories=_FAKE_CATEGORIES)
+        if json_mode:
+            return json.dumps({"errors": [e.model_dump(exclude={"span_found"}) for e in errors]})
+        return format_text_answer(errors)
+
+
+def gemba_score(errors: Sequence[MQMError]) -> float:
+    """The GEMBA score: first five errors (critical, then major, then minor), capped at -25."""
+    ordered = [e for sev in SEVERITIES for e in errors if e.severity == sev][:5]
+    return float(-min(25, sum(WEIGHTS[e.severity] for e in ordered)))
+
+
+def legacy_parse(answer: str | None) -> MQMVerdict:
+    """The reference ``parse_mqm_answer`` line rules, quirks included (opt-in only).
+
+    Lines are lower-cased and stripped; a line containing ``no-error``/``no error`` or empty is
+    skipped; a line that is exactly ``critical:``/``major:``/``minor:`` sets the severity; lines
+    before any header are dropped; ``non-translation`` lines go to critical. Unreadable answers
+    therefore come out as zero errors (a perfect score), exactly like the reference.
+    """
+    severity: Severity | None = None
+    errors: list[MQMError] = []
+    for line in (answer or "").lower().split("\n"):
+        line = line.strip()
+        if "no-error" in line or "no error" in line or not line:
+            continue
+        if line in ("critical:", "major:", "minor:"):
+            severity = line[:-1]  # type: ignore[assignment]
+            continue
+        if severity is None:
+            continue
+        if "non-translation" in line:
+            errors.append(MQMError(severity="critical", category=line))
+        else:
+            errors.append(MQMError(severity=severity, category=line))
+    return MQMVerdict(errors=errors)
+
+
+def format_text_answer(errors: Sequence[MQMError]) -> str:
+    """Write errors in the GEMBA text format (``no-error`` under empty sections)."""
+    lines: list[str] = []
+    for severity in SEVERITIES:
+        lines.append(f"{severity.capitalize()}:")
+        found = [e for e in errors if e.severity == severity]
+        lines.extend(f'{e.category} - "{e.span}"' for e in found)
+        if not found:
+            lines.append("no-error")
+    return "\n".join(lines) + "\n"
+
+
+_FAKE_CATEGORIES = (
+    "accuracy/mistranslation",
+    "accuracy/omission",
+    "accuracy/addition",
+    "fluency/grammar",
+    "fluency/punctuation",
+    "style/awkward",
+    "terminology/inappropriate for context",
+)
+
+
+def fake_errors(
+    target: str, *, seed: int, temperature: float, categories: Sequence[str]
+) -> list[MQMError]:
+    """Deterministic plausible errors for the fake server.
+
+    The base annotation depends on the item only; with probability ``temperature / 2`` one error
+    is added or dropped, so answers vary with temperature but never between identical requests.
+    """
+    words = [w.strip(".,;:!?\"'“”«»()") for w in target.split()] or ["text"]
+    words = [w for w in words if w] or ["text"]
+    base = random.Random(seed)
+    count = base.choice((0, 1, 1, 2, 2, 3, 4))
+    errors = [
+        MQMError(
+            severity=base.choice(("major", "minor", "minor", "minor", "critical")),
+            category=base.choice(categories),
+            span=base.choice(words),
+        )
+        for _ in range(count)
+    ]
+    noise = random.Random(f"{seed}:{temperature}")
+    if temperature > 0 and noise.random() < temperature / 2:
+        if errors and noise.random() < 0.5:
+            errors.pop(noise.randrange(len(errors)))
+        else:
+            errors.append(MQMError(severity="minor", category=noise.choice(categories), span=noise.choice(words)))
+    return errors
+
+
+def _between(text: str, start: str, end: str) -> str:
+    begin = text.rfind(start)
+    if begin == -1:
+        return ""
+    begin += len(start)
+    stop = text.find(end, begin)
+    return text[begin : stop if stop != -1 else None]
+
+
+def _undecorate(line: str) -> str:
+    """Drop Markdown emphasis, bullets and numbering around a line (``**Major:**`` -> ``Major:``)."""
+    previous = None
+    while previous != line:
+        previous = line
+        line = _DECORATION.sub("", line).strip()
+        line = line.rstrip("*_`").strip()
+    return line.replace("**", "").replace("__", "")
