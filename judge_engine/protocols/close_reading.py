@@ -1,0 +1,221 @@
+"""Close reading (Death of the Novel(ty)): novel and non-pragmatic expressions in a passage.
+
+Two protocols, ``novel-spans`` and ``nonpragmatic-spans``, each zero-shot or few-shot (option
+``shots``). The prompts are the authors' files (``novelty_prompt.txt``, ``pragmatic_prompt.txt``
+and their ``*fewshot_prompt.txt``), reproduced byte for byte: ``file.replace("{passage}", passage)``
+as one user message, no system prompt. The templates wrap the prompt text in ``{% raw %}`` so the
+example JSON braces can never be read as Jinja.
+
+The judge answers with ``{expression, justification}`` objects (see
+:mod:`~judge_engine.protocols.close_reading_parse` for every shape that is read; a refusal or an
+answer with no list is a :class:`VerdictError`; an explicit ``[]`` means "none found"). The
+protocol then looks each expression up in the passage (exact substring, else a normalised match)
+and records ``found`` and the character offsets ``[start, end)``. An expression that is not in the
+passage stays in the verdict with ``found: false`` and does not count.
+
+Score: distinct found spans per word of the passage (words are whitespace-separated tokens), the
+passage-level figure the paper uses to predict expert preferences. ``Score.scores`` also has the
+counts: ``expressions``, ``found``, ``not_found``, ``words``.
+
+JSON mode sends the schema of :class:`SpansVerdict` (the judge fills ``expression`` and
+``justification`` only) and keeps the same prompt text; a bare list answer is accepted too.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from judge_engine import templating
+from judge_engine.protocols.base import Item, Message, Protocol, ProtocolOptions, Score
+from judge_engine.protocols.close_reading_parse import count_words, locate, read_expressions
+
+
+class Expression(BaseModel):
+    """One expression the judge selected, and where it is in the passage."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    expression: str
+    """The passage text the judge selected, as written by the judge."""
+    justification: str = ""
+    """Why the judge selected it."""
+    found: bool | None = None
+    """Filled by the protocol (leave it out): whether the expression is in the passage."""
+    start: int | None = None
+    """Filled by the protocol: offset of the first character in the passage (None if not found)."""
+    end: int | None = None
+    """Filled by the protocol: offset one past the last character (None if not found)."""
+
+
+class SpansVerdict(BaseModel):
+    """A close-reading annotation: every expression the judge selected, in its order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    expressions: list[Expression] = Field(default_factory=list)
+    """All selected expressions; an empty list means the judge found none."""
+
+
+class SpansOptions(ProtocolOptions):
+    """Options of ``novel-spans`` and ``nonpragmatic-spans``."""
+
+    shots: Literal["zero", "few"] = "zero"
+    """``zero``: the zero-shot prompt; ``few``: the prompt with three annotated passages (their
+    ids are in :attr:`CloseReading.few_shot_ids`; keep them out of an evaluation set)."""
+
+
+class CloseReading(Protocol):
+    """Shared machinery of the two close-reading protocols (not registered itself)."""
+
+    version: ClassVar[str] = "1"
+    required_fields: ClassVar[tuple[str, ...]] = ("passage",)
+    output_model: ClassVar[type[BaseModel]] = SpansVerdict
+    options_model: ClassVar[type[ProtocolOptions]] = SpansOptions
+
+    template_dir: ClassVar[str]
+    few_shot_ids: ClassVar[tuple[str, ...]]
+    """Passages shown as examples in the few-shot prompt (excluded from the paper's evaluation)."""
+
+    options: SpansOptions
+
+    def templates(self) -> Sequence[str]:
+        return (self._template(self.options.shots),)
+
+    def _template(self, shots: str) -> str:
+        return f"{self.template_dir}/{shots}_shot.j2"
+
+    def render(self, item: Item, variant: str = "") -> list[Message]:
+        content = templating.render(
+            self._template(self.options.shots), passage=str(item["passage"])
+        )
+        return [{"role": "user", "content": content}]
+
+    def parse(self, answer: str, item: Item, variant: str = "") -> SpansVerdict:
+        passage = str(item["passage"])
+        expressions = []
+        for record in read_expressions(answer):
+            where = locate(record["expression"], passage)
+            expressions.append(
+                Expression(
+                    expression=record["expression"],
+                    justification=record["justification"],
+                    found=where is not None,
+                    start=where[0] if where else None,
+                    end=where[1] if where else None,
+                )
+            )
+        return SpansVerdict(expressions=expressions)
+
+    def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
+        assert isinstance(verdict, SpansVerdict)
+        found = [e for e in verdict.expressions if e.found]
+        # A span listed twice is one finding: counting repeats would reward a looping judge.
+        distinct = len({(e.start, e.end) for e in found})
+        words = count_words(str(item["passage"]))
+        return Score(
+            distinct / words if words else 0.0,
+            {
+                "expressions": float(len(verdict.expressions)),
+                "found": float(len(found)),
+                "not_found": float(len(verdict.expressions) - len(found)),
+                "words": float(words),
+            },
+        )
+
+    def score_range(self) -> tuple[float, float] | None:
+        return None  # a per-word rate: overlapping spans can exceed one per word in principle
+
+    # --- the fake server's answers ----------------------------------------------------------
+
+    def fake_answer(
+        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
+    ) -> str | None:
+        if not messages:
+            return None
+        last = messages[-1]["content"]
+        for shots in ("few", "zero"):
+            prefix = templating.render(self._template(shots), passage="")
+            if last.startswith(prefix):
+                break
+        else:
+            return None
+        records = fake_expressions(last[len(prefix) :], seed=seed, temperature=temperature)
+        if json_mode:
+            return json.dumps({"expressions": records}, ensure_ascii=False)
+        return self._fake_text(records, shots)
+
+    def _fake_text(self, records: list[dict[str, str]], shots: str) -> str:
+        return json.dumps(records, ensure_ascii=False)
+
+
+class NovelSpans(CloseReading):
+    """Novel expressions: unusual, surprising or original given the context."""
+
+    name: ClassVar[str] = "novel-spans"
+    description: ClassVar[str] = (
+        "novel expressions in a passage (Death of the Novel(ty)); found per word"
+    )
+    template_dir: ClassVar[str] = "novel_spans"
+    few_shot_ids: ClassVar[tuple[str, ...]] = ("human_7644", "human_12011", "human_11680")
+
+    def _fake_text(self, records: list[dict[str, str]], shots: str) -> str:
+        if shots == "zero" and records:
+            # The zero-shot novelty prompt shows one bare object, so models answer with objects
+            # separated by blank lines: the fake does too, to keep that parser path exercised.
+            return "\n\n".join(json.dumps(r, ensure_ascii=False) for r in records)
+        return json.dumps(records, ensure_ascii=False)
+
+
+class NonPragmaticSpans(CloseReading):
+    """Non-pragmatic expressions: ones that do not make sense or flow naturally in context."""
+
+    name: ClassVar[str] = "nonpragmatic-spans"
+    description: ClassVar[str] = (
+        "expressions that do not make sense or flow naturally (Death of the Novel(ty)); found per word"
+    )
+    template_dir: ClassVar[str] = "nonpragmatic_spans"
+    few_shot_ids: ClassVar[tuple[str, ...]] = ("ai_15031", "ai_16704", "ai_16204")
+
+
+_TOKEN = re.compile(r"\S+")
+_FAKE_REASONS = (
+    "An unexpected image in this context.",
+    "The phrase stands out from its surroundings.",
+    "It reads oddly next to the previous sentence.",
+    "An unusual word choice for the narrator's voice.",
+)
+
+
+def fake_expressions(passage: str, *, seed: int, temperature: float) -> list[dict[str, str]]:
+    """Deterministic expressions that are real substrings of ``passage`` (2-6 words each).
+
+    The base choice depends on ``seed`` only; with probability ``temperature / 2`` one expression
+    is added or dropped, so answers vary with temperature but never between identical requests.
+    """
+    tokens = list(_TOKEN.finditer(passage))
+    if not tokens:
+        return []
+    base = random.Random(seed)
+    records = [_fake_span(passage, tokens, base) for _ in range(base.choice((0, 1, 2, 2, 3, 4)))]
+    noise = random.Random(f"{seed}:{temperature}")
+    if temperature > 0 and noise.random() < temperature / 2:
+        if records and noise.random() < 0.5:
+            records.pop(noise.randrange(len(records)))
+        else:
+            records.append(_fake_span(passage, tokens, noise))
+    return records
+
+
+def _fake_span(passage: str, tokens: list[re.Match[str]], rng: random.Random) -> dict[str, str]:
+    first = rng.randrange(len(tokens))
+    last = min(first + rng.randint(1, 5), len(tokens) - 1)
+    return {
+        "expression": passage[tokens[first].start() : tokens[last].end()],
+        "justification": rng.choice(_FAKE_REASONS),
+    }

@@ -1,0 +1,275 @@
+"""Reading close-reading answers: expression lists in every shape real judges return them.
+
+Helpers of :mod:`judge_engine.protocols.close_reading`. Real answers (e.g. the 100 Claude-4.1
+answers of the Death of the Novel(ty) repository) come as a JSON list, a JSON list inside a
+```` ```json ```` fence or after a sentence of prose, several ``{...}`` objects separated by blank
+lines (or in several fences), a Python literal, or a list whose quotes are the curly quotes of
+the prompt's own format line (``[{“expression”: “...”}]``). Keys are matched case-insensitively,
+any key starting with ``expression`` counts as the expression (Claude sometimes writes
+``expressionlovled``), and a missing justification reads as "".
+
+The reading is layered, strictest first: JSON values found anywhere in the text, then a Python
+literal, then a tolerant key scanner that takes the text between ``"expression":`` keys (it copes
+with curly-quote delimiters and unescaped inner quotes, as in the novelty prompt's own example).
+A layer wins only if it read as many expressions as the text has expression keys, so a partly
+broken answer is never silently shortened: it is a :class:`VerdictError` and gets re-asked.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from unidecode import unidecode
+
+from judge_engine.errors import VerdictError
+
+Record = dict[str, str]
+"""One expression as the judge wrote it: ``{"expression": ..., "justification": ...}``."""
+
+_QUOTE_CHARS = "\"'“”„‟‘’‚‛«»`´"
+_KEY = re.compile(
+    rf"[{_QUOTE_CHARS}]\s*(?P<key>expression\w*|justification|error)\s*[{_QUOTE_CHARS}]\s*:\s*",
+    re.IGNORECASE,
+)
+_TRAILING_STRUCTURE = re.compile(r"(?:\s|[,\[\]{}]|```(?:json)?)*$")
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+def read_expressions(answer: str) -> list[Record]:
+    """Every ``{expression, justification}`` the answer contains, in order.
+
+    Returns an empty list only for an explicit empty list (``[]``, ``{"expressions": []}``).
+
+    Raises:
+        VerdictError: a refusal or error object, an empty expression, or no readable list.
+    """
+    text = answer.strip()
+    if not text:
+        raise VerdictError("the answer is empty", raw=answer)
+    expected = sum(
+        1 for m in _KEY.finditer(text) if _kind(m.group("key")) in ("expression", "error")
+    )
+    found_empty = False
+    best: list[Record] = []
+    for layer in (_from_json, _from_literal, _from_scan):
+        records, empty = layer(text)
+        found_empty = found_empty or empty
+        if len(records) > len(best):
+            best = records
+        if best and len(best) >= expected:
+            break
+    if best and len(best) < expected:
+        raise VerdictError(
+            f"read only {len(best)} of the {expected} expressions in the answer; "
+            'answer with one valid JSON list of {"expression", "justification"} objects',
+            raw=answer,
+        )
+    return _checked(best, found_empty, answer)
+
+
+def _checked(records: list[Record], found_empty: bool, answer: str) -> list[Record]:
+    errors = [r["error"] for r in records if "error" in r and not r.get("expression")]
+    if errors:
+        raise VerdictError(f"the judge refused or reported an error: {errors[0]!r}", raw=answer)
+    if not records:
+        if found_empty:
+            return []
+        raise VerdictError(
+            'no list of {"expression": ..., "justification": ...} objects found in the answer',
+            raw=answer,
+        )
+    problems = [
+        f"expression {n} is empty"
+        for n, r in enumerate(records, start=1)
+        if not r.get("expression", "").strip()
+    ]
+    if problems:
+        raise VerdictError(problems, raw=answer)
+    return [
+        {"expression": r["expression"], "justification": r.get("justification", "")}
+        for r in records
+    ]
+
+
+# --- layer 1: JSON values anywhere in the text ------------------------------------------------
+
+
+def _from_json(text: str) -> tuple[list[Record], bool]:
+    records: list[Record] = []
+    empty = False
+    for value in _json_values(text):
+        found, is_empty = _records_of(value)
+        records.extend(found)
+        empty = empty or is_empty
+    return records, empty
+
+
+def _json_values(text: str) -> Iterator[Any]:
+    """Relevant JSON values decoded at any ``[`` or ``{``, left to right, never overlapping."""
+    decoder = json.JSONDecoder()
+    position = 0
+    while True:
+        start = _next_open(text, position)
+        if start == -1:
+            return
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            position = start + 1
+            continue
+        if _records_of(value) != ([], False):
+            yield value
+            position = end
+        else:
+            position = start + 1
+
+
+def _next_open(text: str, position: int) -> int:
+    hits = [i for i in (text.find("[", position), text.find("{", position)) if i != -1]
+    return min(hits) if hits else -1
+
+
+def _records_of(value: Any) -> tuple[list[Record], bool]:
+    """Records in a decoded value, and whether it was an explicit empty list."""
+    if isinstance(value, dict):
+        wrapped = value.get("expressions")
+        if isinstance(wrapped, list):
+            return _records_of(wrapped)
+        record = _record(value)
+        return ([record], False) if record else ([], False)
+    if isinstance(value, list):
+        if not value:
+            return [], True
+        records = [r for item in value if isinstance(item, dict) and (r := _record(item))]
+        return records, False
+    return [], False
+
+
+def _record(raw: dict[Any, Any]) -> Record | None:
+    record: Record = {}
+    for key, value in raw.items():
+        kind = _kind(str(key))
+        if kind is not None and kind not in record and value is not None:
+            record[kind] = (
+                value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            )
+    return record if ("expression" in record or "error" in record) else None
+
+
+def _kind(key: str) -> str | None:
+    key = key.strip().lower()
+    if key.startswith("expression") and key != "expressions":
+        return "expression"
+    if key in ("justification", "error"):
+        return key
+    return None
+
+
+# --- layer 2: a Python literal (single-quoted dicts) ------------------------------------------
+
+
+def _from_literal(text: str) -> tuple[list[Record], bool]:
+    body = _unfenced(text)
+    for opener, closer in (("[", "]"), ("{", "}")):
+        start, end = body.find(opener), body.rfind(closer)
+        if start == -1 or end <= start:
+            continue
+        try:
+            value = ast.literal_eval(body[start : end + 1])
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, tuple):  # "{...}, {...}" evaluates to a tuple of dicts
+            value = list(value)
+        records, empty = _records_of(value)
+        if records or empty:
+            return records, empty
+    return [], False
+
+
+def _unfenced(text: str) -> str:
+    fences = _FENCE.findall(text)
+    return "\n".join(fences) if fences else text
+
+
+# --- layer 3: a tolerant scanner over quoted keys ---------------------------------------------
+
+
+def _from_scan(text: str) -> tuple[list[Record], bool]:
+    matches = [m for m in _KEY.finditer(text) if _kind(m.group("key")) is not None]
+    records: list[Record] = []
+    current: Record = {}
+    for index, match in enumerate(matches):
+        last = index + 1 == len(matches)
+        region = text[match.end() : len(text) if last else matches[index + 1].start()]
+        kind = _kind(match.group("key"))
+        assert kind is not None
+        if kind in current:
+            records.append(current)
+            current = {}
+        current[kind] = _scanned_value(region, last=last)
+    if current:
+        records.append(current)
+    return [r for r in records if "expression" in r or "error" in r], False
+
+
+def _scanned_value(region: str, *, last: bool) -> str:
+    if last and "}" in region:
+        region = region[: region.rfind("}")]
+    value = _TRAILING_STRUCTURE.sub("", region).strip()
+    if value[:1] and value[0] in _QUOTE_CHARS:
+        value = value[1:]
+    if value[-1:] and value[-1] in _QUOTE_CHARS:
+        value = value[:-1]
+    return value.replace('\\"', '"').replace("\\n", "\n").strip()
+
+
+# --- finding expressions in the passage -------------------------------------------------------
+
+_FOLD_QUOTES = str.maketrans({c: "'" for c in _QUOTE_CHARS})
+
+
+def locate(expression: str, passage: str) -> tuple[int, int] | None:
+    """Character offsets ``[start, end)`` of ``expression`` in ``passage``, or None.
+
+    An exact substring first; else a normalised match: both texts transliterated to ASCII
+    (unidecode), case-folded, every kind of quote mark folded to ``'`` and runs of whitespace
+    collapsed, with the offsets mapped back to the original passage. The first occurrence wins.
+    """
+    needle = expression.strip()
+    if not needle:
+        return None
+    start = passage.find(needle)
+    if start != -1:
+        return start, start + len(needle)
+    folded_passage, origin = _fold(passage)
+    folded_needle = _fold(needle)[0].strip()
+    if not folded_needle:
+        return None
+    at = folded_passage.find(folded_needle)
+    if at == -1:
+        return None
+    return origin[at], origin[at + len(folded_needle) - 1] + 1
+
+
+def _fold(text: str) -> tuple[str, list[int]]:
+    """The normalised text and, per normalised character, its index in ``text``."""
+    chars: list[str] = []
+    origin: list[int] = []
+    for index, char in enumerate(text):
+        for piece in unidecode(char.translate(_FOLD_QUOTES)).casefold().translate(_FOLD_QUOTES):
+            if piece.isspace():
+                if chars and chars[-1] == " ":
+                    continue
+                piece = " "
+            chars.append(piece)
+            origin.append(index)
+    return "".join(chars), origin
+
+
+def count_words(passage: str) -> int:
+    """Words of a passage: whitespace-separated tokens (``"don't stop—now"`` is 2 words)."""
+    return len(passage.split())
