@@ -1,0 +1,276 @@
+"""Agreement between raters: kappas, Krippendorff's alpha, ICC, percent agreement.
+
+Conventions shared by every function here:
+
+* A *ratings matrix* is items x raters (one row per item, one column per rater); ``None`` or NaN
+  marks a missing rating.
+* A statistic that is undefined for the data (no items, a single rater, no variation so the
+  chance term is degenerate) is returned as NaN. Malformed input (ragged rows, unequal lengths,
+  unknown options) raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from judge_engine.stats._arrays import (
+    FloatArray,
+    as_float_array,
+    is_missing,
+    paired_labels,
+    ratings_matrix,
+)
+
+Weights = Literal["linear", "quadratic"] | None
+AlphaLevel = Literal["nominal", "ordinal", "interval", "ratio"]
+IccForm = Literal["ICC(1,1)", "ICC(2,1)", "ICC(3,1)", "ICC(1,k)", "ICC(2,k)", "ICC(3,k)"]
+
+
+def percent_agreement(ratings: Sequence[Sequence[Hashable]]) -> float:
+    """Observed agreement: the mean, over items, of the share of rater pairs that agree.
+
+    With two raters this is the share of items on which they give the same label. Items with
+    fewer than two ratings are skipped.
+
+    Args:
+        ratings: items x raters labels (``None``/NaN = missing).
+
+    Returns:
+        A value in [0, 1], or NaN when no item has two ratings.
+    """
+    shares = []
+    for row in ratings_matrix(ratings):
+        labels = [v for v in row if not is_missing(v)]
+        m = len(labels)
+        if m < 2:
+            continue
+        counts = np.array([labels.count(v) for v in set(labels)], dtype=float)
+        shares.append(float((counts * (counts - 1)).sum() / (m * (m - 1))))
+    return float(np.mean(shares)) if shares else math.nan
+
+
+def cohen_kappa(
+    a: Sequence[Hashable],
+    b: Sequence[Hashable],
+    *,
+    weights: Weights = None,
+    categories: Sequence[Hashable] | None = None,
+) -> float:
+    """Cohen's kappa between two raters, unweighted or weighted.
+
+    Weighted kappa uses the categories' positions in ``categories`` (default: the sorted union
+    of observed labels) as the ordinal scale, like scikit-learn: linear weights |i-j|, quadratic
+    weights (i-j)^2. Pairs with a missing label are dropped.
+
+    Args:
+        a: labels from rater A.
+        b: labels from rater B, same items in the same order.
+        weights: None, "linear" or "quadratic".
+        categories: the ordered category list; needed when labels do not sort meaningfully.
+
+    Returns:
+        Kappa in [-1, 1]; NaN when there are no pairs or chance agreement is 1 (one category).
+
+    Raises:
+        ValueError: unequal lengths, unknown weights, or a label missing from ``categories``.
+    """
+    if weights not in (None, "linear", "quadratic"):
+        raise ValueError(f"weights must be None, 'linear' or 'quadratic', not {weights!r}")
+    pairs = paired_labels(a, b)
+    if not pairs:
+        return math.nan
+    cats = list(categories) if categories is not None else sorted({v for p in pairs for v in p})
+    index = {c: i for i, c in enumerate(cats)}
+    k = len(cats)
+    observed = np.zeros((k, k))
+    for x, y in pairs:
+        if x not in index or y not in index:
+            raise ValueError(f"label {x if x not in index else y!r} is not in categories")
+        observed[index[x], index[y]] += 1
+    observed /= observed.sum()
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    diff = np.abs(np.subtract.outer(np.arange(k), np.arange(k))).astype(float)
+    w = (diff > 0).astype(float) if weights is None else diff if weights == "linear" else diff**2
+    denominator = float((w * expected).sum())
+    if denominator == 0:
+        return math.nan
+    return 1.0 - float((w * observed).sum()) / denominator
+
+
+def category_counts(
+    ratings: Sequence[Sequence[Hashable]], categories: Sequence[Hashable] | None = None
+) -> tuple[FloatArray, list[Hashable]]:
+    """Turn an items x raters label matrix into the items x categories count table.
+
+    Returns:
+        ``(table, categories)``; missing ratings are not counted.
+    """
+    rows = ratings_matrix(ratings)
+    cats = (
+        list(categories)
+        if categories is not None
+        else sorted({v for row in rows for v in row if not is_missing(v)}, key=repr)
+    )
+    index = {c: i for i, c in enumerate(cats)}
+    table = np.zeros((len(rows), len(cats)))
+    for i, row in enumerate(rows):
+        for v in row:
+            if not is_missing(v):
+                if v not in index:
+                    raise ValueError(f"label {v!r} is not in categories")
+                table[i, index[v]] += 1
+    return table, cats
+
+
+def _multirater(table: Any) -> tuple[float, FloatArray, float]:
+    """(mean observed agreement P-bar, category shares p_j, raters per item n) of a count table."""
+    t = as_float_array(table, name="table")
+    if t.ndim != 2:
+        raise ValueError("table must be items x categories counts")
+    if t.shape[0] == 0 or t.sum() == 0:
+        return math.nan, np.zeros(t.shape[1]), 0.0
+    per_item = t.sum(axis=1)
+    if np.any(per_item != per_item[0]):
+        raise ValueError("every item must have the same number of ratings (Fleiss' design)")
+    n = float(per_item[0])
+    if n < 2:
+        return math.nan, t.sum(axis=0) / t.sum(), n
+    p_bar = float(((t * (t - 1)).sum(axis=1) / (n * (n - 1))).mean())
+    return p_bar, t.sum(axis=0) / t.sum(), n
+
+
+def fleiss_kappa(table: Any) -> float:
+    """Fleiss' kappa from an items x categories count table (each row sums to the rater count).
+
+    Returns:
+        Kappa (at most 1); NaN with no items, fewer than two raters per item, or when every
+        rating falls in one category (chance agreement 1).
+
+    Raises:
+        ValueError: the table is not 2-D or rows have different totals.
+    """
+    p_bar, p_j, _ = _multirater(table)
+    p_e = float((p_j**2).sum())
+    if math.isnan(p_bar) or p_e >= 1.0:
+        return math.nan
+    return (p_bar - p_e) / (1.0 - p_e)
+
+
+def randolph_kappa(table: Any, *, n_categories: int | None = None) -> float:
+    """Randolph's free-marginal multirater kappa (2005): chance agreement fixed at 1/k.
+
+    Suits rare, prevalence-biased labels (the close-reading paper's choice).
+
+    Args:
+        table: items x categories counts, each row summing to the rater count.
+        n_categories: k, the number of categories raters could choose from (default: the
+            table's column count; pass it when some categories were never used).
+
+    Returns:
+        Kappa in [-1/(k-1), 1]; NaN with no items, fewer than two raters, or k < 2.
+    """
+    p_bar, p_j, _ = _multirater(table)
+    k = n_categories if n_categories is not None else len(p_j)
+    if math.isnan(p_bar) or k < 2:
+        return math.nan
+    return (p_bar - 1.0 / k) / (1.0 - 1.0 / k)
+
+
+def krippendorff_alpha(
+    ratings: Sequence[Sequence[Any]],
+    *,
+    level: AlphaLevel = "nominal",
+    categories: Sequence[Hashable] | None = None,
+) -> float:
+    """Krippendorff's alpha over an items x raters matrix (the ``krippendorff`` package).
+
+    Nominal labels may be any hashable values; ordinal labels are ordered by ``categories``
+    (default: sorted values); interval and ratio need numbers.
+
+    Returns:
+        Alpha (at most 1); NaN when no item has two ratings or only one value occurs.
+
+    Raises:
+        ValueError: unknown level, ragged rows, non-numeric interval/ratio data.
+    """
+    import krippendorff
+
+    if level not in ("nominal", "ordinal", "interval", "ratio"):
+        raise ValueError(f"level must be nominal, ordinal, interval or ratio, not {level!r}")
+    rows = ratings_matrix(ratings)
+    if not rows or not rows[0]:
+        return math.nan
+    if level in ("nominal", "ordinal"):
+        _, cats = category_counts(rows, categories)
+        if categories is None and level == "ordinal":
+            try:
+                cats = sorted(cats)  # type: ignore[type-var]
+            except TypeError as exc:
+                raise ValueError("ordinal labels must sort; pass categories=") from exc
+        code = {c: float(i) for i, c in enumerate(cats)}
+        data = np.array([[math.nan if is_missing(v) else code[v] for v in r] for r in rows])
+        domain: list[float] | None = list(code.values())
+    else:
+        data, domain = as_float_array(rows, name="ratings"), None
+    try:
+        return float(
+            krippendorff.alpha(
+                reliability_data=data.T, value_domain=domain, level_of_measurement=level
+            )
+        )
+    except ValueError:  # fewer than two pairable values, or a single value in the domain
+        return math.nan
+
+
+def _anova(x: FloatArray) -> tuple[float, float, float, float]:
+    """Mean squares (between targets, within targets, between judges, residual)."""
+    n, k = x.shape
+    grand = x.mean()
+    ss_total = ((x - grand) ** 2).sum()
+    ss_rows = k * ((x.mean(axis=1) - grand) ** 2).sum()
+    ss_cols = n * ((x.mean(axis=0) - grand) ** 2).sum()
+    bms = ss_rows / (n - 1)
+    wms = (ss_total - ss_rows) / (n * (k - 1))
+    jms = ss_cols / (k - 1)
+    ems = (ss_total - ss_rows - ss_cols) / ((n - 1) * (k - 1))
+    return bms, wms, jms, ems
+
+
+def icc(ratings: Any, *, form: IccForm = "ICC(2,1)") -> float:
+    """Intraclass correlation (Shrout & Fleiss 1979) over an items x raters numeric matrix.
+
+    Forms: ICC(1,1) one-way random; ICC(2,1) two-way random, absolute agreement; ICC(3,1)
+    two-way mixed, consistency; the ``k`` forms give the reliability of the mean of the k
+    raters. Items with any missing rating are dropped (the ANOVA needs a complete design).
+
+    Returns:
+        The coefficient (at most 1, unbounded below); NaN with fewer than two complete items or
+        fewer than two raters, or when the denominator is 0 (e.g. constant ratings).
+
+    Raises:
+        ValueError: unknown form or a matrix that is not 2-D.
+    """
+    forms = ("ICC(1,1)", "ICC(2,1)", "ICC(3,1)", "ICC(1,k)", "ICC(2,k)", "ICC(3,k)")
+    if form not in forms:
+        raise ValueError(f"form must be one of {', '.join(forms)}, not {form!r}")
+    x = as_float_array(ratings, name="ratings")
+    if x.ndim != 2:
+        raise ValueError("ratings must be an items x raters matrix")
+    x = x[np.isfinite(x).all(axis=1)]
+    n, k = x.shape
+    if n < 2 or k < 2:
+        return math.nan
+    bms, wms, jms, ems = _anova(x)
+    num, den = {
+        "ICC(1,1)": (bms - wms, bms + (k - 1) * wms),
+        "ICC(2,1)": (bms - ems, bms + (k - 1) * ems + k * (jms - ems) / n),
+        "ICC(3,1)": (bms - ems, bms + (k - 1) * ems),
+        "ICC(1,k)": (bms - wms, bms),
+        "ICC(2,k)": (bms - ems, bms + (jms - ems) / n),
+        "ICC(3,k)": (bms - ems, bms),
+    }[form]
+    return float(num / den) if den > 0 else math.nan
