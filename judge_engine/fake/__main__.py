@@ -1,0 +1,60 @@
+"""``python -m judge_engine.fake --port 0 --config '{"rpm": 600}'``
+
+Prints exactly one line, ``judge-engine fake server listening on http://127.0.0.1:PORT/v1``, once
+it serves, then serves on 127.0.0.1 until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from pydantic import ValidationError
+
+from judge_engine import jsonio
+from judge_engine.fake.app import FakeApp
+from judge_engine.fake.config import FakeConfig
+from judge_engine.fake.process import READY_PREFIX
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[int, FakeConfig]:
+    parser = argparse.ArgumentParser(
+        prog="python -m judge_engine.fake",
+        description="The judge-engine fake OpenAI-compatible server (binds 127.0.0.1 only).",
+    )
+    parser.add_argument("--port", type=int, default=0, help="port to bind; 0 picks a free one")
+    parser.add_argument(
+        "--config", default="{}", help='FakeConfig as JSON, e.g. \'{"rpm": 600, "latency_s": 0.2}\''
+    )
+    args = parser.parse_args(argv)
+    try:
+        config = FakeConfig.model_validate(jsonio.loads(args.config))
+    except (ValueError, ValidationError) as exc:
+        parser.error(f"--config: {exc}")
+    return args.port, config
+
+
+async def serve(port: int, config: FakeConfig) -> None:
+    app = FakeApp(config)
+    bound = await app.start(port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(f"{READY_PREFIX}http://127.0.0.1:{bound}/v1", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await app.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    port, config = parse_args(argv)
+    asyncio.run(serve(port, config))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""What the fake server answers: a deterministic function of the request, written by the protocols.
+
+Every registered protocol is asked in turn (``Protocol.fake_answer``); the first that recognises
+its own prompt writes the answer, so protocols added later plug in without touching the server.
+
+Token counts are a cheap deterministic stand-in for a tokenizer, chosen so that a client can
+predict them exactly and must reconcile its own estimates with ``usage``:
+
+* ``prompt_tokens = sum over messages of (ceil(len(content) / 4) + 4)``
+* ``completion_tokens = ceil(len(answer) / 4)``
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from judge_engine import jsonio
+from judge_engine.protocols import available, get_protocol
+from judge_engine.protocols.base import REASK_MARKER, Message, Protocol, stable_seed
+
+MALFORMED_ANSWERS = (
+    "I think this is quite good overall, with a few small issues.",
+    "Overall the translation reads well, although some phrasing could be smoother.",
+    "This is a solid piece of work; I would not change much.",
+    "Hard to say. Parts of it are fine and parts of it are not.",
+)
+"""Prose no protocol can read, served when the ``malformed`` fault fires."""
+
+
+class BadRequest(ValueError):
+    """The request body is not a chat completion request this server can read (HTTP 400)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """The content of a reply and its accounting."""
+
+    content: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    protocol: str | None
+    """The protocol that wrote the answer (None: the generic answer)."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+def ceil_div4(n: int) -> int:
+    return -(-n // 4)
+
+
+def prompt_tokens(messages: Sequence[Message]) -> int:
+    """The fake tokenizer's prompt count (see the module docstring)."""
+    return sum(ceil_div4(len(m["content"])) + 4 for m in messages)
+
+
+def completion_tokens(answer: str) -> int:
+    """The fake tokenizer's completion count (see the module docstring)."""
+    return ceil_div4(len(answer))
+
+
+def read_messages(raw: Any) -> list[Message]:
+    """Chat messages with string content (OpenAI content-part lists are joined)."""
+    if not isinstance(raw, list) or not raw:
+        raise BadRequest("'messages' must be a non-empty array")
+    messages: list[Message] = []
+    for index, message in enumerate(raw):
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+            raise BadRequest(f"messages[{index}] must be an object with a string 'role'")
+        content = message.get("content")
+        if content is None:
+            content = ""
+        elif isinstance(content, list):
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        elif not isinstance(content, str):
+            raise BadRequest(f"messages[{index}].content must be a string or an array of parts")
+        messages.append({"role": message["role"], "content": content})
+    return messages
+
+
+def strip_reasks(messages: Sequence[Message]) -> list[Message]:
+    """Drop trailing (assistant answer, re-ask) pairs, so a re-ask gets the original's answer."""
+    stripped = list(messages)
+    while (
+        len(stripped) >= 2
+        and stripped[-1]["role"] == "user"
+        and stripped[-1]["content"].startswith(REASK_MARKER)
+        and stripped[-2]["role"] == "assistant"
+    ):
+        del stripped[-2:]
+    return stripped
+
+
+def is_json_mode(response_format: Any) -> bool:
+    return response_format is not None and response_format != {"type": "text"}
+
+
+class AnswerBook:
+    """Writes answers by asking every registered protocol (each instantiated once, lazily)."""
+
+    def __init__(self) -> None:
+        self._protocols: list[Protocol] | None = None
+
+    @property
+    def protocols(self) -> list[Protocol]:
+        if self._protocols is None:
+            self._protocols = [get_protocol(name)() for name in available()]
+        return self._protocols
+
+    def answer(
+        self, messages: Sequence[Message], *, temperature: float, json_mode: bool
+    ) -> tuple[str, str | None]:
+        """``(content, protocol name)`` for the conversation, re-ask turns stripped first."""
+        stripped = strip_reasks(messages)
+        seed = stable_seed(jsonio.canonical(stripped).decode())
+        for protocol in self.protocols:
+            text = protocol.fake_answer(
+                stripped, seed=seed, temperature=temperature, json_mode=json_mode
+            )
+            if text is not None:
+                return text, protocol.name
+        generic = (
+            f"This is a generic answer from the judge-engine fake server ({seed % 10_000:04d})."
+        )
+        if json_mode:
+            return jsonio.dumps({"answer": generic}).decode(), None
+        return generic, None
+
+
+def finish(
+    messages: Sequence[Message],
+    content: str,
+    protocol: str | None,
+    *,
+    malformed: float | None = None,
+    cut_off: bool = False,
+    max_tokens: int | None = None,
+) -> Answer:
+    """Apply the content faults and ``max_tokens`` to an answer and count its tokens.
+
+    ``malformed`` is the uniform draw that picks the prose (None: no malformed fault).
+    """
+    finish_reason = "stop"
+    if malformed is not None:
+        content = MALFORMED_ANSWERS[int(malformed * len(MALFORMED_ANSWERS))]
+    elif cut_off:
+        content = content[: len(content) // 2]
+        finish_reason = "length"
+    if max_tokens is not None and completion_tokens(content) > max_tokens:
+        content = content[: max(0, max_tokens) * 4]
+        finish_reason = "length"
+    return Answer(
+        content=content,
+        finish_reason=finish_reason,
+        prompt_tokens=prompt_tokens(messages),
+        completion_tokens=completion_tokens(content),
+        protocol=protocol,
+    )
+
+
+def body_digest(body: bytes) -> bytes:
+    """8-byte identity of a request body (distinct-body tracking and fault draws)."""
+    return hashlib.blake2b(body, digest_size=8).digest()
