@@ -49,5 +49,7 @@ def ratings_matrix(ratings: Any) -> list[list[Hashable]]:
     """Validate an items x raters matrix of labels (rows may hold ``None``/NaN for missing)."""
     rows = [list(row) for row in ratings]
     if rows and len({len(row) for row in rows}) != 1:
-        raise ValueError("ratings must be a rectangular items x raters matrix (use None for missing)")
+        raise ValueError(
+            "ratings must be a rectangular items x raters matrix (use None for missing)"
+        )
     return rows

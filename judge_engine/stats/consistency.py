@@ -126,9 +126,7 @@ def flip_rate(labels: Sequence[Sequence[Hashable]]) -> float:
     return float(np.mean(flips)) if flips else math.nan
 
 
-def repeat_consistency(
-    scores: Any, *, small: float = 1.0, large: float = 5.0
-) -> RepeatConsistency:
+def repeat_consistency(scores: Any, *, small: float = 1.0, large: float = 5.0) -> RepeatConsistency:
     """All consistency measures for one items x repeats matrix (one temperature).
 
     Args:

@@ -189,4 +189,3 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
-

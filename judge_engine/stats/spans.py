@@ -74,12 +74,21 @@ def span_prf(
                 tp += 1
             else:
                 fp += 1
-        fn += sum(1 for r in refs if not any(expressions_match(p, r, threshold=threshold) for p in preds))
+        fn += sum(
+            1 for r in refs if not any(expressions_match(p, r, threshold=threshold) for p in preds)
+        )
     precision = tp / (tp + fp) if tp + fp else math.nan
     recall = tp / (tp + fn) if tp + fn else math.nan
     f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else math.nan
     return SpanScores(
-        tp, fp, fn, precision, recall, f1, wilson_interval(tp, tp + fp), wilson_interval(tp, tp + fn)
+        tp,
+        fp,
+        fn,
+        precision,
+        recall,
+        f1,
+        wilson_interval(tp, tp + fp),
+        wilson_interval(tp, tp + fn),
     )
 
 

@@ -169,9 +169,7 @@ def parse_list(value: Any) -> list[Any]:
     return [value]
 
 
-def join(
-    left: Table, right: Table, *, left_key: Sequence[str], right_key: Sequence[str]
-) -> Table:
+def join(left: Table, right: Table, *, left_key: Sequence[str], right_key: Sequence[str]) -> Table:
     """Inner join on key columns; right-hand columns that clash get a ``.right`` suffix.
 
     Raises:

@@ -1,0 +1,375 @@
+"""The ``stats`` and ``meta`` commands: how far can the judge be trusted?
+
+``stats SOURCE``: consistency, score distribution, unscored rate and agreement between judges
+for a run directory (or consistency across repeat columns of any table).
+``meta TABLE``: correlation, agreement, adequacy and span F1 between judge scores and human
+judgments, per group and pooled. Both print rich tables and can write JSON, CSV and PNG plots.
+
+The main CLI calls :func:`register`; ``python -m judge_engine.cli_stats`` works on its own.
+Heavy libraries (scipy, rich, matplotlib) are imported inside the handlers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from judge_engine.stats.sections import Section
+    from judge_engine.stats.tables import Table
+
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``stats`` and ``meta`` subcommands to the main CLI's subparsers."""
+    stats = subparsers.add_parser(
+        "stats", help="consistency, distributions and agreement of a run",
+        description="Trust measurements of one run directory, or of repeat columns of a table.",
+    )  # fmt: skip
+    stats.add_argument(
+        "source", help="a run directory, or a table (.csv/.jsonl/.json) with --repeats"
+    )
+    stats.add_argument("--repeats", nargs="+", metavar="COL",
+                       help="table mode: one column of score lists, or one column per repeat")  # fmt: skip
+    stats.add_argument("--group", metavar="COL", help="table mode: split by this column")
+    stats.add_argument(
+        "--small", type=float, default=1.0, help="|delta| bound of the first bucket (default 1)"
+    )
+    stats.add_argument(
+        "--large", type=float, default=5.0, help="|delta| bound of the last bucket (default 5)"
+    )
+    stats.add_argument("--verdict-field", metavar="NAME",
+                       help="flip rate on verdict[NAME] (e.g. winner) instead of the score")  # fmt: skip
+    _output_args(stats)
+    stats.set_defaults(handler=handle_stats)
+
+    meta = subparsers.add_parser(
+        "meta", help="judge vs human: correlation, agreement, adequacy, span F1",
+        description="Compare judge scores with human judgments, per group and pooled.",
+    )  # fmt: skip
+    meta.add_argument(
+        "table", help="judge scores: a run directory or a .csv/.tsv/.jsonl/.json table"
+    )
+    meta.add_argument("--human-table", metavar="PATH", help="human judgments, joined on --key")
+    meta.add_argument("--key", nargs="+", metavar="COL", help="join key in TABLE (run: item_id)")
+    meta.add_argument(
+        "--human-key", nargs="+", metavar="COL", help="join key in --human-table (default: --key)"
+    )
+    meta.add_argument("--human", nargs="+", default=[], metavar="COL", help="human score columns")
+    meta.add_argument("--pred", nargs="+", default=[], metavar="COL",
+                      help="judge score columns, each compared with each --human (run: all judges)")  # fmt: skip
+    meta.add_argument("--compare", nargs="+", default=[], metavar="HUMAN=JUDGE",
+                      help="explicit column pairs, e.g. mqm_score_acc=gemba_acc_literary")  # fmt: skip
+    meta.add_argument("--negate", nargs="+", default=[], metavar="COL",
+                      help="flip the sign of these columns first (penalties vs scores)")  # fmt: skip
+    meta.add_argument("--group", metavar="COL", help="report per value of this column (e.g. pair)")
+    meta.add_argument(
+        "--system", metavar="COL", help="system column: adds system-level correlation"
+    )
+    meta.add_argument("--methods", nargs="+", default=["kendall", "spearman", "pearson"],
+                      choices=["kendall", "spearman", "pearson"])  # fmt: skip
+    meta.add_argument(
+        "--bootstrap",
+        type=int,
+        default=0,
+        metavar="N",
+        help="bootstrap CI resamples for the first method",
+    )
+    meta.add_argument("--seed", type=int, default=0)
+    meta.add_argument("--temperature", type=float, help="run source: use only this temperature")
+    meta.add_argument(
+        "--agreement", action="store_true", help="add kappa, alpha, ICC (shared discrete scale)"
+    )
+    adequacy = meta.add_argument_group("adequacy (LitEval)")
+    adequacy.add_argument(
+        "--adequacy",
+        action="store_true",
+        help="rate at which each column prefers the human translation",
+    )
+    adequacy.add_argument("--item", metavar="COL", help="source item column (e.g. source_)")
+    adequacy.add_argument("--human-system", nargs="+", default=["translator"], metavar="NAME")
+    adequacy.add_argument("--top-systems", nargs="+", default=[], metavar="NAME")
+    adequacy.add_argument(
+        "--other-systems", nargs="+", metavar="NAME", help="default: all remaining systems"
+    )
+    adequacy.add_argument("--subset", metavar="PATH", help="keep only items listed in this table")
+    adequacy.add_argument(
+        "--subset-key", metavar="COL", help="column naming the item in --subset (default: --item)"
+    )
+    spans = meta.add_argument_group("span agreement (close reading)")
+    spans.add_argument("--spans", metavar="HUMAN=JUDGE",
+                       help="expression-list columns: human (in --human-table) = judge (in TABLE)")  # fmt: skip
+    _output_args(meta)
+    meta.set_defaults(handler=handle_meta)
+
+
+def _output_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", metavar="PATH", help="write all sections as JSON")
+    parser.add_argument(
+        "--csv", metavar="PATH", help="write all sections as one CSV (a 'section' column)"
+    )
+    parser.add_argument("--plots", nargs="?", const="", metavar="DIR",
+                        help="write PNG charts (default dir for a run: RUN_DIR/plots)")  # fmt: skip
+    parser.add_argument("--quiet", action="store_true", help="no tables on stdout")
+
+
+def _fail(command: str, message: str) -> int:
+    print(f"judge-engine {command}: error: {message}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def handle_stats(args: argparse.Namespace) -> int:
+    """Run ``stats``; returns the exit code (2 on bad input)."""
+    from judge_engine.stats.runs import read_run
+    from judge_engine.stats.sections import run_sections, table_consistency_section
+    from judge_engine.stats.tables import read_table
+
+    source = Path(args.source)
+    try:
+        if source.is_dir():
+            run = read_run(source)
+            if not run.outcomes:
+                return _fail("stats", f"{source / 'outcomes.jsonl'}: no outcomes")
+            sections = run_sections(run, small=args.small, large=args.large,
+                                    verdict_field=args.verdict_field)  # fmt: skip
+            notes = run.notes
+        elif args.repeats:
+            table = read_table(source)
+            table.require(*args.repeats, *([args.group] if args.group else []))
+            sections = [table_consistency_section(table.rows, args.repeats, group=args.group,
+                                                  small=args.small, large=args.large)]  # fmt: skip
+            notes = table.notes
+        else:
+            return _fail("stats", f"{source}: not a run directory (give --repeats COL for a table)")
+        _emit(args, sections, notes)
+        if args.plots is not None:
+            plot_dir = (
+                Path(args.plots)
+                if args.plots
+                else (source / "plots" if source.is_dir() else Path("plots"))
+            )
+            _stats_plots(sections, run if source.is_dir() else None, plot_dir)
+    except ValueError as exc:  # TableError included
+        return _fail("stats", str(exc))
+    return 0
+
+
+def _load_meta_table(args: argparse.Namespace) -> tuple[Table, list[str]]:
+    """The judge table (run or file), joined with --human-table, subset and negated."""
+    from judge_engine.stats.runs import read_run, run_table
+    from judge_engine.stats.tables import TableError, join, read_table
+
+    source = Path(args.table)
+    if source.is_dir():
+        run = read_run(source)
+        table, key = run_table(run, temperature=args.temperature), args.key or ["item_id"]
+        pred = args.pred or run.judges
+    else:
+        table, key, pred = read_table(source), args.key, args.pred
+    if args.human_table and not args.spans:
+        if not key:
+            raise TableError("--human-table needs --key (the join column)")
+        table = join(table, read_table(args.human_table), left_key=key,
+                     right_key=args.human_key or key)  # fmt: skip
+    if args.subset:
+        subset_key = args.subset_key or args.item
+        if not subset_key:
+            raise TableError("--subset needs --subset-key or --item")
+        allowed = {str(v) for v in read_table(args.subset).values(subset_key)}
+        table.require(args.item or subset_key)
+        table.rows = [r for r in table.rows if str(r.get(args.item or subset_key)) in allowed]
+        if not table.rows:
+            raise TableError(f"no rows of {table.name} match {args.subset} on {subset_key!r}")
+    for col in args.negate:
+        for row, v in zip(table.rows, table.floats(col), strict=True):
+            row[col] = -v
+    return table, pred
+
+
+def _comparisons(args: argparse.Namespace, pred: Sequence[str]) -> list[tuple[str, str]]:
+    pairs = [(h, p) for h in args.human for p in pred]
+    for spec in args.compare:
+        human, sep, judge = spec.partition("=")
+        if not sep or not human or not judge:
+            raise ValueError(f"--compare {spec!r}: expected HUMAN=JUDGE")
+        pairs.append((human, judge))
+    return pairs
+
+
+def handle_meta(args: argparse.Namespace) -> int:
+    """Run ``meta``; returns the exit code (2 on bad input)."""
+    from judge_engine.stats import meta
+
+    try:
+        table, pred = _load_meta_table(args)
+        comparisons = _comparisons(args, pred)
+        sections: list[Section] = []
+        if comparisons:
+            sections.append(meta.correlation_section(
+                table, comparisons, group=args.group, system=args.system,
+                methods=args.methods, bootstrap=args.bootstrap, seed=args.seed,
+            ))  # fmt: skip
+            if args.agreement:
+                sections.append(meta.agreement_section(table, comparisons, group=args.group))
+        if args.adequacy:
+            if not (args.item and args.system and args.top_systems):
+                raise ValueError("--adequacy needs --item, --system and --top-systems")
+            metrics = list(
+                dict.fromkeys([*args.human, *pred, *(c for p in comparisons for c in p)])
+            )
+            sections.append(meta.adequacy_section(
+                table, metrics, item=args.item, system=args.system, human=args.human_system,
+                top=args.top_systems, other=args.other_systems, group=args.group,
+            ))  # fmt: skip
+        if args.spans:
+            sections.append(_span_section(args, table))
+        if not sections:
+            raise ValueError(
+                "nothing to compare: give --human/--pred, --compare, --adequacy or --spans"
+            )
+        _emit(args, sections, table.notes)
+        if args.plots is not None:
+            default = Path(args.table) / "plots" if Path(args.table).is_dir() else Path("plots")
+            _meta_plots(sections, Path(args.plots) if args.plots else default)
+    except ValueError as exc:  # TableError included
+        return _fail("meta", str(exc))
+    return 0
+
+
+def _span_section(args: argparse.Namespace, table: Table) -> Section:
+    from judge_engine.stats.meta import span_section
+    from judge_engine.stats.tables import read_table
+
+    human_col, sep, judge_col = args.spans.partition("=")
+    if not (sep and args.human_table and args.key):
+        raise ValueError("--spans HUMAN=JUDGE needs --human-table and --key")
+    return span_section(
+        table, read_table(args.human_table), pred_key=args.key,
+        ref_key=args.human_key or args.key, pred_col=judge_col, ref_col=human_col,
+        group=args.group,
+    )  # fmt: skip
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "item"):  # numpy scalar
+        return _clean(value.item())
+    return value
+
+
+def _emit(args: argparse.Namespace, sections: Sequence[Section], notes: Sequence[str]) -> None:
+    if not args.quiet:
+        _render(sections, notes)
+    if args.json:
+        doc = {
+            "version": 1,
+            "notes": list(notes),
+            "sections": {
+                s.name: {"title": s.title, "columns": s.columns,
+                         "rows": [{k: _clean(v) for k, v in r.items()} for r in s.rows]}
+                for s in sections
+            },
+        }  # fmt: skip
+        Path(args.json).write_text(
+            json.dumps(doc, indent=2, allow_nan=False) + "\n", encoding="utf-8"
+        )
+    if args.csv:
+        columns = list(dict.fromkeys(["section", *(c for s in sections for c in s.columns)]))
+        with Path(args.csv).open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, columns, extrasaction="ignore")
+            writer.writeheader()
+            for s in sections:
+                for r in s.rows:
+                    writer.writerow({"section": s.name, **{k: _clean(v) for k, v in r.items()}})
+
+
+def _render(sections: Sequence[Section], notes: Sequence[str]) -> None:
+    from rich.console import Console
+    from rich.table import Table as RichTable
+
+    console = Console()
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    for s in sections:
+        table = RichTable(title=s.title, title_justify="left")
+        for c in s.columns:
+            table.add_column(
+                c, justify="left" if c in ("group", "judge", "human", "judges") else "right"
+            )
+        for r in s.rows:
+            table.add_row(*(_fmt(r.get(c)) for c in s.columns))
+        console.print(table)
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+def _stats_plots(sections: Sequence[Section], run: Any, plot_dir: Path) -> None:
+    from judge_engine.stats import plots
+
+    if not plots.available():
+        print("judge-engine stats: matplotlib is not installed; no plots", file=sys.stderr)
+        return
+    by_name = {s.name: s for s in sections}
+    if run is None or by_name["consistency"].rows:
+        if "judge" in by_name["consistency"].columns:
+            plots.consistency_chart(by_name["consistency"].rows, plot_dir / "consistency.png")
+    if run is not None:
+        scores: dict[str, dict[float, list[float]]] = {}
+        for o in run.outcomes:
+            if o.status == "scored":
+                scores.setdefault(o.judge, {}).setdefault(o.temperature, []).append(o.score)
+        plots.distribution_chart(scores, plot_dir / "distributions.png")
+    if "judge_agreement" in by_name:
+        plots.heatmap(by_name["judge_agreement"].rows, row_key="judges", col_key="temperature",
+                      value_key="kendall", path=plot_dir / "judge_agreement.png",
+                      title="Kendall tau between judges")  # fmt: skip
+
+
+def _meta_plots(sections: Sequence[Section], plot_dir: Path) -> None:
+    from judge_engine.stats import plots
+
+    if not plots.available():
+        print("judge-engine meta: matplotlib is not installed; no plots", file=sys.stderr)
+        return
+    for s in sections:
+        if s.name == "correlation":
+            rows = [
+                {**r, "pair": f"{r['human']} ~ {r['judge']}"}
+                for r in s.rows
+                if r["level"] == "segment"
+            ]
+            method = next(m for m in ("kendall", "spearman", "pearson") if m in s.columns)
+            plots.heatmap(rows, row_key="group", col_key="pair", value_key=method,
+                          path=plot_dir / "correlation.png", title=f"{method} with human scores")  # fmt: skip
+        if s.name == "adequacy":
+            for versus in ("top", "other"):
+                rows = [r for r in s.rows if r["versus"] == versus]
+                plots.heatmap(rows, row_key="group", col_key="metric", value_key="rate",
+                              path=plot_dir / f"adequacy_{versus}.png",
+                              title=f"human preferred over {versus} systems")  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m judge_engine.cli_stats stats|meta ...``"""
+    parser = argparse.ArgumentParser(prog="judge-engine")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""Report sections for ``judge-engine stats RUN_DIR``: plain tables computed from a run.
+
+A :class:`Section` is a titled list of row dicts: the command line renders it with rich, or
+writes it as JSON or CSV; the plots read the same rows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from judge_engine.stats.agreement import icc, krippendorff_alpha, percent_agreement
+from judge_engine.stats.consistency import flip_rate, repeat_consistency
+from judge_engine.stats.correlation import correlation, wilson_interval
+from judge_engine.stats.runs import Outcome, Run, score_matrices
+
+
+@dataclass
+class Section:
+    """A titled table: ``rows`` are dicts keyed by ``columns``."""
+
+    name: str
+    """Short machine name (JSON key, CSV ``section`` value)."""
+    title: str
+    columns: list[str]
+    rows: list[dict[str, Any]]
+
+
+def _by(outcomes: list[Outcome], *keys: str) -> dict[tuple[Any, ...], list[Outcome]]:
+    groups: dict[tuple[Any, ...], list[Outcome]] = defaultdict(list)
+    for o in outcomes:
+        groups[tuple(getattr(o, k) for k in keys)].append(o)
+    return dict(sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))))
+
+
+def unscored_section(run: Run) -> Section:
+    """Unscored rate per judge and temperature, with a Wilson interval and the top reason."""
+    rows = []
+    for (judge, temp), group in _by(run.outcomes, "judge", "temperature").items():
+        bad = [o for o in group if o.status != "scored"]
+        low, high = wilson_interval(len(bad), len(group))
+        reasons = Counter(o.reason for o in bad if o.reason).most_common(1)
+        rows.append({
+            "judge": judge, "temperature": temp, "n": len(group), "unscored": len(bad),
+            "rate": len(bad) / len(group), "ci_low": low, "ci_high": high,
+            "top_reason": reasons[0][0] if reasons else "",
+        })  # fmt: skip
+    cols = ["judge", "temperature", "n", "unscored", "rate", "ci_low", "ci_high", "top_reason"]
+    return Section("unscored", "Unscored rate", cols, rows)
+
+
+def distribution_section(run: Run) -> Section:
+    """Score distribution (count, mean, SD, quartiles) per judge and temperature."""
+    rows = []
+    for (judge, temp), group in _by(run.outcomes, "judge", "temperature").items():
+        v = np.array([o.score for o in group if o.status == "scored" and math.isfinite(o.score)])
+        stats = dict.fromkeys(["mean", "sd", "min", "q25", "median", "q75", "max"], math.nan)
+        if v.size:
+            q = np.percentile(v, [0, 25, 50, 75, 100])
+            stats = dict(zip(["min", "q25", "median", "q75", "max"], map(float, q), strict=True))
+            stats |= {"mean": float(v.mean()), "sd": float(v.std())}
+        rows.append({"judge": judge, "temperature": temp, "n": int(v.size), **stats})
+    cols = ["judge", "temperature", "n", "mean", "sd", "min", "q25", "median", "q75", "max"]
+    return Section("distribution", "Score distribution", cols, rows)
+
+
+def _labels(run: Run, verdict_field: str | None) -> dict[tuple[str, float, str], list[list[Any]]]:
+    """Items x repeats categorical labels: ``verdict[field]`` if given, else the score."""
+    cells: dict[tuple[str, float, str], dict[str, dict[int, Any]]] = defaultdict(dict)
+    for o in run.outcomes:
+        if o.status != "scored":
+            label = None
+        elif verdict_field:
+            label = o.verdict.get(verdict_field) if isinstance(o.verdict, dict) else None
+        else:
+            label = o.score
+        cells[(o.judge, o.temperature, o.variant)].setdefault(o.item_id, {})[o.repeat] = label
+    out = {}
+    for key, items in cells.items():
+        reps = sorted({r for d in items.values() for r in d})
+        out[key] = [[d.get(r) for r in reps] for d in items.values()]
+    return out
+
+
+def consistency_section(
+    run: Run, *, small: float = 1.0, large: float = 5.0, verdict_field: str | None = None
+) -> Section:
+    """LitEval's consistency table per judge, temperature and variant, plus alpha and flips."""
+    labels = _labels(run, verdict_field)
+    rows = []
+    for key, (_, matrix) in sorted(score_matrices(run.outcomes).items(), key=lambda kv: kv[0]):
+        if len(matrix[0]) < 2:
+            continue
+        judge, temp, variant = key
+        rc = repeat_consistency(matrix, small=small, large=large).as_dict()
+        rows.append({
+            "judge": judge, "temperature": temp, "variant": variant, **rc,
+            "flip_rate": flip_rate(labels[key]),
+        })  # fmt: skip
+    cols = ["judge", "temperature", "variant", "n_items", "n_repeats", "mean_spearman",
+            "share_small", "share_medium", "share_large", "alpha_ordinal", "alpha_interval",
+            "mean_sd", "flip_rate"]  # fmt: skip
+    title = f"Consistency across repeats (|delta| <= {small:g}, <= {large:g}, > {large:g})"
+    return Section("consistency", title, cols, rows)
+
+
+def judge_means(run: Run, temperature: float) -> dict[str, dict[str, float]]:
+    """``{judge: {item: mean score over repeats and variants}}`` at one temperature."""
+    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for o in run.outcomes:
+        if o.temperature == temperature and o.status == "scored" and math.isfinite(o.score):
+            acc[o.judge][o.item_id].append(o.score)
+    return {j: {i: float(np.mean(v)) for i, v in items.items()} for j, items in acc.items()}
+
+
+def judge_agreement_section(run: Run) -> Section | None:
+    """Agreement between judges (item means) per temperature; None with a single judge."""
+    if len(run.judges) < 2:
+        return None
+    rows = []
+    for temp in sorted({o.temperature for o in run.outcomes}):
+        means = judge_means(run, temp)
+        judges = sorted(means)
+        items = sorted({i for m in means.values() for i in m})
+        matrix = [[means[j].get(i, math.nan) for j in judges] for i in items]
+        for a, b in itertools.combinations(range(len(judges)), 2):
+            x, y = [r[a] for r in matrix], [r[b] for r in matrix]
+            rows.append(
+                _pair_row(
+                    temp, f"{judges[a]} ~ {judges[b]}", [[p, q] for p, q in zip(x, y, strict=True)]
+                )
+            )
+        if len(judges) > 2:
+            rows.append(_pair_row(temp, "all judges", matrix))
+    cols = ["temperature", "judges", "n_items", "kendall", "spearman", "pearson",
+            "exact_agreement", "alpha_interval", "icc_2_1"]  # fmt: skip
+    return Section("judge_agreement", "Agreement between judges (item means)", cols, rows)
+
+
+def _pair_row(temp: float, label: str, matrix: list[list[float]]) -> dict[str, Any]:
+    complete = [r for r in matrix if all(math.isfinite(v) for v in r)]
+    two = len(matrix[0]) == 2 if matrix else False
+    x = [r[0] for r in complete]
+    y = [r[1] for r in complete]
+    return {
+        "temperature": temp, "judges": label, "n_items": len(complete),
+        "kendall": correlation(x, y, method="kendall") if two else math.nan,
+        "spearman": correlation(x, y, method="spearman") if two else math.nan,
+        "pearson": correlation(x, y, method="pearson") if two else math.nan,
+        "exact_agreement": percent_agreement(complete),
+        "alpha_interval": krippendorff_alpha(matrix, level="interval"),
+        "icc_2_1": icc(complete, form="ICC(2,1)") if complete else math.nan,
+    }  # fmt: skip
+
+
+def run_sections(
+    run: Run, *, small: float = 1.0, large: float = 5.0, verdict_field: str | None = None
+) -> list[Section]:
+    """Everything ``judge-engine stats RUN_DIR`` shows, in display order."""
+    sections = [
+        consistency_section(run, small=small, large=large, verdict_field=verdict_field),
+        distribution_section(run),
+        unscored_section(run),
+    ]
+    agreement = judge_agreement_section(run)
+    return sections + ([agreement] if agreement else [])
+
+
+def table_consistency_section(
+    rows: Sequence[dict[str, Any]],
+    repeat_columns: Sequence[str],
+    *,
+    group: str | None = None,
+    small: float = 1.0,
+    large: float = 5.0,
+) -> Section:
+    """Consistency across repeats stored in a plain table, per group and pooled.
+
+    Args:
+        rows: table rows.
+        repeat_columns: one column holding a list of repeated scores per row (e.g. Prometheus'
+            ``gpt4_score`` "[3, 2, 3]"), or several columns holding one repeat each.
+        group: optional column to split by.
+    """
+    from judge_engine.stats.tables import parse_list, to_float
+
+    def repeats(row: dict[str, Any]) -> list[float]:
+        if len(repeat_columns) == 1:
+            cells = parse_list(row.get(repeat_columns[0]))
+        else:
+            cells = [row.get(c) for c in repeat_columns]
+        return [to_float(v, where=f"column {', '.join(repeat_columns)}") for v in cells]
+
+    matrix = [repeats(r) for r in rows]
+    width = max((len(m) for m in matrix), default=0)
+    matrix = [m + [math.nan] * (width - len(m)) for m in matrix]
+    labels = [str(r.get(group)) for r in rows] if group else []
+    out = []
+    for g in [*dict.fromkeys(labels), "all"]:
+        sub = [m for m, lab in zip(matrix, labels or ["all"] * len(matrix), strict=True)
+               if g in (lab, "all")]  # fmt: skip
+        rc = repeat_consistency(sub, small=small, large=large).as_dict() if sub else {}
+        out.append({"group": g, **rc, "flip_rate": flip_rate(sub) if sub else math.nan})
+    cols = ["group", "n_items", "n_repeats", "mean_spearman", "share_small", "share_medium",
+            "share_large", "alpha_ordinal", "alpha_interval", "mean_sd", "flip_rate"]  # fmt: skip
+    return Section("consistency", "Consistency across repeats", cols, out)
