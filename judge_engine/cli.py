@@ -1,0 +1,170 @@
+"""The command line: thin wrappers over runner, planning, store readers and stats.
+
+Exit codes: 0 done; 1 a judge stopped on a provider error (auth, bad request); 2 bad input
+(config, dataset, template, run directory); 130 cancelled (resume it).
+Heavy modules (litellm, the engine) are imported inside the commands, so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from judge_engine import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="judge-engine", description="Run LLM judges at scale, and measure how far they can be trusted.")
+    parser.add_argument("--version", action="version", version=f"judge-engine {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="judge a dataset (resumes a run of the same config)")
+    run.add_argument("config", type=Path)
+    _overrides(run)
+    run.add_argument("--demo", action="store_true", help="answer with the built-in fake server (synthetic answers, no API key)")
+    run.add_argument("--new-run", action="store_true", help="start a fresh run directory even if this config ran before")
+    run.add_argument("--no-live", action="store_true", help="no live display (logs and CI)")
+    run.set_defaults(handler=_cmd_run)
+
+    resume = commands.add_parser("resume", help="finish a killed or cancelled run")
+    resume.add_argument("run_dir", type=Path)
+    resume.add_argument("--no-live", action="store_true")
+    resume.set_defaults(handler=_cmd_resume)
+
+    plan = commands.add_parser("plan", help="dry run: tasks, tokens, cost and time; renders every prompt")
+    plan.add_argument("config", type=Path)
+    _overrides(plan)
+    plan.add_argument("--latency", type=float, default=2.0, help="assumed seconds per call for the time estimate")
+    plan.set_defaults(handler=_cmd_plan)
+
+    show = commands.add_parser("show", help="print transcripts: messages, raw answer, verdict, score, attempts")
+    show.add_argument("run_dir", type=Path)
+    show.add_argument("--item", help="item id (default: the first item)")
+    show.add_argument("--judge", help="only this judge")
+    show.set_defaults(handler=_cmd_show)
+
+    protocols = commands.add_parser("protocols", help="list judging protocols")
+    protocols.set_defaults(handler=_cmd_protocols)
+
+    schemas = commands.add_parser("schemas", help="write the protocols' JSON Schemas (or --check them)")
+    schemas.add_argument("--dir", type=Path, default=Path("schemas"))
+    schemas.add_argument("--check", action="store_true", help="exit 1 if the files differ from the models")
+    schemas.set_defaults(handler=_cmd_schemas)
+
+    try:
+        from judge_engine import cli_stats
+    except ImportError:
+        pass
+    else:
+        cli_stats.register(commands)
+    return parser
+
+
+def _overrides(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="judge with this litellm model instead of the config's (every judge)")
+    parser.add_argument("--limit", type=int, help="only the first N items")
+    parser.add_argument("--output", type=Path, help="runs directory (default: the config's output.dir)")
+    parser.add_argument("--cache-dir", type=Path, help="answer cache directory")
+
+
+def _override_values(args: argparse.Namespace) -> dict[str, Any]:
+    return {"model": args.model, "limit": args.limit, "output_dir": args.output, "cache_dir": args.cache_dir}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``judge-engine`` command."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    args = _parser().parse_args(argv)
+    from judge_engine.errors import ConfigError, DatasetError, RunDirError, TemplateError
+
+    try:
+        code: int = args.handler(args)
+    except (ConfigError, DatasetError, RunDirError, TemplateError) as exc:
+        print(f"judge-engine: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("judge-engine: interrupted", file=sys.stderr)
+        return EXIT_CANCELLED
+    return code
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from judge_engine.running import run_job
+
+    overrides = _override_values(args)
+    if args.demo:
+        overrides["api_base"] = "demo://fake-server"
+    return run_job(args.config, overrides=overrides, demo=args.demo, new_run=args.new_run, live=not args.no_live)
+
+
+def _cmd_resume(args: argparse.Namespace) -> int:
+    from judge_engine.running import resume_job
+
+    return resume_job(args.run_dir, live=not args.no_live)
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from judge_engine.planning import plan_rows
+    from judge_engine.report import plan_table
+    from judge_engine.runner import prepare
+
+    prepared = prepare(args.config, overrides=_override_values(args), demo=False, new_run=False)
+    rows = plan_rows(prepared, latency_s=args.latency)
+    console = Console()
+    console.print(plan_table(rows))
+    total = sum(r["cost"] or 0 for r in rows)
+    wall = max((r["wall_s"] for r in rows), default=0)
+    console.print(f"{prepared.dataset.items:,} items; every prompt rendered; estimated cost ${total:.4f}; "
+                  f"estimated wall time {wall / 60:.1f} min (judges run in parallel); run dir {prepared.run_dir}")
+    return EXIT_OK
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from judge_engine.transcripts import print_item
+
+    return print_item(args.run_dir, item_id=args.item, judge=args.judge)
+
+
+def _cmd_protocols(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from judge_engine.protocols import available, get_protocol
+
+    table = Table(title="judging protocols")
+    for column in ("name", "version", "output fields", "score range", "item fields", "description"):
+        table.add_column(column)
+    for name in available():
+        cls = get_protocol(name)
+        protocol = cls()
+        fields = ", ".join(cls.output_model.model_fields)
+        low_high = protocol.score_range()
+        score_range = f"{low_high[0]:g} .. {low_high[1]:g}" if low_high else "categorical / per candidate"
+        table.add_row(name, cls.version, fields, score_range, ", ".join(cls.required_fields), cls.description)
+    Console().print(table)
+    return EXIT_OK
+
+
+def _cmd_schemas(args: argparse.Namespace) -> int:
+    from judge_engine.schemas import check_schemas, write_schemas
+
+    if args.check:
+        stale = check_schemas(args.dir)
+        for name in stale:
+            print(f"stale or missing schema: {args.dir / name}", file=sys.stderr)
+        return EXIT_FAILED if stale else EXIT_OK
+    for path in write_schemas(args.dir):
+        print(path)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""Job configuration: frozen, closed pydantic models and the one precedence merge.
+
+Precedence, lowest first: model defaults < the YAML file < environment (``JUDGE_ENGINE_OUTPUT_DIR``,
+``JUDGE_ENGINE_CACHE_DIR``) < command-line overrides (``--model``, ``--demo``...). Relative paths
+in a config file are relative to that file. Errors name the key and the file, never echo values
+(a mistyped key could hold a secret).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from judge_engine.errors import ConfigError
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class Limits(BaseModel):
+    """What the provider allows this judge's deployment (the lane's limits)."""
+
+    model_config = _FROZEN
+
+    rpm: float | None = Field(default=None, gt=0)
+    """Requests per minute; None for no request-rate limit."""
+    tpm: float | None = Field(default=None, gt=0)
+    """Tokens per minute (prompt + completion); None for no token-rate limit."""
+    concurrency: int = Field(default=16, ge=1, le=4096)
+    """Most requests in flight at once (also the number of lane workers)."""
+    headroom: float = Field(default=0.015, ge=0.0, lt=0.5)
+    """Share of each limit kept free so clock skew between us and the provider causes no 429s."""
+
+
+class Retries(BaseModel):
+    """The two separate budgets: transport retries and re-asks (never multiplied together)."""
+
+    model_config = _FROZEN
+
+    transport: int = Field(default=6, ge=0, le=100)
+    """Retries after a 5xx, timeout, reset or truncated body (429s are waited out, not counted)."""
+    reasks: int = Field(default=2, ge=0, le=10)
+    """Times an unreadable answer is sent back with the problems stated before it is unscored."""
+    backoff_max_s: float = Field(default=30.0, ge=0.0)
+    """Cap of the exponential backoff with jitter between transport retries."""
+    rate_limit_max: int = Field(default=1000, ge=1)
+    """Most 429s one task may receive before it is recorded as unscored."""
+
+
+class JudgeConfig(BaseModel):
+    """One judge: a model, a protocol and how to call it."""
+
+    model_config = _FROZEN
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    """Unique name of the judge in this job (used in outcomes and the display)."""
+    model: str = Field(min_length=1)
+    """Any litellm model string, e.g. ``openai/gpt-4o-mini`` or ``anthropic/claude-3-5-haiku-latest``."""
+    protocol: str
+    """A registered protocol name (``judge-engine protocols`` lists them)."""
+    protocol_options: dict[str, Any] = Field(default_factory=dict)
+    """Protocol-specific options (validated by the protocol)."""
+    api_base: str | None = None
+    """Base URL of an OpenAI-compatible server (vLLM, Ollama, the fake server), or None."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the key (default: the provider's usual one)."""
+    api_key: SecretStr | None = None
+    """A key written in the config (discouraged); never written anywhere by judge-engine."""
+    temperatures: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
+    """Sampling temperatures; every item is judged at each."""
+    repeats: int = Field(default=1, ge=1, le=1000)
+    """Independent draws per item and temperature (each a distinct, separately cached call)."""
+    max_tokens: int | None = Field(default=500, ge=1)
+    """Completion token cap sent with every request."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Other sampling parameters passed through (``top_p``, ``seed``...)."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """Per-attempt timeout; a hanging request is cut and retried."""
+    limits: Limits = Field(default_factory=Limits)
+    retries: Retries = Field(default_factory=Retries)
+
+    @field_validator("temperatures")
+    @classmethod
+    def _temperatures_in_range(cls, value: list[float]) -> list[float]:
+        if any(t < 0 or t > 2 for t in value):
+            raise ValueError("temperatures must be between 0 and 2")
+        if len(set(value)) != len(value):
+            raise ValueError("temperatures must not repeat (use repeats for repeated draws)")
+        return value
+
+    @field_validator("params")
+    @classmethod
+    def _no_reserved_params(cls, value: dict[str, Any]) -> dict[str, Any]:
+        reserved = {"model", "messages", "temperature", "max_tokens", "api_key", "api_base", "stream"}
+        clash = sorted(reserved & set(value))
+        if clash:
+            raise ValueError(f"set {', '.join(clash)} with its own key, not in params")
+        return value
+
+
+class DatasetConfig(BaseModel):
+    """Where the items are and how their columns map to the protocol's fields."""
+
+    model_config = _FROZEN
+
+    path: Path
+    """JSONL or CSV file (relative to the config file)."""
+    format: Literal["auto", "jsonl", "csv"] = "auto"
+    fields: dict[str, str] = Field(default_factory=dict)
+    """Canonical field name -> column name; unmapped canonical names are read from a column of
+    the same name. ``id`` is required (mapped or as a column)."""
+    limit: int | None = Field(default=None, ge=1)
+    """Judge only the first N items."""
+
+
+class OutputConfig(BaseModel):
+    model_config = _FROZEN
+
+    dir: Path = Path("runs")
+    """Where run directories are created."""
+
+
+class CacheConfig(BaseModel):
+    model_config = _FROZEN
+
+    dir: Path = Path(".judge_cache")
+    enabled: bool = True
+
+
+class JobConfig(BaseModel):
+    """A whole job: a dataset, one or more judges, where results and the cache go."""
+
+    model_config = _FROZEN
+
+    dataset: DatasetConfig
+    judges: list[JudgeConfig] = Field(min_length=1)
+    output: OutputConfig = Field(default_factory=OutputConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+
+    @model_validator(mode="after")
+    def _unique_judge_names(self) -> JobConfig:
+        names = [j.name for j in self.judges]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"judge names must be unique: {', '.join(duplicates)}")
+        return self
+
+    def manifest_view(self) -> dict[str, Any]:
+        """The resolved config as recorded in ``run.json``: no secrets, paths as strings."""
+        data = self.model_dump(mode="json", exclude={"judges": {"__all__": {"api_key"}}})
+        return data
+
+
+def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None) -> JobConfig:
+    """Read, merge and validate a job config.
+
+    Args:
+        path: the YAML file.
+        overrides: command-line overrides: ``model`` (every judge), ``api_base`` (every judge),
+            ``output_dir``, ``cache_dir``, ``limit``.
+
+    Raises:
+        ConfigError: unreadable file, YAML syntax, unknown keys, wrong types; the message names
+            the file and the key.
+    """
+    import yaml
+
+    file = Path(path)
+    try:
+        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{file}: config file not found") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{file}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{file}: the config must be a mapping with dataset and judges")
+    merged = _apply_overrides(_apply_env(raw), dict(overrides or {}))
+    try:
+        config = JobConfig.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, file)) from None
+    return _resolve_paths(config, file.resolve().parent)
+
+
+def _apply_env(raw: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(raw)
+    if value := os.environ.get("JUDGE_ENGINE_OUTPUT_DIR"):
+        merged["output"] = {**(merged.get("output") or {}), "dir": value}
+    if value := os.environ.get("JUDGE_ENGINE_CACHE_DIR"):
+        merged["cache"] = {**(merged.get("cache") or {}), "dir": value}
+    return merged
+
+
+def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(raw)
+    judge_keys = {k: overrides[k] for k in ("model", "api_base") if overrides.get(k) is not None}
+    if judge_keys and isinstance(merged.get("judges"), list):
+        merged["judges"] = [
+            {**j, **judge_keys} if isinstance(j, dict) else j for j in merged["judges"]
+        ]
+    if overrides.get("output_dir") is not None:
+        merged["output"] = {**(merged.get("output") or {}), "dir": str(overrides["output_dir"])}
+    if overrides.get("cache_dir") is not None:
+        merged["cache"] = {**(merged.get("cache") or {}), "dir": str(overrides["cache_dir"])}
+    if overrides.get("limit") is not None and isinstance(merged.get("dataset"), dict):
+        merged["dataset"] = {**merged["dataset"], "limit": overrides["limit"]}
+    return merged
+
+
+def _resolve_paths(config: JobConfig, base: Path) -> JobConfig:
+    def absolute(p: Path) -> Path:
+        return p if p.is_absolute() else (base / p)
+
+    return config.model_copy(
+        update={
+            "dataset": config.dataset.model_copy(update={"path": absolute(config.dataset.path)}),
+            "output": config.output.model_copy(update={"dir": absolute(config.output.dir)}),
+            "cache": config.cache.model_copy(update={"dir": absolute(config.cache.dir)}),
+        }
+    )
+
+
+def _describe(exc: ValidationError, file: Path) -> str:
+    lines = []
+    for error in exc.errors():
+        key = _dotted(error["loc"])
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif error["type"] == "missing":
+            message = "required key is missing"
+        lines.append(f"{file}: {key}: {message}")
+    return "\n".join(lines)
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"

@@ -1,0 +1,111 @@
+"""The orchestrator: per judge, a feeder streams tasks into a bounded queue drained by lane workers.
+
+```
+feeder (lazy task stream, skips finished tasks) -> bounded queue -> N workers (N = concurrency)
+   each worker: judging.judge_task (cache, lane, provider, parse, re-ask) -> outcome line
+```
+
+Each judge has its own feeder, queue, workers and lane, so a slow or rate-limited judge never
+stalls another. Coroutines alive at any moment are bounded by the judges' concurrency, never by
+the job size. :meth:`Engine.request_stop` stops dispatching; in-flight calls finish (the caller
+decides how long to wait before cancelling them), so the run directory stays consistent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from judge_engine.cache import AnswerCache
+from judge_engine.config import DatasetConfig
+from judge_engine.errors import FatalProviderError
+from judge_engine.judging import JudgeRuntime, judge_task
+from judge_engine.plan import Task, iter_tasks
+from judge_engine.store import RunStore
+
+_YIELD_EVERY = 512
+
+
+@dataclass(frozen=True, slots=True)
+class EngineResult:
+    status: str
+    """``completed``, ``cancelled`` or ``failed`` (a judge stopped on a fatal provider error)."""
+    failures: dict[str, str]
+    """judge name -> why it stopped."""
+
+
+class Engine:
+    """Runs every judge's tasks against one run store and one answer cache."""
+
+    def __init__(
+        self,
+        judges: Iterable[JudgeRuntime],
+        *,
+        dataset: DatasetConfig,
+        store: RunStore,
+        cache: AnswerCache,
+        done: set[str],
+    ) -> None:
+        self.judges = list(judges)
+        self._dataset = dataset
+        self._store = store
+        self._cache = cache
+        self._done = done
+        self._stopping = asyncio.Event()
+
+    def request_stop(self) -> None:
+        """Stop dispatching new tasks; tasks already sent finish and are recorded."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    async def run(self) -> EngineResult:
+        async with asyncio.TaskGroup() as group:
+            for judge in self.judges:
+                group.create_task(self._run_judge(judge), name=f"judge:{judge.config.name}")
+        failures = {j.config.name: j.stopped for j in self.judges if j.stopped}
+        if failures:
+            return EngineResult("failed", failures)
+        return EngineResult("cancelled" if self.stopping else "completed", {})
+
+    async def _run_judge(self, judge: JudgeRuntime) -> None:
+        workers = judge.config.limits.concurrency
+        queue: asyncio.Queue[Task | None] = asyncio.Queue(maxsize=workers * 2)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._feed(judge, queue, workers))
+            for index in range(workers):
+                group.create_task(self._work(judge, queue), name=f"{judge.config.name}:{index}")
+
+    async def _feed(self, judge: JudgeRuntime, queue: asyncio.Queue[Task | None], workers: int) -> None:
+        try:
+            for position, task in enumerate(iter_tasks(judge.config, judge.protocol, self._dataset)):
+                if self.stopping or judge.stopped:
+                    break
+                if task.task_id in self._done:
+                    judge.counters.done += 1
+                    judge.counters.resumed += 1
+                    if position % _YIELD_EVERY == 0:
+                        await asyncio.sleep(0)  # a long resumed prefix must not starve the loop
+                    continue
+                await queue.put(task)
+        finally:
+            for _ in range(workers):
+                await queue.put(None)
+
+    async def _work(self, judge: JudgeRuntime, queue: asyncio.Queue[Task | None]) -> None:
+        while True:
+            task = await queue.get()
+            if task is None:
+                return
+            if self.stopping or judge.stopped:
+                continue  # drain without judging: unrecorded tasks are redone on resume
+            try:
+                record = await judge_task(judge, task, cache=self._cache, transcript=self._store.write_transcript)
+            except FatalProviderError as exc:
+                if judge.stopped is None:
+                    judge.stopped = f"{judge.config.name} ({judge.config.model}) stopped: {exc}"
+                continue
+            self._store.write_outcome(record)

@@ -1,0 +1,81 @@
+"""Config x dataset -> a lazy stream of tasks with content-hash ids.
+
+A task is one (judge, item, variant, temperature, repeat). The stream is a generator: a million
+tasks are never a million objects. A task id hashes everything that defines the task's question,
+so it is stable across runs and processes and a resumed run recognises finished work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from judge_engine.config import DatasetConfig, JudgeConfig
+from judge_engine.dataset import iter_items
+from judge_engine.jsonio import content_hash
+from judge_engine.protocols import Protocol, get_protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One question to one judge."""
+
+    task_id: str
+    judge: str
+    item: Mapping[str, Any]
+    variant: str
+    temperature: float
+    repeat: int
+
+    @property
+    def item_id(self) -> str:
+        return str(self.item["id"])
+
+
+def build_protocol(judge: JudgeConfig) -> Protocol:
+    """Instantiate the judge's protocol with its validated options."""
+    cls = get_protocol(judge.protocol)
+    return cls.from_options(judge.protocol_options, where=f"judges[{judge.name}].protocol_options")
+
+
+def judge_identity(judge: JudgeConfig, protocol: Protocol) -> dict[str, Any]:
+    """What defines a judge's answers (not its limits or timeouts)."""
+    return {
+        "name": judge.name,
+        "model": judge.model,
+        "protocol": protocol.name,
+        "protocol_version": protocol.version,
+        "options": protocol.options.model_dump(mode="json"),
+        "max_tokens": judge.max_tokens,
+        "params": judge.params,
+    }
+
+
+def task_id(identity: Mapping[str, Any], item: Mapping[str, Any], variant: str, temperature: float, repeat: int) -> str:
+    """The content hash naming one task."""
+    return content_hash(
+        {"judge": identity, "item": item, "variant": variant, "temperature": temperature, "repeat": repeat}
+    )
+
+
+def iter_tasks(judge: JudgeConfig, protocol: Protocol, dataset: DatasetConfig) -> Iterator[Task]:
+    """Every task of one judge, item by item (variants, temperatures, repeats innermost)."""
+    identity = judge_identity(judge, protocol)
+    for item in iter_items(dataset, protocol.required_fields):
+        for variant in protocol.variants(item):
+            for temperature in judge.temperatures:
+                for repeat in range(judge.repeats):
+                    yield Task(
+                        task_id=task_id(identity, item, variant, temperature, repeat),
+                        judge=judge.name,
+                        item=item,
+                        variant=variant,
+                        temperature=temperature,
+                        repeat=repeat,
+                    )
+
+
+def tasks_per_item(judge: JudgeConfig) -> int:
+    """Tasks per item and variant."""
+    return len(judge.temperatures) * judge.repeats

@@ -1,0 +1,149 @@
+"""The provider seam: one async method and one classifier. The adapter classifies; the engine decides."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderRequest:
+    """Everything sent for one attempt (the API key travels separately and is never recorded)."""
+
+    model: str
+    messages: Sequence[Mapping[str, str]]
+    temperature: float
+    max_tokens: int | None
+    response_format: Mapping[str, Any] | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+    api_base: str | None = None
+    timeout_s: float = 120.0
+
+    def as_sent(self) -> dict[str, Any]:
+        """The request as recorded in transcripts (no key, no transport settings)."""
+        sent: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(self.messages),
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if self.response_format is not None:
+            sent["response_format"] = self.response_format
+        sent.update(self.params)
+        if self.api_base:
+            sent["api_base"] = self.api_base
+        return sent
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderResponse:
+    """One answer, reduced to what the engine, the cache and the transcript need."""
+
+    content: str | None
+    finish_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    headers: Mapping[str, str] = field(default_factory=dict)
+    model: str = ""
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "content": self.content,
+            "finish_reason": self.finish_reason,
+            "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
+            "cost": self.cost,
+            "headers": dict(self.headers),
+            "model": self.model,
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> ProviderResponse:
+        usage = record.get("usage") or {}
+        return cls(
+            content=record.get("content"),
+            finish_reason=record.get("finish_reason"),
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            cost=float(record.get("cost") or 0.0),
+            headers=record.get("headers") or {},
+            model=str(record.get("model") or ""),
+        )
+
+
+class ErrorKind(Enum):
+    RETRY = "retry"
+    """Transient: 5xx, timeout, reset, truncated body. Retried with backoff."""
+    RATE_LIMITED = "rate_limited"
+    """429: the lane slows down and waits out ``retry_after``."""
+    ITEM = "item"
+    """This request cannot succeed (context too long, content filter); the task is unscored."""
+    FATAL = "fatal"
+    """Auth, bad request, unknown model: the judge stops."""
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorClass:
+    kind: ErrorKind
+    message: str
+    status: int | None = None
+    retry_after_s: float | None = None
+
+
+class Provider(Protocol):
+    """What the engine needs from a model provider."""
+
+    async def complete(self, request: ProviderRequest) -> ProviderResponse:
+        """Send one request; raise the provider's own exception on failure."""
+        ...
+
+    def classify(self, error: BaseException) -> ErrorClass:
+        """Say what a failure means (retry / rate-limited / item / fatal); redact secrets."""
+        ...
+
+
+_KEY_PATTERNS = re.compile(
+    r"(sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|(?i:bearer)\s+[A-Za-z0-9._\-]{8,})"
+)
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """Remove known secret values and anything shaped like an API key from ``text``."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            text = text.replace(secret, "[REDACTED]")
+    return _KEY_PATTERNS.sub("[REDACTED]", text)
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, ``retry-after`` (seconds or an HTTP date).
+
+    No upper cap: a provider asking for five minutes gets five minutes. Returns None when no
+    usable header is present.
+    """
+    if not headers:
+        return None
+    lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    for prefix in ("", "llm_provider-"):
+        if (value := lowered.get(prefix + "retry-after-ms")) is not None:
+            try:
+                return max(0.0, float(value) / 1000.0)
+            except ValueError:
+                pass
+        if (value := lowered.get(prefix + "retry-after")) is not None:
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                pass
+            from email.utils import parsedate_to_datetime
+            import time
+
+            try:
+                when = parsedate_to_datetime(value).timestamp()
+            except (TypeError, ValueError, IndexError):
+                continue
+            return max(0.0, when - (time.time() if now is None else now))
+    return None

@@ -1,0 +1,154 @@
+"""The one home of litellm: any provider through one async call, with litellm's own retries off.
+
+litellm is imported lazily (it takes ~3 s) and with the bundled price table
+(``LITELLM_LOCAL_MODEL_COST_MAP=True``), so no network is touched at import. Every provider quirk
+the engine must know about is translated here into a :class:`ProviderResponse` or an
+:class:`ErrorClass`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from types import ModuleType
+from typing import Any
+
+from judge_engine.providers.base import (
+    ErrorClass,
+    ErrorKind,
+    ProviderRequest,
+    ProviderResponse,
+    parse_retry_after,
+    redact,
+)
+
+_KEPT_HEADERS = ("retry-after", "retry-after-ms", "x-request-id")
+_KEPT_PREFIXES = ("x-ratelimit-",)
+
+
+@lru_cache(maxsize=1)
+def load_litellm() -> ModuleType:
+    """Import and configure litellm once: offline price table, quiet, no telemetry, no retries."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_LOG", "ERROR")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    litellm.telemetry = False
+    litellm.num_retries = 0
+    litellm.drop_params = True  # unsupported sampling params are dropped per provider, not fatal
+    return litellm
+
+
+class LiteLLMProvider:
+    """:class:`~judge_engine.providers.base.Provider` backed by ``litellm.acompletion``.
+
+    Args:
+        api_key: the key for this judge (None: litellm reads the provider's usual env var).
+    """
+
+    def __init__(self, *, api_key: str | None = None) -> None:
+        self._api_key = api_key
+        self._litellm = load_litellm()
+
+    async def complete(self, request: ProviderRequest) -> ProviderResponse:
+        kwargs: dict[str, Any] = dict(request.params)
+        if request.response_format is not None:
+            kwargs["response_format"] = dict(request.response_format)
+        if request.max_tokens is not None:
+            kwargs["max_tokens"] = request.max_tokens
+        response = await self._litellm.acompletion(
+            model=request.model,
+            messages=[dict(m) for m in request.messages],
+            temperature=request.temperature,
+            api_base=request.api_base,
+            api_key=self._api_key,
+            timeout=request.timeout_s,
+            num_retries=0,
+            max_retries=0,  # the OpenAI SDK's own retries: off, tenacity is the one policy
+            **kwargs,
+        )
+        choice = response.choices[0]
+        usage = getattr(response, "usage", None)
+        hidden = getattr(response, "_hidden_params", {}) or {}
+        return ProviderResponse(
+            content=choice.message.content,
+            finish_reason=choice.finish_reason,
+            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            cost=float(hidden.get("response_cost") or 0.0),
+            headers=_kept_headers(hidden.get("headers")),
+            model=str(getattr(response, "model", "") or ""),
+        )
+
+    def classify(self, error: BaseException) -> ErrorClass:
+        lit = self._litellm
+        status = getattr(error, "status_code", None)
+        message = redact(f"{type(error).__name__}: {error}", [self._api_key or ""])
+        if isinstance(error, lit.RateLimitError) or status == 429:
+            headers = getattr(error, "litellm_response_headers", None)
+            if headers is None:
+                headers = getattr(getattr(error, "response", None), "headers", None)
+            retry_after = parse_retry_after(dict(headers) if headers is not None else None)
+            return ErrorClass(ErrorKind.RATE_LIMITED, message, 429, retry_after)
+        if isinstance(error, (lit.ContextWindowExceededError, lit.ContentPolicyViolationError)):
+            return ErrorClass(ErrorKind.ITEM, message, status)
+        if isinstance(
+            error,
+            (lit.AuthenticationError, lit.PermissionDeniedError, lit.NotFoundError, lit.BadRequestError),
+        ):
+            return ErrorClass(ErrorKind.FATAL, message, status)
+        if isinstance(error, (lit.Timeout, lit.APIConnectionError, lit.InternalServerError,
+                              lit.ServiceUnavailableError, lit.BadGatewayError)):
+            return ErrorClass(ErrorKind.RETRY, message, status)
+        if isinstance(error, lit.APIError) or isinstance(error, (TimeoutError, ConnectionError, OSError)):
+            return ErrorClass(ErrorKind.RETRY, message, status)
+        if isinstance(status, int) and status >= 500:
+            return ErrorClass(ErrorKind.RETRY, message, status)
+        # Anything else is a bug or an unknown provider failure: retrying blindly could spend
+        # money in a loop, so it fails the task (recorded) but not the judge.
+        return ErrorClass(ErrorKind.ITEM, message, status)
+
+
+def _kept_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
+    if not headers:
+        return {}
+    kept = {}
+    for key, value in headers.items():
+        lower = str(key).lower()
+        if lower in _KEPT_HEADERS or lower.startswith(_KEPT_PREFIXES):
+            kept[lower] = str(value)
+    return kept
+
+
+def count_prompt_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
+    """Prompt tokens of ``messages`` with litellm's tokenizer for ``model`` (cached per text, so
+    the few-shot turns every item shares are counted once)."""
+    total = 3
+    for message in messages:
+        total += 4 + _count_text(model, message.get("content") or "")
+    return total
+
+
+@lru_cache(maxsize=65536)
+def _count_text(model: str, text: str) -> int:
+    litellm = load_litellm()
+    try:
+        return int(litellm.token_counter(model=model, text=text))
+    except Exception:  # an unknown model: fall back to the usual 4 characters per token
+        return max(1, len(text) // 4)
+
+
+def cost_per_token(model: str) -> tuple[float, float] | None:
+    """(input, output) price per token from litellm's bundled table, or None when unknown."""
+    litellm = load_litellm()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        return None
+    prompt = info.get("input_cost_per_token")
+    completion = info.get("output_cost_per_token")
+    if prompt is None or completion is None:
+        return None
+    return float(prompt), float(completion)

@@ -1,0 +1,100 @@
+"""What ``judge-engine run`` and ``resume`` do around the engine: demo server, live display, summary."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from judge_engine.config import JudgeConfig
+from judge_engine.runner import PreparedRun, default_provider, execute, prepare, prepare_resume
+
+DEMO_API_BASE = "demo://fake-server"
+DEMO_BANNER = "DEMO: answers come from judge-engine's built-in fake server; they are synthetic, not a model's judgments."
+
+
+@contextlib.contextmanager
+def demo_server() -> Iterator[str]:
+    """Start the project's fake OpenAI-compatible server on a free loopback port."""
+    from judge_engine.fake import FakeConfig, FakeServerProcess
+
+    with FakeServerProcess(FakeConfig(latency_s=0.05, latency_jitter_s=0.03)) as server:
+        yield server.base_url
+
+
+def run_job(config_path: Path, *, overrides: Mapping[str, Any], demo: bool, new_run: bool, live: bool) -> int:
+    prepared = prepare(config_path, overrides=overrides, demo=demo, new_run=new_run)
+    console = Console(stderr=True)
+    if prepared.resumed and prepared.manifest.get("status") == "completed":
+        console.print(f"This config already ran to completion: {prepared.run_dir}\n"
+                      "(use --new-run to judge again; cached answers cost nothing)")
+        return 0
+    if prepared.resumed:
+        console.print(f"Resuming {prepared.run_dir}")
+    return _run(prepared, demo=demo, live=live, console=console)
+
+
+def resume_job(run_dir: Path, *, live: bool) -> int:
+    from judge_engine.store import read_manifest
+
+    manifest = read_manifest(run_dir)
+    demo = bool(manifest.get("demo"))
+    overrides = {"api_base": DEMO_API_BASE} if demo else {}
+    prepared, _ = prepare_resume(run_dir, overrides=overrides)
+    console = Console(stderr=True)
+    if manifest.get("status") == "completed":
+        console.print(f"{run_dir} is already complete.")
+        return 0
+    return _run(prepared, demo=demo, live=live, console=console)
+
+
+def _run(prepared: PreparedRun, *, demo: bool, live: bool, console: Console) -> int:
+    with demo_server() if demo else contextlib.nullcontext(None) as demo_url:
+        if demo:
+            console.print(f"[bold yellow]{DEMO_BANNER}[/bold yellow]")
+        return asyncio.run(_execute(prepared, demo_url=demo_url, live=live, console=console))
+
+
+async def _execute(prepared: PreparedRun, *, demo_url: str | None, live: bool, console: Console) -> int:
+    from judge_engine.providers.litellm import LiteLLMProvider
+    from judge_engine.report import LiveDisplay, summary_table
+
+    def provider_for(judge: JudgeConfig) -> Any:
+        return LiteLLMProvider(api_key="demo-key") if demo_url else default_provider(judge)
+
+    display: LiveDisplay | None = None
+    started = time.monotonic()
+
+    def on_start(engine: Any) -> None:
+        nonlocal display
+        if demo_url:
+            for runtime in engine.judges:
+                runtime.endpoint = ("openai/" + runtime.config.model.split("/")[-1], demo_url)
+        if live:
+            display = LiveDisplay(engine.judges, console=console, banner=DEMO_BANNER if demo_url else "")
+            display.__enter__()
+        else:
+            console.print(f"Judging {sum(j.counters.total for j in engine.judges):,} tasks -> {prepared.run_dir}")
+        _on_start_judges.extend(engine.judges)
+
+    _on_start_judges: list[Any] = []
+    try:
+        result, manifest = await execute(prepared, provider_factory=provider_for, on_start=on_start)
+    finally:
+        if display is not None:
+            display.__exit__(None, None, None)
+    console.print(summary_table(manifest, _on_start_judges, time.monotonic() - started))
+    for message in result.failures.values():
+        console.print(f"[red]{message}[/red]")
+    if demo_url:
+        console.print(f"[yellow]{DEMO_BANNER}[/yellow]")
+    console.print(f"Run directory: {prepared.run_dir}")
+    if result.status == "cancelled":
+        console.print(f"Cancelled. Finish it with: judge-engine resume {prepared.run_dir}")
+        return 130
+    return 1 if result.status == "failed" else 0
