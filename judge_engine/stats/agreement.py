@@ -129,6 +129,8 @@ def category_counts(
 def _multirater(table: Any) -> tuple[float, FloatArray, float]:
     """(mean observed agreement P-bar, category shares p_j, raters per item n) of a count table."""
     t = as_float_array(table, name="table")
+    if t.size == 0:
+        return math.nan, np.zeros(0), 0.0
     if t.ndim != 2:
         raise ValueError("table must be items x categories counts")
     if t.shape[0] == 0 or t.sum() == 0:
