@@ -132,6 +132,8 @@ def handle_stats(args: argparse.Namespace) -> int:
     from judge_engine.stats.tables import read_table
 
     source = Path(args.source)
+    if not source.exists():
+        return _fail("stats", f"{source}: no such file or directory")
     try:
         if source.is_dir():
             run = read_run(source)

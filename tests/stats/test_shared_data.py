@@ -1,0 +1,96 @@
+"""Acceptance on the papers' real data in ../shared/data (skipped when it is absent)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judge_engine.cli_stats import main
+
+METRICS = ["prometheus", "comet_xl", "comet_xxl", "gemba_all_orig", "gemba_all_literary"]
+ASPECTS = [  # (human aspect, literary GEMBA aspect); "all" is the overall MQM pair
+    ("mqm_score", "gemba_all_literary"),
+    ("mqm_score_acc", "gemba_acc_literary"),
+    ("mqm_score_fluency", "gemba_flu_literary"),
+    ("mqm_score_style", "gemba_sty_literary"),
+    ("mqm_score_term", "gemba_term_literary"),
+]
+# meta_evaluation.md: LitEval's correlation figure, segment-level Kendall tau-b per pair.
+PUBLISHED_METRICS = {
+    "de-en": [-0.014, 0.174, 0.198, 0.405, 0.376],
+    "en-de": [0.053, 0.388, 0.469, 0.594, 0.585],
+    "de-zh": [0.087, 0.046, 0.041, 0.461, 0.429],
+    "en-zh": [0.002, 0.389, 0.356, 0.534, 0.530],
+}
+PUBLISHED_ASPECTS = {
+    "de-en": [0.376, 0.437, 0.227, 0.220, 0.018],
+    "en-de": [0.585, 0.468, 0.377, 0.298, 0.090],
+    "de-zh": [0.429, 0.484, 0.213, 0.224, 0.089],
+    "en-zh": [0.530, 0.503, 0.254, 0.148, 0.079],
+}
+TOP = ["gpt4o", "deepl", "google translate", "qwen2-beta-7b-chat"]
+OTHER = ["qwen2-beta-7b-chat", "m2m", "nllb", "towerinstruct-7b-v0.2",
+         "meta-llama-3-8b-instruct", "gemma-1.1-7b-it"]  # fmt: skip
+
+
+def sections(argv: list[str], tmp_path: Path) -> dict[str, Any]:
+    out = tmp_path / "out.json"
+    assert main([*argv, "--json", str(out), "--quiet"]) == 0
+    return json.loads(out.read_text(encoding="utf-8"))["sections"]
+
+
+def test_liteval_40_kendall_taus(shared_data: Path, tmp_path: Path) -> None:
+    # Both human MQM and GEMBA are penalties (<= 0, higher = better), XCOMET and Prometheus are
+    # scores: no sign flip is needed. Plain tau-b, no NaNs in the file (their fillna(0) is moot).
+    compare = [f"{h}={p}" for h, p in ASPECTS[1:]]
+    s = sections(["meta", str(shared_data / "litmt_eval" / "metric_df.csv"), "--group", "pair",
+                  "--human", "mqm_score", "--pred", *METRICS, "--compare", *compare,
+                  "--methods", "kendall"], tmp_path)  # fmt: skip
+    tau = {(r["group"], r["human"], r["judge"]): r["kendall"] for r in s["correlation"]["rows"]}
+    checked = 0
+    for pair, values in PUBLISHED_METRICS.items():
+        for metric, published in zip(METRICS, values, strict=True):
+            assert round(tau[(pair, "mqm_score", metric)], 3) == published, (pair, metric)
+            checked += 1
+    for pair, values in PUBLISHED_ASPECTS.items():
+        for (human, judge), published in zip(ASPECTS, values, strict=True):
+            assert round(tau[(pair, human, judge)], 3) == published, (pair, human)
+            checked += 1
+    assert checked == 40
+
+
+def test_liteval_adequacy(shared_data: Path, tmp_path: Path) -> None:
+    data = shared_data / "litmt_eval"
+    s = sections(["meta", str(data / "metric_df.csv"), "--adequacy",
+                  "--subset", str(data / "bws_sampled_source.csv"), "--item", "source_",
+                  "--system", "model_human", "--group", "pair", "--human-system", "translator",
+                  "--top-systems", *TOP, "--other-systems", *OTHER,
+                  "--pred", "mqm_score", *METRICS], tmp_path)  # fmt: skip
+    rate = {(r["group"], r["metric"], r["versus"]): r["rate"] for r in s["adequacy"]["rows"]}
+    n = {(r["group"], r["metric"]): r["n_items"] for r in s["adequacy"]["rows"] if "n_items" in r}
+    assert [n[(p, "mqm_score")] for p in ("de-en", "en-de", "de-zh", "en-zh")] == [15, 20, 20, 24]
+    # The paper: student MQM prefers the human translation over the top systems in about 42%
+    # of paragraphs, GEMBA-MQM in under 10%, automatic metrics at most about 21%.
+    assert rate[("mean", "mqm_score", "top")] == pytest.approx(0.4271, abs=1e-4)
+    assert rate[("mean", "gemba_all_orig", "top")] == pytest.approx(0.0708, abs=1e-4)
+    assert rate[("mean", "gemba_all_literary", "top")] == pytest.approx(0.0958, abs=1e-4)
+    assert rate[("mean", "comet_xxl", "top")] == pytest.approx(0.2125, abs=1e-4)
+    assert rate[("mean", "mqm_score", "other")] == pytest.approx(0.9104, abs=1e-4)
+    assert rate[("de-en", "mqm_score", "top")] == pytest.approx(9 / 15)
+
+
+@pytest.mark.parametrize(("name", "alpha"), [("mt_bench", 0.8145), ("vicuna", 0.7234)])
+def test_prometheus_gpt4_repeat_alpha(
+    name: str, alpha: float, shared_data: Path, tmp_path: Path
+) -> None:
+    path = shared_data / "prometheus" / f"{name}_eval.json"
+    s = sections(["stats", str(path), "--repeats", "gpt4_score"], tmp_path)
+    row = next(r for r in s["consistency"]["rows"] if r["group"] == "all")
+    assert round(row["alpha_ordinal"], 4) == alpha
+    assert row["n_items"] == 320 and row["n_repeats"] == 3
+    # prometheus.md: all-3-agree 44.1% / 62.2%, mean within-item SD 0.296 / 0.182
+    agree, sd = {"mt_bench": (0.441, 0.296), "vicuna": (0.622, 0.182)}[name]
+    assert round(1 - row["flip_rate"], 3) == agree and round(row["mean_sd"], 3) == sd
