@@ -14,6 +14,7 @@ from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from judge_engine.stats._arrays import as_float_array
 from judge_engine.stats.correlation import wilson_interval
@@ -38,7 +39,7 @@ class AdequacyResult:
 def human_preferred(
     items: Sequence[Hashable],
     systems: Sequence[Hashable],
-    scores: Sequence[float],
+    scores: ArrayLike,
     *,
     human: Collection[Hashable],
     against: Collection[Hashable],
@@ -80,7 +81,7 @@ def human_preferred(
 def adequacy(
     items: Sequence[Hashable],
     systems: Sequence[Hashable],
-    scores: Sequence[float],
+    scores: ArrayLike,
     *,
     human: Collection[Hashable],
     against: Collection[Hashable],

@@ -83,7 +83,7 @@ def cohen_kappa(
     pairs = paired_labels(a, b)
     if not pairs:
         return math.nan
-    cats = list(categories) if categories is not None else sorted({v for p in pairs for v in p})
+    cats = list(categories) if categories is not None else sorted({v for p in pairs for v in p})  # type: ignore[type-var]
     index = {c: i for i, c in enumerate(cats)}
     k = len(cats)
     observed = np.zeros((k, k))

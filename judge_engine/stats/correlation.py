@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from judge_engine.stats._arrays import as_float_array, paired_finite
 
@@ -34,7 +35,7 @@ def _scipy_corr(x: Any, y: Any, method: Method) -> float:
         return float(stats.pearsonr(xs, ys).statistic)
 
 
-def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
+def kendall_tau_b(x: ArrayLike, y: ArrayLike) -> float:
     """Kendall's tau-b (ties corrected on both sides), via scipy.
 
     Example: x = [1, 2, 3], y = [1, 3, 2]: 2 concordant, 1 discordant pair, no ties,
@@ -43,17 +44,17 @@ def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
     return _scipy_corr(x, y, "kendall")
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: ArrayLike, y: ArrayLike) -> float:
     """Spearman's rank correlation (average ranks for ties), via scipy."""
     return _scipy_corr(x, y, "spearman")
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+def pearson(x: ArrayLike, y: ArrayLike) -> float:
     """Pearson's linear correlation, via scipy."""
     return _scipy_corr(x, y, "pearson")
 
 
-def correlation(x: Sequence[float], y: Sequence[float], *, method: Method = "kendall") -> float:
+def correlation(x: ArrayLike, y: ArrayLike, *, method: Method = "kendall") -> float:
     """Dispatch to :func:`kendall_tau_b`, :func:`spearman` or :func:`pearson` by name.
 
     Raises:
@@ -65,8 +66,8 @@ def correlation(x: Sequence[float], y: Sequence[float], *, method: Method = "ken
 
 
 def grouped_correlation(
-    x: Sequence[float],
-    y: Sequence[float],
+    x: ArrayLike,
+    y: ArrayLike,
     groups: Sequence[Hashable],
     *,
     method: Method = "kendall",
@@ -87,7 +88,7 @@ def grouped_correlation(
     return out
 
 
-def system_means(values: Sequence[float], systems: Sequence[Hashable]) -> dict[Hashable, float]:
+def system_means(values: ArrayLike, systems: Sequence[Hashable]) -> dict[Hashable, float]:
     """Mean of the non-missing values per system, in first-seen order (NaN if none)."""
     va = as_float_array(values).ravel()
     if len(va) != len(systems):
@@ -100,8 +101,8 @@ def system_means(values: Sequence[float], systems: Sequence[Hashable]) -> dict[H
 
 
 def system_level_correlation(
-    x: Sequence[float],
-    y: Sequence[float],
+    x: ArrayLike,
+    y: ArrayLike,
     systems: Sequence[Hashable],
     *,
     method: Method = "kendall",

@@ -101,7 +101,7 @@ def read_run(path: str | Path) -> Run:
     if not outcomes_path.is_file():
         raise TableError(f"{outcomes_path}: not found (is {root} a run directory?)")
     records, more = read_jsonl(outcomes_path)
-    latest = {}
+    latest: dict[str, Outcome] = {}
     for i, obj in enumerate(records):
         o = _outcome(obj, f"{outcomes_path}: record {i + 1}")
         latest.pop(o.task_id, None)  # re-insert so order follows the winning line

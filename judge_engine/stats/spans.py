@@ -47,8 +47,8 @@ class SpanScores:
 
 
 def span_prf(
-    predicted: Mapping[Hashable, Sequence[str]],
-    reference: Mapping[Hashable, Sequence[str]],
+    predicted: Mapping[Any, Sequence[str]],
+    reference: Mapping[Any, Sequence[str]],
     *,
     threshold: float = 0.9,
 ) -> SpanScores:
@@ -116,8 +116,8 @@ def _overlap(x: Any, y: Any) -> bool:
 
 
 def mqm_span_agreement(
-    a: Mapping[Hashable, Sequence[tuple[Any, Hashable]]],
-    b: Mapping[Hashable, Sequence[tuple[Any, Hashable]]],
+    a: Mapping[Any, Sequence[tuple[Any, Hashable]]],
+    b: Mapping[Any, Sequence[tuple[Any, Hashable]]],
 ) -> MqmSpanAgreement:
     """Span match and label match between two MQM annotations.
 
