@@ -29,6 +29,11 @@ EXIT_BAD_INPUT = 2
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``stats`` and ``meta`` subcommands to the main CLI's subparsers."""
+    _register_stats(subparsers)
+    _register_meta(subparsers)
+
+
+def _register_stats(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     stats = subparsers.add_parser(
         "stats", help="consistency, distributions and agreement of a run",
         description="Trust measurements of one run directory, or of repeat columns of a table.",
@@ -50,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     _output_args(stats)
     stats.set_defaults(handler=handle_stats)
 
+
+def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     meta = subparsers.add_parser(
         "meta", help="judge vs human: correlation, agreement, adequacy, span F1",
         description="Compare judge scores with human judgments, per group and pooled.",
