@@ -18,7 +18,7 @@ import json
 import random
 import re
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, field_validator
@@ -47,6 +47,7 @@ from judge_engine.protocols.prometheus_rubrics import (
     LITERARY_RUBRICS,
     Rubric,
     coerce_rubric,
+    criteria_line,
 )
 
 ReferenceMode = Literal["auto", "with", "without"]
@@ -304,27 +305,6 @@ class PrometheusRelative(Protocol):
         if json_mode:
             return json.dumps({"feedback": feedback, "winner": winner})
         return f"Feedback: {feedback} [RESULT] {winner}"
-
-
-def criteria_line(value: Any) -> str:
-    """The ``[criteria]`` line the relative prompt shows, from any rubric shape or a question.
-
-    Raises:
-        ValueError: ``value`` is neither a rubric nor a non-empty question.
-    """
-    if isinstance(value, Rubric):
-        return value.criteria_line()
-    if isinstance(value, Mapping) and set(value) == {"criteria"}:
-        return f"[{value['criteria']}]"
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("{"):
-            return criteria_line(json.loads(text))
-        if text.startswith("["):
-            return text.split("\n")[0]  # the library's load_rubric keeps the first line only
-        if text and text not in BUILTIN_RUBRICS:
-            return f"[{text}]"
-    return coerce_rubric(value).criteria_line()
 
 
 def position_consistency(outcomes: Iterable[tuple[Hashable, str, str | None]]) -> float | None:

@@ -172,3 +172,24 @@ def parse_rubric_text(text: str) -> Rubric:
         end = after.start() - 1 if after is not None else len(scores)
         descriptions[int(here.group(1))] = scores[here.end() : end]
     return Rubric(criteria=match.group("criteria"), descriptions=descriptions)
+
+
+def criteria_line(value: Any) -> str:
+    """The ``[criteria]`` line the relative prompt shows, from any rubric shape or a question.
+
+    Raises:
+        ValueError: ``value`` is neither a rubric nor a non-empty question.
+    """
+    if isinstance(value, Rubric):
+        return value.criteria_line()
+    if isinstance(value, Mapping) and set(value) == {"criteria"}:
+        return f"[{value['criteria']}]"
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("{"):
+            return criteria_line(json.loads(text))
+        if text.startswith("["):
+            return text.split("\n")[0]  # the library's load_rubric keeps the first line only
+        if text and text not in BUILTIN_RUBRICS:
+            return f"[{text}]"
+    return coerce_rubric(value).criteria_line()
