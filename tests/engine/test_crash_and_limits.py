@@ -1,0 +1,138 @@
+"""Crash safety, rate-limit storms, chaos on the wire, cancellation, and secrets."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from judge_engine.cli import main
+from judge_engine.fake import FakeServer
+from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, make_job, read_lines
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _spawn_run(config: Path, *extra: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, TEST_KEY_ENV: TEST_KEY, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "judge_engine.cli", *extra, "--no-live"] if extra and extra[0] == "resume"
+                            else [sys.executable, "-m", "judge_engine.cli", "run", str(config), "--no-live", *extra],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _wait_for_outcomes(run_parent: Path, at_least: int, timeout: float = 60) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for run in run_parent.glob("*/outcomes.jsonl"):
+            if run.stat().st_size and run.read_bytes().count(b"\n") >= at_least:
+                return run.parent
+        time.sleep(0.05)
+    raise AssertionError("the run produced no outcomes in time")
+
+
+def test_sigkill_mid_run_then_resume_loses_nothing_and_judges_nothing_twice(tmp_path: Path, fake_server: FakeServer) -> None:
+    fake_server.update(latency_s=0.15, latency_jitter_s=0.1)
+    concurrency = 8
+    job = make_job(tmp_path, fake_server, items=120, judge={"limits": {"concurrency": concurrency}})
+    process = _spawn_run(job.config)
+    run = _wait_for_outcomes(job.runs, at_least=30)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    before = read_lines(run / "outcomes.jsonl")
+    assert 30 <= len(before) < 120
+    assert json.loads((run / "run.json").read_text())["status"] == "running"
+    assert main(["resume", str(run), "--no-live"]) == 0
+    outcomes = read_lines(run / "outcomes.jsonl")
+    per_task = Counter(o["task_id"] for o in outcomes)
+    assert len(per_task) == 120 and set(per_task.values()) == {1}, "every task exactly once"
+    assert {o["status"] for o in outcomes} == {"scored"}
+    assert json.loads((run / "run.json").read_text())["status"] == "completed"
+    # Paid at most once: calls beyond the task count are the ones in flight at the kill.
+    assert fake_server.stats()["requests_total"] <= 120 + concurrency
+
+
+def test_running_the_same_config_again_resumes_a_killed_run(tmp_path: Path, fake_server: FakeServer) -> None:
+    fake_server.update(latency_s=0.1)
+    job = make_job(tmp_path, fake_server, items=60, judge={"limits": {"concurrency": 4}})
+    process = _spawn_run(job.config)
+    _wait_for_outcomes(job.runs, at_least=10)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    outcomes = read_lines(job.only_run() / "outcomes.jsonl")
+    assert len(outcomes) == 60 == len({o["task_id"] for o in outcomes})
+
+
+def test_sigint_cancels_cleanly_and_resume_finishes(tmp_path: Path, fake_server: FakeServer) -> None:
+    fake_server.update(latency_s=0.2)
+    job = make_job(tmp_path, fake_server, items=80, judge={"limits": {"concurrency": 4}})
+    process = _spawn_run(job.config)
+    run = _wait_for_outcomes(job.runs, at_least=8)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 130
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["status"] == "cancelled"
+    partial = read_lines(run / "outcomes.jsonl")
+    assert len(partial) < 80
+    assert main(["resume", str(run), "--no-live"]) == 0
+    outcomes = read_lines(run / "outcomes.jsonl")
+    assert len(outcomes) == 80 == len({o["task_id"] for o in outcomes})
+
+
+def test_429_storm_with_long_retry_after_is_waited_out(tmp_path: Path, fake_server: FakeServer) -> None:
+    fake_server.update(storm={"start_s": 0.0, "duration_s": 1.0, "retry_after_s": 2.5})
+    job = make_job(tmp_path, fake_server, items=40, judge={"limits": {"concurrency": 16}})
+    started = time.monotonic()
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    elapsed = time.monotonic() - started
+    outcomes = read_lines(job.only_run() / "outcomes.jsonl")
+    assert len(outcomes) == 40 and {o["status"] for o in outcomes} == {"scored"}
+    stats = fake_server.stats()
+    assert stats["rate_limited"] >= 1
+    # The lane paused as a whole: far fewer 429s than requests x retries would give.
+    assert stats["rate_limited"] <= 16
+    assert elapsed >= 2.5
+
+
+def test_chaos_resets_truncation_503_and_hangs_are_retried(tmp_path: Path, fake_server: FakeServer) -> None:
+    fake_server.update(reset_rate=0.05, truncate_rate=0.05, error_503_rate=0.05, hang_rate=0.03, hang_s=30, seed=11)
+    job = make_job(tmp_path, fake_server, items=100, judge={"timeout_s": 1.0, "limits": {"concurrency": 32},
+                                                             "retries": {"transport": 8}})
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    outcomes = read_lines(job.only_run() / "outcomes.jsonl")
+    assert len(outcomes) == 100 and {o["status"] for o in outcomes} == {"scored"}
+    errors = Counter(t["error"]["kind"] for t in read_lines(job.only_run() / "transcripts.jsonl") if "error" in t)
+    assert errors["retry"] > 0
+
+
+def test_planted_api_key_never_reaches_the_run_directory(tmp_path: Path, fake_server: FakeServer) -> None:
+    planted = "sk-plantedSECRET0123456789abcdef"
+    fake_server.update(require_api_key=planted)
+    job = make_job(tmp_path, fake_server, items=5, judge={"api_key_env": None, "api_key": planted})
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    run = job.only_run()
+    assert len(read_lines(run / "outcomes.jsonl")) == 5
+    for path in [*run.rglob("*"), *(tmp_path / "cache").rglob("*")]:
+        if path.is_file():
+            assert planted.encode() not in path.read_bytes(), path
+
+
+def test_wrong_api_key_stops_the_judge_with_a_clear_message(tmp_path: Path, fake_server: FakeServer, capsys) -> None:
+    planted = "sk-wrongKEY0123456789abcdefghij"
+    fake_server.update(require_api_key="sk-the-right-one-0000000000")
+    job = make_job(tmp_path, fake_server, items=30, judge={"api_key_env": None, "api_key": planted})
+    assert main(["run", str(job.config), "--no-live"]) == 1
+    err = capsys.readouterr().err
+    assert "stopped" in err and "AuthenticationError" in err
+    assert planted not in err
+    run = job.only_run()
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
+    assert fake_server.stats()["requests_total"] <= 16  # no retries of an auth error beyond in-flight
+    for path in run.rglob("*"):
+        if path.is_file():
+            assert planted.encode() not in path.read_bytes(), path
