@@ -304,15 +304,15 @@ def _render(sections: Sequence[Section], notes: Sequence[str]) -> None:
     from rich.console import Console
     from rich.table import Table as RichTable
 
-    console = Console()
+    # Piped output has no terminal width; wide tables would otherwise be cut to 80 columns.
+    console = Console() if sys.stdout.isatty() else Console(width=240)
     for note in notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     for s in sections:
         table = RichTable(title=s.title, title_justify="left")
         for c in s.columns:
-            table.add_column(
-                c, justify="left" if c in ("group", "judge", "human", "judges") else "right"
-            )
+            justify = "left" if c in ("group", "judge", "human", "judges") else "right"
+            table.add_column(c, justify=justify, overflow="fold")
         for r in s.rows:
             table.add_row(*(_fmt(r.get(c)) for c in s.columns))
         console.print(table)
