@@ -109,6 +109,7 @@ _LINE = re.compile(
     re.IGNORECASE,
 )
 _DECORATION = re.compile(r"[*_`#>]+")
+_TRAILING_RATING = re.compile(r"[\s:=\-–—]\s*(?P<rating>\d+(?:\.\d+)?)\s*(?:/\s*5)?\s*\.?$")
 
 
 class TTCT(Protocol):
@@ -172,12 +173,11 @@ class TTCT(Protocol):
             if question not in QUESTIONS:
                 problems.append(f"there is no question {question.upper()} (Q1 to Q12 only)")
                 continue
-            rating = _rating(match.group("rating"))
+            token = _rating_token(match)
+            rating = _rating(token)
             if rating is None:
                 unreadable.add(question)
-                problems.append(
-                    f"{question.upper()}: {match.group('rating')!r} is not an integer from 1 to 5"
-                )
+                problems.append(f"{question.upper()}: {token!r} is not an integer from 1 to 5")
             elif ratings.setdefault(question, rating) != rating:
                 problems.append(f"{question.upper()} is rated twice, differently")
         missing = [q.upper() for q in QUESTIONS if q not in ratings and q not in unreadable]
@@ -213,6 +213,16 @@ def ttct_score(ratings: dict[str, Any]) -> Score:
     oriented = {q: float(6 - ratings[q] if q in REVERSED else ratings[q]) for q in QUESTIONS}
     dimensions = {d: fmean(oriented[q] for q in qs) for d, qs in DIMENSIONS.items()}
     return Score(fmean(dimensions.values()), {**dimensions, **oriented})
+
+
+def _rating_token(match: re.Match[str]) -> str:
+    """The rating after ``Qn:``, or, when the judge echoed the question first
+    (``Q2. Is the sentence ...? 4``), the number that ends the line."""
+    token = match.group("rating")
+    if token[:1].isdigit():
+        return token
+    trailing = _TRAILING_RATING.search(match.string)
+    return trailing.group("rating") if trailing else token
 
 
 def _rating(token: str) -> int | None:
