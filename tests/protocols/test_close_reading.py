@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from judge_engine import templating
 from judge_engine.errors import ConfigError, VerdictError
@@ -365,3 +367,37 @@ def test_example_config_items_render_and_fake_answers_parse() -> None:
                 )
                 assert answer is not None
                 protocol.score(protocol.parse(answer, item, variant), item, variant)
+
+
+# --- properties of locate -------------------------------------------------------------------
+
+_TEXT = st.text(alphabet="ab’'\" \n\tÉé—-", min_size=1, max_size=40)
+
+
+@given(_TEXT, st.data())
+def test_locate_finds_every_substring_exactly(passage: str, data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, len(passage) - 1))
+    end = data.draw(st.integers(start + 1, len(passage)))
+    needle = passage[start:end]
+    where = locate(needle, passage)
+    if not needle.strip():
+        assert where is None
+        return
+    assert where is not None
+    assert passage[where[0] : where[1]] == needle.strip()
+
+
+@given(_TEXT, st.data())
+def test_locate_normalised_offsets_cover_an_equivalent_span(
+    passage: str, data: st.DataObject
+) -> None:
+    start = data.draw(st.integers(0, len(passage) - 1))
+    end = data.draw(st.integers(start + 1, len(passage)))
+    # What a judge does to a quote: other case, straight apostrophes, one space for any run.
+    needle = " ".join(passage[start:end].upper().replace("’", "'").split())
+    where = locate(needle, passage)
+    if not _fold(needle):
+        assert where is None
+        return
+    assert where is not None
+    assert _fold(passage[where[0] : where[1]]) == _fold(needle)
