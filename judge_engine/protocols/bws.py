@@ -108,6 +108,15 @@ class BestWorstScaling(Protocol):
     def templates(self) -> Sequence[str]:
         return (self.template,)
 
+    def check_item(self, item: Item) -> list[str]:
+        """Problems with ``item``'s candidates, for a dataset scan before any call (the base
+        class has no such hook yet; ``render`` raises the same problem as a DatasetError)."""
+        try:
+            candidates_of(item)
+        except DatasetError as exc:
+            return [str(exc)]
+        return []
+
     def variants(self, item: Item) -> Sequence[str]:
         return tuple(f"order{k}" for k in range(self.options.orders))
 

@@ -80,8 +80,12 @@ def test_candidate_forms_are_equivalent() -> None:
     ],
 )
 def test_bad_candidates_are_a_dataset_error(candidates: object) -> None:
+    item = {"id": "p1", "source": "s", "candidates": candidates}
     with pytest.raises(DatasetError, match="p1"):
-        _protocol().render({"id": "p1", "source": "s", "candidates": candidates})
+        _protocol().render(item)
+    (problem,) = _protocol().check_item(item)
+    assert "p1" in problem
+    assert _protocol().check_item(ITEM) == []
 
 
 def test_options() -> None:
