@@ -10,15 +10,15 @@ from __future__ import annotations
 import csv
 import hashlib
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from judge_engine.config import DatasetConfig
 from judge_engine.errors import DatasetError
 from judge_engine.jsonio import JSONDecodeError, loads
+from judge_engine.languages import language_name
 
 LANGUAGE_FIELDS = ("source_lang", "target_lang", "language")
 """Fields whose language codes (``de``, ``zh-Hans``...) become English names (``German``)."""
@@ -112,8 +112,13 @@ def iter_items(config: DatasetConfig, required: Sequence[str] = ()) -> Iterator[
         yield to_item(row, config.fields, required, f"{config.path}:{number}")
 
 
-def scan(config: DatasetConfig, required: Sequence[str] = ()) -> DatasetSummary:
-    """Validate every row (fields present, ids unique) and fingerprint the file.
+def scan(
+    config: DatasetConfig,
+    required: Sequence[str] = (),
+    checks: Sequence[Callable[[Mapping[str, Any]], list[str]]] = (),
+) -> DatasetSummary:
+    """Validate every row (fields present, ids unique, the protocols' own ``checks``) and
+    fingerprint the file.
 
     Raises:
         DatasetError: the first bad row, naming the file and line.
@@ -129,6 +134,9 @@ def scan(config: DatasetConfig, required: Sequence[str] = ()) -> DatasetSummary:
             count -= 1
             break
         item = to_item(row, config.fields, required, f"{config.path}:{number}")
+        for check in checks:
+            if problems := check(item):
+                raise DatasetError(f"{config.path}:{number}: {'; '.join(problems)}")
         # 8-byte digests: a million ids cost ~100 MB as strings but ~50 MB like this.
         key = hashlib.blake2b(item["id"].encode(), digest_size=8).digest()
         if key in seen:
@@ -143,22 +151,3 @@ def scan(config: DatasetConfig, required: Sequence[str] = ()) -> DatasetSummary:
 
 def _missing(path: Path) -> Any:
     raise DatasetError(f"{path}: dataset file not found")
-
-
-@lru_cache(maxsize=512)
-def language_name(value: str) -> str:
-    """``de`` -> ``German``, ``zh`` -> ``Chinese``, ``pt-BR`` -> ``Portuguese (Brazil)``; anything
-    that is not a language code (``German``, ``Klingon``) is returned unchanged."""
-    text = value.strip()
-    if not (2 <= len(text) <= 12) or " " in text or (text[:1].isupper() and len(text) > 3):
-        return value
-    import langcodes
-
-    try:
-        language = langcodes.Language.get(text)
-    except (langcodes.LanguageTagError, ValueError):
-        return value
-    if not language.is_valid() or language.language is None:
-        return value
-    name: str = language.display_name("en")
-    return name if not name.lower().startswith("unknown") else value

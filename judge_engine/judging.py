@@ -15,7 +15,13 @@ from typing import Any
 
 from judge_engine.cache import AnswerCache, cache_key
 from judge_engine.config import JudgeConfig
-from judge_engine.errors import FatalProviderError, ProviderError, VerdictError
+from judge_engine.errors import (
+    DatasetError,
+    FatalProviderError,
+    ProviderError,
+    TemplateError,
+    VerdictError,
+)
 from judge_engine.lanes import Lane
 from judge_engine.plan import Task
 from judge_engine.protocols import Message, Protocol
@@ -115,7 +121,10 @@ async def judge_task(
     """
     protocol = judge.protocol
     log = TaskLog()
-    messages: list[Message] = protocol.render(task.item, task.variant)
+    try:
+        messages: list[Message] = protocol.render(task.item, task.variant)
+    except (DatasetError, TemplateError) as exc:  # the scan should have caught it; never crash a run
+        return outcome(judge, task, log, reason=f"could not render the prompt: {exc}")
     budget = judge.config.retries.reasks
     while True:
         request = judge.request(messages, task.temperature)

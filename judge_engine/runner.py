@@ -123,7 +123,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any], demo: bool, new_
     config = load_config(config_path, overrides=overrides)
     protocols = protocols_for(config)
     required = sorted({f for p in protocols.values() for f in p.required_fields})
-    dataset = scan(config.dataset, required)
+    dataset = scan(config.dataset, required, [p.check_item for p in protocols.values()])
     run_id = run_id_for(config, protocols, dataset, stem=config_path.stem if config_path.stem != "config" else config_path.parent.name or "run")
     if new_run:
         run_id = f"{run_id}-{utc_now().replace(':', '').replace('-', '')[:15]}"

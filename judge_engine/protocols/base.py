@@ -73,6 +73,9 @@ class Protocol(ABC):
     """The verdict model: the JSON-mode response schema and the shape stored in outcomes."""
     options_model: ClassVar[type[ProtocolOptions]] = ProtocolOptions
     """The model of ``protocol_options`` for this protocol."""
+    judge_model: ClassVar[type[BaseModel] | None] = None
+    """The JSON-mode schema sent to the provider when it differs from :attr:`output_model`
+    (fields the protocol fills in itself, such as span offsets, are left out)."""
 
     def __init__(self, options: ProtocolOptions | None = None) -> None:
         self.options = options if options is not None else self.options_model()
@@ -103,6 +106,11 @@ class Protocol(ABC):
         into run manifests and cache keys so that editing a template invalidates old answers."""
         return ()
 
+    def check_item(self, item: Item) -> list[str]:
+        """Problems with ``item`` beyond missing required fields, found when the dataset is
+        scanned (before anything is sent). Empty when the item is fine."""
+        return []
+
     def variants(self, item: Item) -> Sequence[str]:
         """Sub-tasks per item (e.g. both A/B orders, several candidate orders). One by default."""
         return ("",)
@@ -119,7 +127,7 @@ class Protocol(ABC):
             "type": "json_schema",
             "json_schema": {
                 "name": self.name.replace("-", "_"),
-                "schema": self.output_model.model_json_schema(),
+                "schema": (self.judge_model or self.output_model).model_json_schema(),
             },
         }
 

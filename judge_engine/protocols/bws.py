@@ -51,6 +51,15 @@ LABELS = string.ascii_uppercase
 """Display labels: the candidate shown first is ``A``."""
 
 
+class JudgedBestWorst(BaseModel):
+    """What the judge is asked to return in JSON mode: the labels as shown."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    best: str
+    worst: str
+
+
 class BWSVerdict(BaseModel):
     """The judge's best and worst picks, and how they map to candidates."""
 
@@ -99,6 +108,7 @@ class BestWorstScaling(Protocol):
     )
     required_fields: ClassVar[tuple[str, ...]] = ("source",)
     output_model: ClassVar[type[BaseModel]] = BWSVerdict
+    judge_model: ClassVar[type[BaseModel] | None] = JudgedBestWorst
     options_model: ClassVar[type[ProtocolOptions]] = BWSOptions
     template: ClassVar[str] = "bws/user.j2"
     fake_signature: ClassVar[str] = "choose the single best translation and the single worst"

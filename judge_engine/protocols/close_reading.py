@@ -53,6 +53,23 @@ class Expression(BaseModel):
     """Filled by the protocol: offset one past the last character (None if not found)."""
 
 
+class JudgedExpression(BaseModel):
+    """One expression as the judge writes it (JSON-mode schema)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expression: str
+    justification: str = ""
+
+
+class JudgedSpans(BaseModel):
+    """What the judge is asked to return in JSON mode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expressions: list[JudgedExpression]
+
+
 class SpansVerdict(BaseModel):
     """A close-reading annotation: every expression the judge selected, in its order."""
 
@@ -76,6 +93,7 @@ class CloseReading(Protocol):
     version: ClassVar[str] = "1"
     required_fields: ClassVar[tuple[str, ...]] = ("passage",)
     output_model: ClassVar[type[BaseModel]] = SpansVerdict
+    judge_model: ClassVar[type[BaseModel] | None] = JudgedSpans
     options_model: ClassVar[type[ProtocolOptions]] = SpansOptions
 
     template_dir: ClassVar[str]

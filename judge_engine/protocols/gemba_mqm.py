@@ -82,7 +82,11 @@ class GembaOptions(ProtocolOptions):
 
 
 _HEADER = re.compile(r"^(critical|major|minor)\s*:\s*(.*)$")
-_ERROR_LINE = re.compile(r'^(?P<category>[^"“”]+?)\s*(?:-|–|—|:)\s*(?P<span>.*)$')
+# A dash separates only with a space beside it or a quote after it, so "non-translation" and
+# "mistranslation (too-literal)" stay whole categories while 'grammar-"wäre"' still splits.
+_ERROR_LINE = re.compile(
+    r'^(?P<category>[^"“”]+?)(?:\s+[-–—]\s*|\s*[-–—]\s+|\s*[-–—:]\s*(?=["“])|\s*:\s+)(?P<span>.*)$'
+)
 _DECORATION = re.compile(r"^(?:[#>*_`]+|\d+[.)]|[-•])\s*")
 
 
@@ -107,7 +111,8 @@ class GembaMQM(Protocol):
         "locale convention",
     )
     """Top-level categories a strict parse accepts (matched as a prefix of the category text)."""
-    fake_signature: ClassVar[str] = "identify error types in the translation and classify them"
+    # Words only the original task prompt has (the literary prompt shares the rest of it).
+    fake_signature: ClassVar[str] = "fluency (character encoding, grammar, inconsistency, punctuation, register, spelling)"
 
     options: GembaOptions
 

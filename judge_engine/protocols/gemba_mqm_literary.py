@@ -28,12 +28,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import ClassVar
 
 import sentencex
 from pydantic import BaseModel
 
+from judge_engine.languages import language_code
 from judge_engine.protocols.base import Item, Message, Score
 from judge_engine.protocols.gemba_mqm import (
     WEIGHTS,
@@ -135,22 +135,6 @@ def count_sentences(text: str, language: str) -> int:
     so that its penalty is not divided by zero). ``language`` is a name or an ISO code."""
     segments = sentencex.segment(language_code(language), text)
     return max(1, sum(1 for s in segments if s.strip()))
-
-
-@lru_cache(maxsize=256)
-def language_code(language: str) -> str:
-    """ISO 639 code of a language name ("German" -> "de") or tag ("zh-Hans" -> "zh"); ``en`` when
-    unknown (sentencex then applies its generic rules, which suit most Latin-script text)."""
-    import langcodes  # loads its name tables on first use: only when a score is computed
-
-    try:
-        return str(langcodes.find(language).language)
-    except LookupError:
-        pass
-    try:
-        return str(langcodes.Language.get(language).language or "en")
-    except (ValueError, LookupError):
-        return "en"
 
 
 _FAKE_CATEGORIES = (

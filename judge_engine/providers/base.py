@@ -138,8 +138,8 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
                 return max(0.0, float(value))
             except ValueError:
                 pass
-            from email.utils import parsedate_to_datetime
             import time
+            from email.utils import parsedate_to_datetime
 
             try:
                 when = parsedate_to_datetime(value).timestamp()

@@ -1,0 +1,151 @@
+"""Lane admission and adaptive control, Retry-After parsing, and the append-only store."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from email.utils import formatdate
+from pathlib import Path
+
+import pytest
+
+from judge_engine.config import Limits
+from judge_engine.errors import RunDirError
+from judge_engine.lanes import Lane, TokenWindow
+from judge_engine.providers.base import parse_retry_after, redact
+from judge_engine.store import RunStore, read_jsonl
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"retry-after": "2"}, 2.0),
+        ({"Retry-After": "0.5"}, 0.5),
+        ({"retry-after-ms": "1500"}, 1.5),
+        ({"retry-after-ms": "1500", "retry-after": "9"}, 1.5),  # the finer header wins
+        ({"retry-after": "120"}, 120.0),  # no upper cap
+        ({"llm_provider-retry-after": "3"}, 3.0),
+        ({}, None),
+        (None, None),
+        ({"retry-after": "soon"}, None),
+    ],
+)
+def test_retry_after_forms(headers, expected) -> None:
+    assert parse_retry_after(headers) == expected
+
+
+def test_retry_after_http_date() -> None:
+    now = time.time()
+    value = parse_retry_after({"retry-after": formatdate(now + 90, usegmt=True)}, now=now)
+    assert value is not None and 88 <= value <= 91
+
+
+def test_redact_removes_keys_and_known_secrets() -> None:
+    text = "Incorrect API key provided: sk-abcdefghijklmnop1234 (Bearer abcdefghijkl) secret=hunter2hunter2"
+    cleaned = redact(text, ["hunter2hunter2"])
+    assert "sk-abcdefgh" not in cleaned and "hunter2" not in cleaned and "abcdefghijkl" not in cleaned
+
+
+def test_token_window_waits_and_reconciles() -> None:
+    clock = FakeClock()
+    window = TokenWindow(capacity=1000, period=1.0, clock=clock)
+    entry = window.admit(800)
+    assert window.wait_time(100) == 0.0
+    assert window.wait_time(300) > 0.9  # would exceed 1000 until the first entry expires
+    window.reconcile(entry, 500)  # the provider reported fewer tokens than estimated
+    assert window.wait_time(400) == 0.0
+    assert window.wait_time(5000) > 0  # oversized: waits for an empty window...
+    clock.now += 1.01
+    assert window.wait_time(5000) == 0.0  # ...then fits alone
+
+
+def test_lane_paces_requests_at_the_configured_rate() -> None:
+    async def scenario() -> float:
+        lane = Lane("t", Limits(rpm=1200, headroom=0.0))  # 20 per second
+        started = time.monotonic()
+        for _ in range(50):
+            await lane.admit(10)
+        return time.monotonic() - started
+
+    elapsed = asyncio.run(scenario())
+    assert 1.9 <= elapsed <= 3.0  # 20 now, 20 after ~1 s, 10 after ~2 s
+
+
+def test_lane_pauses_whole_lane_for_retry_after_and_slows_down() -> None:
+    async def scenario() -> tuple[float, float]:
+        lane = Lane("t", Limits(rpm=60000))
+        await lane.admit(1)
+        lane.on_rate_limited(0.4)
+        started = time.monotonic()
+        await lane.admit(1)
+        return time.monotonic() - started, lane.scale
+
+    waited, scale = asyncio.run(scenario())
+    assert waited >= 0.39
+    assert scale < 1.0
+
+
+def test_misconfigured_limit_converges_to_accepted_rate() -> None:
+    clock = FakeClock()
+    lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock)
+    from judge_engine.lanes import Admission
+
+    # Five seconds in which the provider accepted 50 requests per second (3,000 RPM).
+    for _step in range(250):
+        clock.now += 0.02
+        lane.on_success(Admission(None, 1), 1, 1, 1)
+    lane.on_rate_limited(0.1)
+    assert 0.45 <= lane.scale <= 0.5  # just under 3000/6000
+
+
+def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
+    clock = FakeClock()
+    lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock)
+    from judge_engine.lanes import Admission
+
+    for _ in range(20):  # a trickle: 4 per second, far below 100 per second
+        clock.now += 0.25
+        lane.on_success(Admission(None, 1), 1, 1, 1)
+    lane.on_rate_limited(30.0)
+    assert lane.scale == 1.0
+    assert lane.paused_for == pytest.approx(30.0)
+
+
+def test_store_tolerates_and_cuts_a_torn_last_line(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path / "run", {"format": "judge-engine-run", "version": 1})
+    store.write_outcome({"task_id": "a"})
+    store.write_outcome({"task_id": "b"})
+    store.close()
+    outcomes = tmp_path / "run" / "outcomes.jsonl"
+    with outcomes.open("ab") as handle:
+        handle.write(b'{"task_id": "c", "sco')  # a crash mid-write
+    assert [r["task_id"] for r in read_jsonl(outcomes)] == ["a", "b"]
+    store = RunStore.open(tmp_path / "run")
+    assert store.done_task_ids() == {"a", "b"}
+    store.write_outcome({"task_id": "c"})
+    store.close()
+    assert [r["task_id"] for r in read_jsonl(outcomes)] == ["a", "b", "c"]
+
+
+def test_store_rejects_a_corrupt_middle_line_and_a_second_writer(tmp_path: Path) -> None:
+    store = RunStore.create(tmp_path / "run", {"format": "judge-engine-run", "version": 1})
+    with pytest.raises(RunDirError, match="another judge-engine process"):
+        RunStore.open(tmp_path / "run")
+    store.close()
+    outcomes = tmp_path / "run" / "outcomes.jsonl"
+    outcomes.write_bytes(b'{"task_id": "a"}\ngarbage\n{"task_id": "b"}\n')
+    with pytest.raises(RunDirError, match="outcomes.jsonl:2: corrupt line"):
+        list(read_jsonl(outcomes))
+
+
+def test_not_a_run_directory(tmp_path: Path) -> None:
+    with pytest.raises(RunDirError, match="not a judge-engine run directory"):
+        RunStore.open(tmp_path)
