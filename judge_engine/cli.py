@@ -99,7 +99,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     overrides = _override_values(args)
     if args.demo:
-        overrides["api_base"] = "demo://fake-server"
+        from judge_engine.running import DEMO_API_BASE
+
+        overrides["api_base"] = DEMO_API_BASE
     return run_job(args.config, overrides=overrides, demo=args.demo, new_run=args.new_run, live=not args.no_live)
 
 
@@ -110,15 +112,13 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from judge_engine.planning import plan_rows
-    from judge_engine.report import plan_table
+    from judge_engine.report import make_console, plan_table
     from judge_engine.runner import prepare
 
     prepared = prepare(args.config, overrides=_override_values(args), demo=False, new_run=False)
     rows = plan_rows(prepared, latency_s=args.latency)
-    console = Console()
+    console = make_console()
     console.print(plan_table(rows))
     total = sum(r["cost"] or 0 for r in rows)
     wall = max((r["wall_s"] for r in rows), default=0)
@@ -134,10 +134,10 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_protocols(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from judge_engine.protocols import available, get_protocol
+    from judge_engine.report import make_console
 
     table = Table(title="judging protocols")
     for column in ("name", "version", "output fields", "score range", "item fields", "description"):
@@ -147,9 +147,9 @@ def _cmd_protocols(args: argparse.Namespace) -> int:
         protocol = cls()
         fields = ", ".join(cls.output_model.model_fields)
         low_high = protocol.score_range()
-        score_range = f"{low_high[0]:g} .. {low_high[1]:g}" if low_high else "categorical / per candidate"
+        score_range = f"{low_high[0]:g} .. {low_high[1]:g}" if low_high else "not fixed (rubric, sentences or per candidate)"
         table.add_row(name, cls.version, fields, score_range, ", ".join(cls.required_fields), cls.description)
-    Console().print(table)
+    make_console().print(table)
     return EXIT_OK
 
 

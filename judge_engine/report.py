@@ -19,6 +19,15 @@ from rich.text import Text
 from judge_engine.judging import JudgeRuntime
 
 RATE_WINDOW_S = 20.0
+PIPED_WIDTH = 160
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console that stays readable when piped (rich would otherwise squeeze tables to 80 columns)."""
+    console = Console(stderr=stderr)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, width=PIPED_WIDTH)
+    return console
 
 
 def _duration(seconds: float | None) -> str:
@@ -36,7 +45,7 @@ class LiveDisplay:
 
     def __init__(self, judges: Sequence[JudgeRuntime], *, console: Console | None = None, banner: str = "") -> None:
         self._judges = list(judges)
-        self._console = console or Console(stderr=True)
+        self._console = console or make_console(stderr=True)
         self._banner = banner
         self._samples: dict[str, deque[tuple[float, int, int, int]]] = {
             j.config.name: deque() for j in self._judges

@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from judge_engine.config import JudgeConfig
+from judge_engine.report import make_console
 from judge_engine.runner import PreparedRun, default_provider, execute, prepare, prepare_resume
 
 DEMO_API_BASE = "demo://fake-server"
@@ -29,7 +30,7 @@ def demo_server() -> Iterator[str]:
 
 def run_job(config_path: Path, *, overrides: Mapping[str, Any], demo: bool, new_run: bool, live: bool) -> int:
     prepared = prepare(config_path, overrides=overrides, demo=demo, new_run=new_run)
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     if prepared.resumed and prepared.manifest.get("status") == "completed":
         console.print(f"This config already ran to completion: {prepared.run_dir}\n"
                       "(use --new-run to judge again; cached answers cost nothing)")
@@ -46,7 +47,7 @@ def resume_job(run_dir: Path, *, live: bool) -> int:
     demo = bool(manifest.get("demo"))
     overrides = {"api_base": DEMO_API_BASE} if demo else {}
     prepared, _ = prepare_resume(run_dir, overrides=overrides)
-    console = Console(stderr=True)
+    console = make_console(stderr=True)
     if manifest.get("status") == "completed":
         console.print(f"{run_dir} is already complete.")
         return 0

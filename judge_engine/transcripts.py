@@ -11,13 +11,14 @@ from rich.text import Text
 
 from judge_engine.errors import RunDirError
 from judge_engine.jsonio import pretty
+from judge_engine.report import make_console
 from judge_engine.store import OUTCOMES, TRANSCRIPTS, read_jsonl, read_manifest
 
 
 def print_item(run_dir: Path, *, item_id: str | None, judge: str | None, console: Console | None = None) -> int:
     """Print every task of one item: messages sent, raw answers, verdict, score, attempts, re-asks."""
     read_manifest(run_dir)
-    console = console or Console()
+    console = console or make_console()
     outcomes = [o for o in read_jsonl(run_dir / OUTCOMES) if judge is None or o.get("judge") == judge]
     if item_id is None:
         if not outcomes:
