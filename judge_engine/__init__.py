@@ -19,7 +19,14 @@ from judge_engine.errors import (
     TemplateError,
     VerdictError,
 )
-from judge_engine.protocols import Protocol, ProtocolOptions, Score, available, get_protocol, register
+from judge_engine.protocols import (
+    Protocol,
+    ProtocolOptions,
+    Score,
+    available,
+    get_protocol,
+    register,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path

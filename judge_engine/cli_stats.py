@@ -311,8 +311,8 @@ def _render(sections: Sequence[Section], notes: Sequence[str]) -> None:
     for s in sections:
         table = RichTable(title=s.title, title_justify="left")
         for c in s.columns:
-            justify = "left" if c in ("group", "judge", "human", "judges") else "right"
-            table.add_column(c, justify=justify, overflow="fold")
+            left = c in ("group", "judge", "human", "judges")
+            table.add_column(c, justify="left" if left else "right", overflow="fold")
         for r in s.rows:
             table.add_row(*(_fmt(r.get(c)) for c in s.columns))
         console.print(table)

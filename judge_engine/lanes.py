@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from asyncio_throttle import Throttler
+from asyncio_throttle.throttler import Throttler
 
 from judge_engine.config import Limits
 
@@ -177,7 +177,7 @@ class Lane:
                         await asyncio.sleep(wait)
                         continue
                 if self._throttler is not None:
-                    await self._throttler.acquire()
+                    await self._throttler.acquire()  # type: ignore[no-untyped-call]
                     if self._clock() < self._paused_until:
                         continue  # a 429 arrived while we waited: honour the pause first
                 entry = self._tokens.admit(estimated_tokens) if self._tokens is not None else None

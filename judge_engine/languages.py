@@ -16,7 +16,7 @@ def language_name(value: str) -> str:
 
     try:
         language = langcodes.Language.get(text)
-    except (langcodes.LanguageTagError, ValueError):
+    except (langcodes.tag_parser.LanguageTagError, ValueError):
         return value
     if not language.is_valid() or language.language is None:
         return value

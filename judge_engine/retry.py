@@ -52,5 +52,5 @@ async def with_transport_retries(
         before_sleep=before_sleep,
         reraise=True,
     )
-    result: T = await retrying(call)  # type: ignore[arg-type]
+    result: T = await retrying(call)
     return result
