@@ -1,0 +1,111 @@
+"""Child processes and what they cost: the engine (or the baseline) measured by ``os.wait4``.
+
+CPU seconds and peak RSS come from the child's own rusage, so the fake server (another process)
+and this harness never count. The fake server's stats give the requests it saw and the span of
+accepted ones; its start is placed on this machine's monotonic clock (both processes read the
+same ``CLOCK_MONOTONIC``), so "time to first request" needs no instrumentation in the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchmarks.workload import KEY, KEY_ENV
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class ChildResult:
+    """What one child process cost and how it ended."""
+
+    returncode: int
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+    started_mono: float
+    """time.monotonic() just before the child was spawned."""
+    log: Path
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def child_env() -> dict[str, str]:
+    env = {**os.environ, KEY_ENV: KEY, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    env.pop("OPENAI_API_KEY", None)
+    return env
+
+
+def spawn(command: list[str], *, cwd: Path, log: Path) -> tuple[subprocess.Popen[bytes], float]:
+    handle = log.open("ab")
+    started = time.monotonic()
+    process = subprocess.Popen(command, cwd=cwd, env=child_env(), stdout=handle, stderr=subprocess.STDOUT)
+    handle.close()
+    return process, started
+
+
+def reap(process: subprocess.Popen[bytes], started: float, log: Path, *, timeout_s: float | None = None) -> ChildResult:
+    """Wait for the child with ``os.wait4`` (its rusage is the measurement)."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while True:
+        pid, status, usage = os.wait4(process.pid, os.WNOHANG if deadline else 0)
+        if pid:
+            break
+        if deadline and time.monotonic() > deadline:
+            process.send_signal(signal.SIGKILL)
+            deadline = None
+        time.sleep(0.02)
+    wall = time.monotonic() - started
+    code = os.waitstatus_to_exitcode(status)
+    process.returncode = code  # so Popen does not wait for a pid that is gone
+    return ChildResult(code, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, started, log)
+
+
+def run_engine(config: Path, *, log: Path, timeout_s: float | None = None, resume: Path | None = None) -> ChildResult:
+    command = [sys.executable, "-m", "judge_engine.cli"]
+    command += ["resume", str(resume), "--no-live"] if resume else ["run", str(config), "--no-live"]
+    process, started = spawn(command, cwd=config.parent, log=log)
+    return reap(process, started, log, timeout_s=timeout_s)
+
+
+def server_start_mono(server: Any) -> float:
+    """The fake server's start on this process's monotonic clock (to a few ms)."""
+    before = time.monotonic()
+    stats = server.stats()
+    after = time.monotonic()
+    return (before + after) / 2 - float(stats["uptime_s"])
+
+
+def read_outcomes(run_dir: Path) -> list[dict[str, Any]]:
+    from judge_engine.store import OUTCOMES, read_jsonl
+
+    return list(read_jsonl(run_dir / OUTCOMES))
+
+
+def only_run_dir(job: Path) -> Path:
+    runs = [p for p in (job / "runs").iterdir() if p.is_dir()] if (job / "runs").exists() else []
+    if len(runs) != 1:
+        raise RuntimeError(f"expected one run directory under {job / 'runs'}, found {len(runs)}")
+    return runs[0]
+
+
+def outcome_counts(outcomes: list[dict[str, Any]]) -> Counter[str]:
+    """How many times each task has an outcome line."""
+    return Counter(o["task_id"] for o in outcomes if "task_id" in o)
+
+
+def wall_clock_of(fn: Any, repeats: int = 3) -> float:
+    """Best wall time of ``fn()`` over ``repeats`` calls."""
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best

@@ -1,0 +1,164 @@
+"""The benchmark workload: deterministic items, job configs, and the scores the fake implies.
+
+Items are pseudo-literary text of 50-400 words drawn from a fixed vocabulary with a seeded RNG,
+so every run of the benchmark sends byte-identical requests. One JSONL row carries the fields of
+both protocols used here (``gemba-mqm``: src/tgt/src_lang/tgt_lang; ``novel-spans``: passage).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+KEY_ENV = "JUDGE_ENGINE_BENCH_KEY"
+KEY = "bench-key-0000"
+MODEL = "openai/gpt-4o-mini"
+
+_EN = (
+    "the lamp had burned low and room smelled of wax she walked to window as if evening might "
+    "answer nobody remembered when bell last rung his silence was heavier than any reproach river "
+    "ran under stone bridge where letters waited for morning light across quiet garden distance "
+    "grew between them though neither spoke of winter old house kept its secrets patiently"
+).split()
+_DE = (
+    "die Lampe war heruntergebrannt und das Zimmer roch nach Wachs sie ging zum Fenster als "
+    "könnte der Abend antworten niemand erinnerte sich wann Glocke zuletzt geläutet hatte sein "
+    "Schweigen schwerer jeder Vorwurf Fluss lief unter steinernen Brücke wo Briefe auf Morgen "
+    "warteten über stillen Garten wuchs Entfernung zwischen ihnen obwohl keiner vom Winter sprach"
+).split()
+
+FIELDS: dict[str, dict[str, str]] = {
+    "gemba-mqm": {"id": "id", "source": "src", "target": "tgt", "source_lang": "src_lang", "target_lang": "tgt_lang"},
+    "novel-spans": {"id": "id", "passage": "passage"},
+}
+
+
+def _words(rng: random.Random, vocab: list[str], count: int) -> str:
+    words = [rng.choice(vocab) for _ in range(count)]
+    # Sentences of 8-20 words, so the text looks like prose to the protocols' parsers.
+    out, since = [], 0
+    for word in words:
+        since += 1
+        if since >= rng.randint(8, 20):
+            out.append(word + ".")
+            since = 0
+        else:
+            out.append(word)
+    out[0] = out[0].capitalize()
+    return " ".join(out)
+
+
+def iter_rows(count: int, *, seed: int = 5, min_words: int = 50, max_words: int = 400) -> Iterator[dict[str, Any]]:
+    """``count`` item rows; row ``i`` is the same for every ``count`` (a prefix is a smaller run)."""
+    for index in range(count):
+        rng = random.Random(f"{seed}:{index}")
+        words = rng.randint(min_words, max_words)
+        yield {
+            "id": f"item-{index:06d}",
+            "src": _words(rng, _EN, words),
+            "tgt": _words(rng, _DE, words),
+            "src_lang": "en",
+            "tgt_lang": "de",
+            "passage": _words(rng, _EN, words),
+        }
+
+
+def write_items(path: Path, count: int) -> Path:
+    with path.open("w", encoding="utf-8") as handle:
+        for row in iter_rows(count):
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What one engine job looks like (everything else is the engine's default)."""
+
+    protocol: str = "gemba-mqm"
+    rpm: float | None = None
+    tpm: float | None = None
+    concurrency: int = 64
+    timeout_s: float = 30.0
+    max_tokens: int = 300
+    transport_retries: int = 6
+    backoff_max_s: float = 30.0
+
+
+def write_job(folder: Path, items: Path, api_base: str, spec: JobSpec, *, cache: bool = True) -> Path:
+    """A job folder's ``config.yaml`` (runs/ and cache/ beside it); returns the config path."""
+    limits: dict[str, Any] = {"concurrency": spec.concurrency}
+    if spec.rpm:
+        limits["rpm"] = spec.rpm
+    if spec.tpm:
+        limits["tpm"] = spec.tpm
+    judge = {
+        "name": "bench",
+        "model": MODEL,
+        "api_base": api_base,
+        "api_key_env": KEY_ENV,
+        "protocol": spec.protocol,
+        "temperatures": [0.0],
+        "max_tokens": spec.max_tokens,
+        "timeout_s": spec.timeout_s,
+        "limits": limits,
+        "retries": {"transport": spec.transport_retries, "backoff_max_s": spec.backoff_max_s},
+    }
+    config = {
+        "dataset": {"path": str(items), "fields": FIELDS[spec.protocol]},
+        "judges": [judge],
+        "output": {"dir": "runs"},
+        "cache": {"dir": "cache", "enabled": cache},
+    }
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+class Oracle:
+    """What the fake server's well-formed answer implies for each item (the score a correct
+    client must report, whatever faults and re-asks happened on the way)."""
+
+    def __init__(self, protocol_name: str) -> None:
+        from judge_engine.fake.answers import AnswerBook, prompt_tokens
+        from judge_engine.protocols import get_protocol
+
+        self.protocol = get_protocol(protocol_name)()
+        self.fields = FIELDS[protocol_name]
+        self._book = AnswerBook()
+        self._prompt_tokens = prompt_tokens
+
+    def item(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        from judge_engine.dataset import to_item
+
+        return to_item(row, self.fields, self.protocol.required_fields, "bench")
+
+    def messages(self, row: Mapping[str, Any]) -> list[dict[str, str]]:
+        return [dict(m) for m in self.protocol.render(self.item(row))]
+
+    def expected(self, row: Mapping[str, Any], temperature: float = 0.0) -> tuple[float | None, int]:
+        """(expected score, fake prompt+completion tokens of the well-formed answer)."""
+        item = self.item(row)
+        messages = self.protocol.render(item)
+        answer, _ = self._book.answer(messages, temperature=temperature, json_mode=False)
+        score = self.protocol.score(self.protocol.parse(answer, item), item).score
+        tokens = self._prompt_tokens(messages) + -(-len(answer) // 4)
+        return score, tokens
+
+    def strictly_readable(self, row: Mapping[str, Any], content: str | None) -> bool:
+        """Whether the protocol's strict parser accepts ``content`` (the baseline's check)."""
+        from judge_engine.errors import VerdictError
+
+        if not content or not content.strip():
+            return False
+        try:
+            self.protocol.parse(content, self.item(row))
+        except VerdictError:
+            return False
+        return True
