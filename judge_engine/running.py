@@ -62,38 +62,35 @@ def _run(prepared: PreparedRun, *, demo: bool, live: bool, console: Console) -> 
 
 
 async def _execute(prepared: PreparedRun, *, demo_url: str | None, live: bool, console: Console) -> int:
+    from judge_engine.engine import Engine
     from judge_engine.providers.litellm import LiteLLMProvider
     from judge_engine.report import LiveDisplay, summary_table
 
     def provider_for(judge: JudgeConfig) -> Any:
         return LiteLLMProvider(api_key="demo-key") if demo_url else default_provider(judge)
 
-    display: LiveDisplay | None = None
     started = time.monotonic()
+    banner = DEMO_BANNER if demo_url else ""
+    with contextlib.ExitStack() as stack:
+        engines: list[Engine] = []
 
-    def on_start(engine: Any) -> None:
-        nonlocal display
-        if demo_url:
-            for runtime in engine.judges:
-                runtime.endpoint = ("openai/" + runtime.config.model.split("/")[-1], demo_url)
-        if live:
-            display = LiveDisplay(engine.judges, console=console, banner=DEMO_BANNER if demo_url else "")
-            display.__enter__()
-        else:
-            console.print(f"Judging {sum(j.counters.total for j in engine.judges):,} tasks -> {prepared.run_dir}")
-        _on_start_judges.extend(engine.judges)
+        def on_start(engine: Engine) -> None:
+            engines.append(engine)
+            if demo_url:  # every judge talks to the fake server; cache keys keep the config's model
+                for runtime in engine.judges:
+                    runtime.endpoint = ("openai/" + runtime.config.model.split("/")[-1], demo_url)
+            if live:
+                stack.enter_context(LiveDisplay(engine.judges, console=console, banner=banner))
+            else:
+                console.print(f"Judging {sum(j.counters.total for j in engine.judges):,} tasks -> {prepared.run_dir}")
 
-    _on_start_judges: list[Any] = []
-    try:
         result, manifest = await execute(prepared, provider_factory=provider_for, on_start=on_start)
-    finally:
-        if display is not None:
-            display.__exit__(None, None, None)
-    console.print(summary_table(manifest, _on_start_judges, time.monotonic() - started))
+    judges = engines[0].judges if engines else []
+    console.print(summary_table(manifest, judges, time.monotonic() - started))
     for message in result.failures.values():
         console.print(f"[red]{message}[/red]")
-    if demo_url:
-        console.print(f"[yellow]{DEMO_BANNER}[/yellow]")
+    if banner:
+        console.print(f"[yellow]{banner}[/yellow]")
     console.print(f"Run directory: {prepared.run_dir}")
     if result.status == "cancelled":
         console.print(f"Cancelled. Finish it with: judge-engine resume {prepared.run_dir}")
