@@ -13,6 +13,7 @@ predict them exactly and must reconcile its own estimates with ``usage``:
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,11 +114,20 @@ class AnswerBook:
         return self._protocols
 
     def answer(
-        self, messages: Sequence[Message], *, temperature: float, json_mode: bool
+        self, messages: Sequence[Message], *, temperature: float, json_mode: bool, draw: int = 0
     ) -> tuple[str, str | None]:
-        """``(content, protocol name)`` for the conversation, re-ask turns stripped first."""
+        """``(content, protocol name)`` for the conversation, re-ask turns stripped first.
+
+        ``draw`` is how many times this exact request arrived before. At temperature 0 it is
+        ignored (identical requests, identical answers). At temperature t > 0 a repeated request
+        is a fresh sample with probability min(1, t/3), so repeats disagree more as t rises, as a
+        real model's do, while every answer stays a deterministic function of (request, draw).
+        """
         stripped = strip_reasks(messages)
         seed = stable_seed(jsonio.canonical(stripped).decode())
+        if temperature > 0 and draw > 0:
+            if random.Random(f"{seed}:{draw}:{temperature}").random() < min(1.0, temperature / 3):
+                seed = stable_seed(seed, draw)
         for protocol in self.protocols:
             text = protocol.fake_answer(
                 stripped, seed=seed, temperature=temperature, json_mode=json_mode

@@ -193,7 +193,7 @@ class FakeApp:
         fired = Draw.of(digest, seen_before, config.seed)
         faults = fired.fired(config)
         try:
-            answer = self._answer(payload, messages, faults)
+            answer = self._answer(payload, messages, faults, draw=seen_before)
         except Exception as exc:  # a protocol's fake_answer is broken: say so, do not hide it
             self.stats.by_fault["protocol_error"] += 1
             message = f"fake_answer raised {type(exc).__name__}: {exc}"
@@ -223,12 +223,13 @@ class FakeApp:
         return await self._reply(request, fault, model, answer, digest, seen_before, config)
 
     def _answer(
-        self, payload: dict[str, Any], messages: list[Message], faults: dict[str, float]
+        self, payload: dict[str, Any], messages: list[Message], faults: dict[str, float], *, draw: int
     ) -> Answer:
         content, protocol = self.answers.answer(
             messages,
             temperature=payload["temperature"],
             json_mode=is_json_mode(payload.get("response_format")),
+            draw=draw,
         )
         return finish(
             messages,

@@ -62,6 +62,28 @@ def test_three_repeats_are_three_distinct_calls(tmp_path: Path, fake_server: Fak
     assert sorted({o["repeat"] for o in outcomes}) == [0, 1, 2]
     transcripts = read_lines(job.only_run() / "transcripts.jsonl")
     assert not any(t["cache_hit"] for t in transcripts)
+    at_zero: dict[str, set[float]] = {}
+    for o in outcomes:
+        if o["temperature"] == 0.0:
+            at_zero.setdefault(o["item_id"], set()).add(o["score"])
+    assert all(len(scores) == 1 for scores in at_zero.values())  # greedy decoding: identical draws
+
+
+def test_repeats_disagree_more_as_temperature_rises(tmp_path: Path, fake_server: FakeServer) -> None:
+    from judge_engine.stats import repeat_consistency
+
+    job = make_job(tmp_path, fake_server, items=40, judge={"repeats": 3, "temperatures": [0.0, 1.5]})
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    outcomes = read_lines(job.only_run() / "outcomes.jsonl")
+    by_temperature = {}
+    for temperature in (0.0, 1.5):
+        rows: dict[str, list[float]] = {}
+        for o in sorted(outcomes, key=lambda o: o["repeat"]):
+            if o["temperature"] == temperature:
+                rows.setdefault(o["item_id"], []).append(o["score"])
+        by_temperature[temperature] = repeat_consistency(list(rows.values()))
+    assert by_temperature[0.0].mean_spearman == 1.0
+    assert by_temperature[1.5].mean_spearman < 0.95
 
 
 def test_faults_500s_and_malformed_answers_end_scored_and_correct(tmp_path: Path, fake_server: FakeServer) -> None:
