@@ -148,6 +148,9 @@ def handle_stats(args: argparse.Namespace) -> int:
                 return _fail("stats", f"{source / 'outcomes.jsonl'}: no outcomes")
             sections = run_sections(run, small=args.small, large=args.large,
                                     verdict_field=args.verdict_field)  # fmt: skip
+            from judge_engine.protocol_reports import protocol_sections
+
+            sections += protocol_sections(run)
             notes = run.notes
         elif args.repeats:
             table = read_table(source)

@@ -1,0 +1,79 @@
+"""Protocol-specific figures for ``judge-engine stats RUN_DIR``, built on each protocol's own
+pure helpers: BWS scores per candidate and the BWS position-bias figure; A/B position
+consistency for pairwise judging in both orders.
+
+This lives beside the command layer, not in ``stats/``: ``stats`` knows tables, not protocols.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from judge_engine.stats.runs import Outcome, Run
+from judge_engine.stats.sections import Section
+
+
+def protocol_sections(run: Run) -> list[Section]:
+    """Extra sections for the protocols present in ``run`` (empty when none applies)."""
+    sections: list[Section] = []
+    scored = [o for o in run.outcomes if o.status == "scored"]
+    bws = [o for o in scored if o.protocol == "bws"]
+    if bws:
+        sections += [_bws_scores(bws), _bws_position_bias(bws)]
+    pairwise = [o for o in run.outcomes if o.protocol == "prometheus-relative" and o.variant in ("AB", "BA")]
+    if pairwise:
+        sections.append(_position_consistency(pairwise))
+    return sections
+
+
+def _groups(outcomes: list[Outcome]) -> dict[tuple[str, float], list[Outcome]]:
+    groups: dict[tuple[str, float], list[Outcome]] = {}
+    for o in outcomes:
+        groups.setdefault((o.judge, o.temperature), []).append(o)
+    return dict(sorted(groups.items()))
+
+
+def _bws_scores(outcomes: list[Outcome]) -> Section:
+    from judge_engine.protocols.bws import bws_scores
+
+    rows: list[dict[str, Any]] = []
+    for (judge, temperature), group in _groups(outcomes).items():
+        shown: dict[str, int] = {}
+        for o in group:
+            for candidate in o.scores:
+                shown[candidate] = shown.get(candidate, 0) + 1
+        scores = bws_scores(o.scores for o in group)
+        for candidate, value in sorted(scores.items(), key=lambda kv: -kv[1]):
+            rows.append({"judge": judge, "temperature": temperature, "candidate": candidate,
+                         "bws": value, "shown": shown[candidate]})
+    return Section("bws_scores", "BWS score per candidate: (best - worst) / shown",
+                   ["judge", "temperature", "candidate", "bws", "shown"], rows)
+
+
+def _bws_position_bias(outcomes: list[Outcome]) -> Section:
+    from judge_engine.protocols.bws import position_bias
+
+    rows: list[dict[str, Any]] = []
+    for (judge, temperature), group in _groups(outcomes).items():
+        for label, bias in position_bias(o.verdict for o in group if o.verdict).items():
+            rows.append({"judge": judge, "temperature": temperature, "position": label, "shown": bias.shown,
+                         "best": bias.best, "worst": bias.worst, "expected": bias.expected,
+                         "best_ratio": bias.best / bias.expected if bias.expected else float("nan"),
+                         "worst_ratio": bias.worst / bias.expected if bias.expected else float("nan")})
+    return Section("bws_position_bias", "BWS position bias: picks per displayed position against chance (1.0 = none)",
+                   ["judge", "temperature", "position", "shown", "best", "worst", "expected", "best_ratio", "worst_ratio"],
+                   rows)
+
+
+def _position_consistency(outcomes: list[Outcome]) -> Section:
+    from judge_engine.protocols.prometheus import position_consistency
+
+    rows: list[dict[str, Any]] = []
+    for (judge, temperature), group in _groups(outcomes).items():
+        winners = [((o.item_id, o.repeat), o.variant, (o.verdict or {}).get("winner") if o.status == "scored" else None)
+                   for o in group]
+        pairs = len({key for key, _, winner in winners if winner is not None})
+        rows.append({"judge": judge, "temperature": temperature, "pairs": pairs,
+                     "position_consistency": position_consistency(winners)})
+    return Section("position_consistency", "A/B position consistency: same winner in both orders",
+                   ["judge", "temperature", "pairs", "position_consistency"], rows)
