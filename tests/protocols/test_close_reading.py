@@ -340,35 +340,6 @@ def test_fake_answer_varies_with_temperature_and_ignores_other_prompts() -> None
     )
 
 
-# --- the example config ------------------------------------------------------------------------
-
-
-def test_example_config_items_render_and_fake_answers_parse() -> None:
-    """examples/close_reading: every judge's protocol renders every item (after the config's field
-    mapping) and accepts the fake server's answers under every variant."""
-    import yaml
-
-    from judge_engine.dataset import to_item
-
-    example = Path(__file__).resolve().parents[2] / "examples" / "close_reading"
-    config = yaml.safe_load((example / "config.yaml").read_text(encoding="utf-8"))
-    lines = (example / config["dataset"]["path"]).read_text(encoding="utf-8").splitlines()
-    assert 10 <= len(lines) <= 20
-    for judge in config["judges"]:
-        protocol = get_protocol(judge["protocol"]).from_options(judge.get("protocol_options"))
-        for number, line in enumerate(lines, start=1):
-            item = to_item(
-                json.loads(line), config["dataset"]["fields"], protocol.required_fields, f"{number}"
-            )
-            for variant in protocol.variants(item):
-                messages = protocol.render(item, variant)
-                answer = protocol.fake_answer(
-                    messages, seed=number, temperature=1.0, json_mode=protocol.json_mode
-                )
-                assert answer is not None
-                protocol.score(protocol.parse(answer, item, variant), item, variant)
-
-
 # --- properties of locate -------------------------------------------------------------------
 
 _TEXT = st.text(alphabet="ab’'\" \n\tÉé—-", min_size=1, max_size=40)

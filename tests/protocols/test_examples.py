@@ -1,0 +1,33 @@
+"""Every example config: each judge's protocol renders every item (after the config's field
+mapping) and accepts the fake server's answers under every variant, in its output mode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from judge_engine.dataset import to_item
+from judge_engine.protocols import get_protocol
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*/config.yaml"))
+
+
+@pytest.mark.parametrize("config_path", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
+def test_example_items_render_and_fake_answers_parse(config_path: Path) -> None:
+    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    lines = (config_path.parent / config["dataset"]["path"]).read_text(encoding="utf-8").splitlines()
+    assert 10 <= len(lines) <= 20, "examples carry small data written for them"
+    for judge in config["judges"]:
+        protocol = get_protocol(judge["protocol"]).from_options(judge.get("protocol_options"))
+        for number, line in enumerate(lines, start=1):
+            item = to_item(json.loads(line), config["dataset"].get("fields", {}), protocol.required_fields, f"{number}")
+            assert protocol.check_item(item) == []
+            for variant in protocol.variants(item):
+                messages = protocol.render(item, variant)
+                for temperature in (0.0, 1.0):
+                    answer = protocol.fake_answer(messages, seed=number, temperature=temperature, json_mode=protocol.json_mode)
+                    assert answer is not None, (judge["name"], number, variant)
+                    protocol.score(protocol.parse(answer, item, variant), item, variant)
