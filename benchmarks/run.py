@@ -1,0 +1,237 @@
+"""judge-engine throughput and overhead benchmark (issue 5): the engine against the project's fake
+server, on loopback, next to plain litellm, with pass/fail against the figures to beat.
+
+    python benchmarks/run.py                      # six profiles at N=2,000, engine and baseline
+    python benchmarks/run.py --quick              # N=300, for a smoke run
+    python benchmarks/run.py --profiles rpm,chaos --n 1000
+    python benchmarks/run.py --memory             # peak RSS at 10^3 and 10^5 items
+    python benchmarks/run.py --long-retry-after   # a 429 storm asking for 61-75 s
+    python benchmarks/run.py --crash              # 20 SIGKILLs during a 10^4-item run
+
+See benchmarks/README.md for how to read the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import modes  # noqa: E402
+from benchmarks.profiles import (  # noqa: E402
+    PROFILES,
+    Measured,
+    Profile,
+    physical_bound_s,
+    run_baseline_profile,
+    run_engine_profile,
+)
+from benchmarks.workload import Oracle, iter_rows, write_items  # noqa: E402
+
+Check = tuple[str, bool, str]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="judge-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"work directory: {work}")
+    checks: list[Check] = []
+    if args.memory:
+        checks += modes.memory(work, sizes=args.memory_sizes)
+    if args.long_retry_after:
+        checks += modes.long_retry_after(work)
+    if args.crash:
+        checks += modes.crash(work, items=args.crash_items, kills=args.crash_kills)
+    if not (args.memory or args.long_retry_after or args.crash) or args.profiles_given:
+        checks += profiles(work, args)
+    print_checks(checks)
+    return 0 if all(ok for _, ok, _ in checks) else 1
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profiles", help=f"comma-separated subset of {','.join(PROFILES)}")
+    parser.add_argument("--n", type=int, help="items per profile (default 2000; --quick 300)")
+    parser.add_argument("--quick", action="store_true", help="N=300 and no baseline for a fast smoke run")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the plain-litellm baseline")
+    parser.add_argument("--memory", action="store_true", help="peak RSS at 10^3 vs 10^5 items (no limits, no latency)")
+    parser.add_argument("--memory-sizes", default="1000,100000")
+    parser.add_argument("--long-retry-after", action="store_true", help="429 storm with Retry-After 61-75 s")
+    parser.add_argument("--crash", action="store_true", help="kill -9 the engine 20 times during a 10^4-item run")
+    parser.add_argument("--crash-items", type=int, default=10_000)
+    parser.add_argument("--crash-kills", type=int, default=20)
+    parser.add_argument("--workdir", help="where jobs, runs and logs go (default: a new temp dir)")
+    args = parser.parse_args(argv)
+    args.profiles_given = args.profiles is not None
+    args.names = args.profiles.split(",") if args.profiles else list(PROFILES)
+    unknown = [n for n in args.names if n not in PROFILES]
+    if unknown:
+        parser.error(f"unknown profile(s): {', '.join(unknown)}")
+    args.n = args.n or (300 if args.quick else 2000)
+    args.baseline = not (args.no_baseline or args.quick)
+    args.memory_sizes = [int(x) for x in args.memory_sizes.split(",")]
+    return args
+
+
+def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
+    n = args.n
+    items = write_items(work / "items.jsonl", n)
+    oracles: dict[str, Oracle] = {}
+    expected: dict[str, dict[str, float | None]] = {}
+    for name in args.names:
+        protocol = PROFILES[name].job.protocol
+        if protocol not in oracles:
+            oracles[protocol] = Oracle(protocol)
+            expected[protocol] = {row["id"]: oracles[protocol].expected(row)[0] for row in iter_rows(n)}
+    startup = modes.startup_cpu(work, baseline=args.baseline)
+    print(f"start-up CPU (N=1 runs, subtracted): engine {startup['engine']:.2f} s"
+          + (f", baseline {startup['baseline']:.2f} s" if args.baseline else ""))
+    results: list[tuple[Profile, Measured, Measured | None]] = []
+    for name in args.names:
+        profile = PROFILES[name]
+        protocol = profile.job.protocol
+        print(f"[{name}] {profile.about}: engine...", flush=True)
+        engine = run_engine_profile(profile, n, items, work, oracles[protocol], expected[protocol])
+        baseline = None
+        if args.baseline:
+            print(f"[{name}] baseline...", flush=True)
+            baseline = run_baseline_profile(profile, n, items, work, oracles[protocol])
+        results.append((profile, engine, baseline))
+    print()
+    print(table(results, n, startup))
+    tokens = [e.stats["accepted_tokens"] / max(1, e.stats["accepted_requests"]) for p, e, _ in results if p.name == "tpm"]
+    if tokens:
+        print(f"\ntpm profile: {tokens[0]:.0f} fake tokens per accepted request (prompt + completion)")
+    checks = targets(results, startup)
+    checks += modes.startup_checks(results)
+    return checks
+
+
+# --- the table -------------------------------------------------------------------------------
+
+COLUMNS = ("profile", "who", "util", "of", "429s", "lost", "wrong", "unscored", "RSS MB", "CPU ms/req",
+           "1st req s", "active s", "requests")
+
+
+def utilization(profile: Profile, m: Measured) -> tuple[float | None, str]:
+    if profile.binding in ("rpm", "tpm"):
+        rate = m.late_rate(profile.binding) if profile.name == "misconfigured" else m.accepted_rate(profile.binding)
+        label = f"{profile.binding} limit" + (" (2nd half)" if profile.name == "misconfigured" else "")
+        return (None if rate is None else rate / profile.limit), label
+    bound = physical_bound_s(profile, m.n)
+    return (bound / m.active_s if m.active_s > 0 else None), "physical bound"
+
+
+def row(profile: Profile, m: Measured, startup: dict[str, float]) -> dict[str, Any]:
+    util, label = utilization(profile, m)
+    return {
+        "profile": profile.name, "who": m.who, "util": util, "of": label, "429s": m.share_429,
+        "lost": m.lost, "wrong": m.wrong, "unscored": m.unscored, "RSS MB": m.child.peak_rss_mb,
+        "CPU ms/req": m.cpu_ms_per_request(startup.get(m.who, 0.0)), "1st req s": m.first_request_s,
+        "active s": m.active_s, "requests": m.requests,
+    }
+
+
+def _fmt(column: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if column in ("util",):
+        return f"{value:.3f}"
+    if column == "429s":
+        return f"{100 * value:.2f}%"
+    if column in ("RSS MB", "active s"):
+        return f"{value:.1f}"
+    if column in ("CPU ms/req", "1st req s"):
+        return f"{value:.2f}"
+    if column == "ratio":
+        return value
+    return str(value)
+
+
+def _ratio(a: Any, b: Any) -> str:
+    if not isinstance(a, int | float) or not isinstance(b, int | float):
+        return "-"
+    if b == 0:
+        return "=" if a == 0 else "inf"
+    return f"x{a / b:.2f}"
+
+
+def table(results: list[tuple[Profile, Measured, Measured | None]], n: int, startup: dict[str, float]) -> str:
+    lines: list[list[str]] = [list(COLUMNS)]
+    for profile, engine, baseline in results:
+        e = row(profile, engine, startup)
+        lines.append([_fmt(c, e[c]) for c in COLUMNS])
+        if baseline is not None:
+            b = row(profile, baseline, startup)
+            lines.append([_fmt(c, b[c]) for c in COLUMNS])
+            ratio = [profile.name, "eng/base"] + [
+                "" if c == "of" else _ratio(e[c], b[c]) for c in COLUMNS[2:]
+            ]
+            lines.append(ratio)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
+    out = [f"N = {n:,} items per profile; CPU net of start-up; util = binding limit used, or physical lower bound / actual time"]
+    for index, line in enumerate(lines):
+        out.append("  ".join(cell.rjust(w) if i > 1 else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths, strict=True))))
+        if index == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+# --- targets ---------------------------------------------------------------------------------
+
+
+def targets(results: list[tuple[Profile, Measured, Measured | None]], startup: dict[str, float]) -> list[Check]:
+    checks: list[Check] = []
+    for profile, m, _ in results:
+        util, _ = utilization(profile, m)
+        u = util or 0.0
+        name = profile.name
+        if name in ("rpm", "tpm"):
+            checks.append((f"{name}: utilization >= 0.97 of the limit", u >= 0.97, f"{u:.3f}"))
+            checks.append((f"{name}: 429s <= 1% of requests", m.share_429 <= 0.01, f"{100 * m.share_429:.2f}%"))
+            checks.append((f"{name}: 0 lost", m.lost == 0, str(m.lost)))
+        elif name == "latency":
+            checks.append(("latency: >= 0.95 of the physical bound", u >= 0.95, f"{u:.3f}"))
+        elif name == "faults":
+            checks.append(("faults: >= 0.85 of the physical bound", u >= 0.85, f"{u:.3f}"))
+            checks.append(("faults: 0 lost", m.lost == 0, str(m.lost)))
+            checks.append(("faults: 0 silently wrong", m.wrong == 0, str(m.wrong)))
+        elif name == "chaos":
+            checks.append(("chaos: 0 lost", m.lost == 0, str(m.lost)))
+            hangs = int(m.stats.get("by_fault", {}).get("hang", 0))
+            checks.append(("chaos: hanging requests cut by the timeout and retried",
+                           hangs > 0 and m.lost == 0 and m.unscored == 0 and m.active_s < 15.0 * 2,
+                           f"{hangs} hangs of 15 s, run active {m.active_s:.1f} s, {m.unscored} unscored"))
+            checks.append(("chaos: 0 silently wrong", m.wrong == 0, str(m.wrong)))
+        elif name == "misconfigured":
+            checks.append(("misconfigured: converges to >= 0.9 of the true limit", u >= 0.9, f"{u:.3f} (2nd half)"))
+            checks.append(("misconfigured: 429s <= 5%", m.share_429 <= 0.05, f"{100 * m.share_429:.2f}%"))
+    cpu = [m.cpu_ms_per_request(startup["engine"]) for p, m, _ in results if p.name in ("rpm", "latency", "faults")]
+    if cpu:
+        worst = max(cpu)
+        checks.append(("CPU <= 2 ms per request net of start-up (rpm, latency, faults)", worst <= 2.0, f"{worst:.2f} ms"))
+    rss = max(m.child.peak_rss_mb for _, m, _ in results)
+    checks.append(("peak RSS <= 250 MB at this N (worst profile)", rss <= 250.0, f"{rss:.0f} MB"))
+    return checks
+
+
+def print_checks(checks: list[Check]) -> None:
+    if not checks:
+        return
+    print("\ntargets")
+    width = max(len(name) for name, _, _ in checks)
+    for name, ok, detail in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}  {name.ljust(width)}  {detail}")
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    code = main()
+    print(f"\n(benchmark took {time.monotonic() - started:.0f} s)")
+    sys.exit(code)
