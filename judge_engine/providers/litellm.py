@@ -170,14 +170,15 @@ def _kept_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
 
 def count_prompt_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
     """Prompt tokens of ``messages`` with litellm's tokenizer for ``model`` (cached per text, so
-    the few-shot turns every item shares are counted once)."""
+    the few-shot turns every item shares are counted once; a small cache, because item texts
+    never repeat and 65,536 of them held ~240 MB at 10^5 items)."""
     total = 3
     for message in messages:
         total += 4 + _count_text(model, message.get("content") or "")
     return total
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=1024)
 def _count_text(model: str, text: str) -> int:
     litellm = load_litellm()
     try:
