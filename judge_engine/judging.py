@@ -223,7 +223,7 @@ async def call_provider(
             finally:
                 counters.in_flight -= 1
             latency = time.perf_counter() - started
-            lane.on_success(admission, response.prompt_tokens, response.completion_tokens, estimated_prompt)
+            lane.on_success(admission, response.prompt_tokens, response.completion_tokens, estimated_prompt, response.headers)
             log.cost += response.cost
             counters.cost += response.cost
             log.latency_s += latency

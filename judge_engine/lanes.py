@@ -8,11 +8,17 @@ usage the provider reported.
 Windows are one second long (``rpm/60`` requests, ``tpm/60`` tokens): providers enforce per-minute
 limits at that granularity, so a one-second window never bursts past them, and it reacts fast.
 
-Adaptive control. Every 429 pauses the *whole* lane until its Retry-After (no upper cap) and, at
-most once per cool-down, lowers the lane's pace: to just under the rate the provider actually
-accepted in the last few seconds (when that is measurable) or by 15%. After a quiet spell the pace
-creeps back up by 1% steps toward the configured limits, so a misconfigured limit converges to the
-provider's real one and a transient storm costs no lasting throughput.
+Declared limits. Providers state their real per-minute limits in response headers
+(``x-ratelimit-limit-requests`` / ``-tokens``; Anthropic's ``anthropic-ratelimit-*-limit``). A
+declared limit lower than the configured one replaces it at the first answer, so a config that
+promises too much costs no 429 storm; a higher one is ignored (the config may ration a shared key).
+
+Adaptive control, for providers that declare nothing. Every 429 pauses the *whole* lane until its
+Retry-After (no upper cap) and, at most once per cool-down, lowers the lane's pace: to just under
+the rate the provider actually accepted over the last few seconds of unpaused time (when we were
+pushing), by 15% when that cannot be measured, and not at all for a storm we did not cause. After
+a quiet spell the pace creeps back up by 2% steps toward the limits, so a misconfigured limit
+converges to the provider's real one and a transient storm costs no lasting throughput.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from asyncio_throttle.throttler import Throttler
@@ -31,10 +37,14 @@ from judge_engine.config import Limits
 WINDOW_S = 1.0
 MEASURE_S = 5.0
 MIN_SCALE = 0.02
-PROBE_AFTER_S = 6.0
-PROBE_EVERY_S = 3.0
-PROBE_STEP = 0.01
+PROBE_AFTER_S = 4.0
+PROBE_EVERY_S = 2.0
+PROBE_FACTOR = 1.02
+DEEPEST_CUT = 0.7
 DEFAULT_PAUSE_S = 1.0
+
+_DECLARED_REQUESTS = ("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
+_DECLARED_TOKENS = ("x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")
 
 
 @dataclass(slots=True)
@@ -114,19 +124,54 @@ class Lane:
         self._last_probe = clock()
         self._consecutive_429 = 0
         self._accepted: deque[tuple[float, float]] = deque()  # (time, tokens) of answered requests
+        self._pauses: deque[tuple[float, float]] = deque()  # (from, until) of recent lane pauses
         self._lock = asyncio.Lock()  # one coroutine polls the windows; the rest queue fairly
-        margin = 1.0 - limits.headroom
-        self._rpm = limits.rpm * margin if limits.rpm else None
-        self._tpm = limits.tpm * margin if limits.tpm else None
         self._throttler: Throttler | None = None
+        self._tokens: TokenWindow | None = None
         self._burst = 0
+        self._rpm: float | None = None
+        self._tpm: float | None = None
+        self.declared: dict[str, float] = {}
+        """Limits the provider declared in its headers (``rpm``, ``tpm``), once seen."""
+        self._set_limits(limits.rpm, limits.tpm)
+        self._completion_estimate: float | None = None
+        self._prompt_ratio = 1.0
+
+    def _set_limits(self, rpm: float | None, tpm: float | None) -> None:
+        margin = 1.0 - self.limits.headroom
+        self._rpm = rpm * margin if rpm else None
+        self._tpm = tpm * margin if tpm else None
         if self._rpm:
             # Keep an integer burst per window and stretch the window to hit the exact rate.
             self._burst = max(1, int(self._rpm * WINDOW_S / 60.0))
-            self._throttler = Throttler(rate_limit=self._burst, period=self._period(), retry_interval=0.002)
-        self._tokens = TokenWindow(self._tpm * WINDOW_S / 60.0, WINDOW_S, clock) if self._tpm else None
-        self._completion_estimate: float | None = None
-        self._prompt_ratio = 1.0
+            if self._throttler is None:
+                self._throttler = Throttler(rate_limit=self._burst, period=1.0, retry_interval=0.002)
+            self._throttler.rate_limit = self._burst
+        else:
+            self._throttler = None
+        if self._tpm:
+            if self._tokens is None:
+                self._tokens = TokenWindow(0.0, WINDOW_S, self._clock)
+        else:
+            self._tokens = None
+        self._apply_scale(self._scale)
+
+    def observe_headers(self, headers: Mapping[str, str]) -> None:
+        """Adopt limits the provider declares when they are lower than the configured ones."""
+        if not headers:
+            return
+        rpm = _declared(headers, _DECLARED_REQUESTS)
+        tpm = _declared(headers, _DECLARED_TOKENS)
+        changed = False
+        if rpm is not None and self.declared.get("rpm") != rpm:
+            self.declared["rpm"] = rpm
+            changed = True
+        if tpm is not None and self.declared.get("tpm") != tpm:
+            self.declared["tpm"] = tpm
+            changed = True
+        if changed:
+            self._set_limits(_lower(self.limits.rpm, self.declared.get("rpm")),
+                             _lower(self.limits.tpm, self.declared.get("tpm")))
 
     # --- pace -------------------------------------------------------------------------------
 
@@ -151,7 +196,7 @@ class Lane:
             return
         if now - self._last_slowdown >= PROBE_AFTER_S and now - self._last_probe >= PROBE_EVERY_S:
             self._last_probe = now
-            self._apply_scale(self._scale + PROBE_STEP)
+            self._apply_scale(self._scale * PROBE_FACTOR)
 
     # --- admission --------------------------------------------------------------------------
 
@@ -184,9 +229,19 @@ class Lane:
                 self.stats.requests += 1
                 return Admission(entry, estimated_tokens)
 
-    def on_success(self, admission: Admission, prompt_tokens: int, completion_tokens: int, estimated_prompt: int) -> None:
-        """Reconcile the token window with reported usage and learn better estimates."""
+    def on_success(
+        self,
+        admission: Admission,
+        prompt_tokens: int,
+        completion_tokens: int,
+        estimated_prompt: int,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Reconcile the token window with reported usage, learn better estimates, and adopt
+        limits the provider declares."""
         now = self._clock()
+        if headers:
+            self.observe_headers(headers)
         actual = float(prompt_tokens + completion_tokens)
         if admission.entry is not None and actual > 0:
             assert self._tokens is not None
@@ -211,8 +266,12 @@ class Lane:
         if pause is None:
             pause = min(60.0, DEFAULT_PAUSE_S * 2 ** min(self._consecutive_429 - 1, 6))
         if now + pause > self._paused_until:
+            start = max(now, self._paused_until)
             self._paused_until = now + pause
+            self._pauses.append((start, self._paused_until))
             self.stats.pauses += 1
+            while self._pauses and now - self._pauses[0][1] > MEASURE_S:
+                self._pauses.popleft()
         if now - self._last_slowdown >= max(WINDOW_S, min(pause, 10.0)):
             self._last_slowdown = now
             self.stats.slowdowns += 1
@@ -221,18 +280,20 @@ class Lane:
     def _slower_scale(self, now: float) -> float:
         """Just under the pace the provider accepted lately, or 15% slower when unmeasurable."""
         span = min(MEASURE_S, now - self._started)
+        active = span - sum(max(0.0, min(end, now) - max(start, now - span)) for start, end in self._pauses)
         observed: list[float] = []
-        if span >= 2 * WINDOW_S and self._accepted:
+        if active >= 2 * WINDOW_S and self._accepted:
             count = sum(1 for t, _ in self._accepted if now - t <= span)
             tokens = sum(n for t, n in self._accepted if now - t <= span)
             if self._rpm:
-                observed.append(count / span * 60.0 / self._rpm)
+                observed.append(count / active * 60.0 / self._rpm)
             if self._tpm:
-                observed.append(tokens / span * 60.0 / self._tpm)
+                observed.append(tokens / active * 60.0 / self._tpm)
         measured = max(observed) if observed else 0.0
         if measured >= 0.3 * self._scale:
-            # We were really pushing: the accepted pace is the provider's real limit.
-            return min(self._scale * 0.97, measured * 0.97)
+            # We were really pushing: the accepted pace is the provider's real limit. Cut to just
+            # under it, but never by more than 30% at once (the measure is noisy after a burst).
+            return max(self._scale * DEEPEST_CUT, min(self._scale * 0.97, measured * 0.98))
         if measured > 0:
             return self._scale  # a storm we did not cause: pause, but keep the pace
         return self._scale * 0.85
@@ -240,3 +301,23 @@ class Lane:
     @property
     def paused_for(self) -> float:
         return max(0.0, self._paused_until - self._clock())
+
+
+def _declared(headers: Mapping[str, str], names: tuple[str, ...]) -> float | None:
+    for name in names:
+        value = headers.get(name)
+        if value is not None:
+            try:
+                number = float(value)
+            except ValueError:
+                continue
+            return number if number > 0 else None
+    return None
+
+
+def _lower(configured: float | None, declared: float | None) -> float | None:
+    if configured is None:
+        return declared
+    if declared is None:
+        return configured
+    return min(configured, declared)

@@ -136,3 +136,15 @@ def test_wrong_api_key_stops_the_judge_with_a_clear_message(tmp_path: Path, fake
     for path in run.rglob("*"):
         if path.is_file():
             assert planted.encode() not in path.read_bytes(), path
+
+
+def test_a_limit_configured_too_high_converges_to_the_declared_one(tmp_path: Path, fake_server: FakeServer) -> None:
+    fake_server.update(rpm=600, window_s=1.0, latency_s=0.05)  # the provider allows 10 per second
+    job = make_job(tmp_path, fake_server, items=40, judge={"limits": {"rpm": 6000, "concurrency": 16}})
+    started = time.monotonic()
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    elapsed = time.monotonic() - started
+    assert len(read_lines(job.only_run() / "outcomes.jsonl")) == 40
+    stats = fake_server.stats()
+    assert stats["rate_limited"] <= 0.25 * stats["requests_total"], stats
+    assert elapsed >= 3.0  # paced at the provider's 10/s, not the config's 100/s

@@ -98,12 +98,17 @@ def test_misconfigured_limit_converges_to_accepted_rate() -> None:
     lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock)
     from judge_engine.lanes import Admission
 
-    # Five seconds in which the provider accepted 50 requests per second (3,000 RPM).
-    for _step in range(250):
-        clock.now += 0.02
-        lane.on_success(Admission(None, 1), 1, 1, 1)
+    def accept_for(seconds: float) -> None:  # the provider accepts 50 requests per second (3,000 RPM)
+        for _ in range(int(seconds * 50)):
+            clock.now += 0.02
+            lane.on_success(Admission(None, 1), 1, 1, 1)
+
+    accept_for(5)
     lane.on_rate_limited(0.1)
-    assert 0.45 <= lane.scale <= 0.5  # just under 3000/6000
+    assert lane.scale == 0.7  # at most a 30% cut per episode, however low the measure
+    accept_for(5)
+    lane.on_rate_limited(0.1)
+    assert 0.47 <= lane.scale <= 0.51  # just under 3000/6000 after the second episode
 
 
 def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
@@ -149,3 +154,44 @@ def test_store_rejects_a_corrupt_middle_line_and_a_second_writer(tmp_path: Path)
 def test_not_a_run_directory(tmp_path: Path) -> None:
     with pytest.raises(RunDirError, match="not a judge-engine run directory"):
         RunStore.open(tmp_path)
+
+
+def test_declared_lower_limits_replace_the_configured_ones() -> None:
+    lane = Lane("t", Limits(rpm=6000, tpm=2_000_000, headroom=0.0))
+    lane.observe_headers({"x-ratelimit-limit-requests": "3000", "x-ratelimit-limit-tokens": "5000000"})
+    assert lane.declared == {"rpm": 3000.0, "tpm": 5_000_000.0}
+    assert lane._rpm == 3000.0  # lower: adopted
+    assert lane._tpm == 2_000_000.0  # higher than configured: the config may ration a shared key
+    lane.observe_headers({"anthropic-ratelimit-requests-limit": "50"})
+    assert lane._rpm == 50.0
+
+
+def test_declared_limit_paces_a_lane_configured_without_one() -> None:
+    async def scenario() -> float:
+        lane = Lane("t", Limits(headroom=0.0))
+        lane.observe_headers({"x-ratelimit-limit-requests": "1200"})  # 20 per second
+        started = time.monotonic()
+        for _ in range(41):
+            await lane.admit(1)
+        return time.monotonic() - started
+
+    assert 1.9 <= asyncio.run(scenario()) <= 3.0
+
+
+def test_pauses_do_not_count_as_time_the_provider_refused_us() -> None:
+    clock = FakeClock()
+    lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock)
+    from judge_engine.lanes import Admission
+
+    for _ in range(125):  # 2.5 seconds at 50/s (3,000 RPM) ...
+        clock.now += 0.02
+        lane.on_success(Admission(None, 1), 1, 1, 1)
+    lane._pauses.append((clock.now, clock.now + 2.5))  # ... then 2.5 seconds paused
+    lane._paused_until = clock.now + 2.5
+    clock.now += 2.5
+    lane._last_slowdown = -1e9
+    lane.on_rate_limited(0.1)
+    # Over the 2.5 active seconds the provider took 3,000 RPM, half the config: a real limit, so
+    # the lane slows (by the deepest cut). Counted over all five seconds it would look like a
+    # trickle (1,500 RPM), i.e. a storm we did not cause, and the pace would stay at 1.0.
+    assert lane.scale == 0.7
