@@ -185,7 +185,8 @@ async def call_provider(
     """One request through the lane and the provider, with the transport retry budget."""
     lane: Lane = judge.lane
     counters = judge.counters
-    estimated_prompt = judge.count_tokens(request.model, request.messages)
+    # Tokenizing a prompt costs ~0.5 ms; only a token pacer reads the estimate.
+    estimated_prompt = judge.count_tokens(request.model, request.messages) if lane.paces_tokens else 0
     limit_429 = judge.config.retries.rate_limit_max
 
     async def attempt() -> ProviderResponse:

@@ -14,7 +14,6 @@ HOMES = {
     "jinja2": {"templating.py"},
     "diskcache": {"cache.py"},
     "tenacity": {"retry.py"},
-    "asyncio_throttle": {"lanes.py"},
     "orjson": {"jsonio.py"},
     "langcodes": {"languages.py"},
 }

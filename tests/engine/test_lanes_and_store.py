@@ -11,7 +11,7 @@ import pytest
 
 from judge_engine.config import Limits
 from judge_engine.errors import RunDirError
-from judge_engine.lanes import Lane, TokenWindow
+from judge_engine.lanes import Lane, Pacer
 from judge_engine.providers.base import parse_retry_after, redact
 from judge_engine.store import RunStore, read_jsonl
 
@@ -54,17 +54,52 @@ def test_redact_removes_keys_and_known_secrets() -> None:
     assert "sk-abcdefgh" not in cleaned and "hunter2" not in cleaned and "abcdefghijkl" not in cleaned
 
 
-def test_token_window_waits_and_reconciles() -> None:
+def test_pacer_spaces_admissions_and_reconciles() -> None:
     clock = FakeClock()
-    window = TokenWindow(capacity=1000, period=1.0, clock=clock)
-    entry = window.admit(800)
-    assert window.wait_time(100) == 0.0
-    assert window.wait_time(300) > 0.9  # would exceed 1000 until the first entry expires
-    window.reconcile(entry, 500)  # the provider reported fewer tokens than estimated
-    assert window.wait_time(400) == 0.0
-    assert window.wait_time(5000) > 0  # oversized: waits for an empty window...
-    clock.now += 1.01
-    assert window.wait_time(5000) == 0.0  # ...then fits alone
+    pacer = Pacer(per_minute=60_000, clock=clock, tolerance_s=0.0)  # 1,000 units per second
+    assert pacer.wait_time() == 0.0
+    pacer.admit(800)
+    assert pacer.wait_time() == pytest.approx(0.8)  # 800 units take 0.8 s of the schedule
+    pacer.reconcile(-500)  # the provider reported 300, not 800
+    assert pacer.wait_time() == pytest.approx(0.3)
+    clock.now += 0.3
+    assert pacer.wait_time() == 0.0
+    clock.now += 10.0  # idle time earns no burst credit
+    pacer.admit(100)
+    assert pacer.wait_time() == pytest.approx(0.1)
+
+
+def test_pacer_tolerance_catches_up_late_wake_ups() -> None:
+    clock = FakeClock()
+    pacer = Pacer(per_minute=3000, clock=clock, tolerance_s=0.02)  # one every 20 ms
+    started = clock.now
+    for _ in range(100):
+        clock.now += pacer.wait_time()
+        clock.now += 0.005  # every wake-up 5 ms late
+        pacer.admit()
+    # Waiters aim at TAT - tolerance while the schedule stays anchored on TAT, so lateness
+    # below the tolerance costs nothing: 100 admissions take 99 slots (+ the last wake-up).
+    assert clock.now - started == pytest.approx(99 * 0.02 - 0.02 + 0.005 * 2, abs=0.006)
+
+
+def test_paced_lane_never_exceeds_a_provider_window() -> None:
+    """The burst-per-window design let an extra burst into windows that are not a whole number
+    of its own; a paced lane sends at most the window's share plus the tolerance."""
+    clock = FakeClock()
+    lane = Lane("t", Limits(rpm=3000, headroom=0.0), clock=clock)
+    sent: list[float] = []
+
+    async def scenario() -> None:
+        for _ in range(600):
+            while (wait := max(lane._requests.wait_time(), 0.0)) > 0:  # type: ignore[union-attr]
+                clock.now += wait
+            await lane.admit(1)
+            sent.append(clock.now)
+
+    asyncio.run(scenario())
+    window = 5.0
+    most = max(sum(1 for t in sent if start <= t < start + window) for start in sent)
+    assert most <= 3000 * window / 60 + 2
 
 
 def test_lane_paces_requests_at_the_configured_rate() -> None:
@@ -101,7 +136,7 @@ def test_misconfigured_limit_converges_to_accepted_rate() -> None:
     def accept_for(seconds: float) -> None:  # the provider accepts 50 requests per second (3,000 RPM)
         for _ in range(int(seconds * 50)):
             clock.now += 0.02
-            lane.on_success(Admission(None, 1), 1, 1, 1)
+            lane.on_success(Admission(1), 1, 1, 1)
 
     accept_for(5)
     lane.on_rate_limited(0.1)
@@ -118,7 +153,7 @@ def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
 
     for _ in range(20):  # a trickle: 4 per second, far below 100 per second
         clock.now += 0.25
-        lane.on_success(Admission(None, 1), 1, 1, 1)
+        lane.on_success(Admission(1), 1, 1, 1)
     lane.on_rate_limited(30.0)
     assert lane.scale == 1.0
     assert lane.paused_for == pytest.approx(30.0)
@@ -185,7 +220,7 @@ def test_pauses_do_not_count_as_time_the_provider_refused_us() -> None:
 
     for _ in range(125):  # 2.5 seconds at 50/s (3,000 RPM) ...
         clock.now += 0.02
-        lane.on_success(Admission(None, 1), 1, 1, 1)
+        lane.on_success(Admission(1), 1, 1, 1)
     lane._pauses.append((clock.now, clock.now + 2.5))  # ... then 2.5 seconds paused
     lane._paused_until = clock.now + 2.5
     clock.now += 2.5
