@@ -39,7 +39,7 @@ class Limits(BaseModel):
     """Tokens per minute (prompt + completion); None for no token-rate limit."""
     concurrency: int = Field(default=16, ge=1, le=4096)
     """Most requests in flight at once (also the number of lane workers)."""
-    headroom: float = Field(default=0.005, ge=0.0, lt=0.5)
+    headroom: float = Field(default=0.01, ge=0.0, lt=0.5)
     """Share of each limit kept free so clock skew between us and the provider causes no 429s."""
 
 

@@ -110,6 +110,7 @@ class Lane:
         self._consecutive_429 = 0
         self._accepted: deque[tuple[float, float]] = deque()  # (time, tokens) of answered requests
         self._pauses: deque[tuple[float, float]] = deque()  # (from, until) of recent lane pauses
+        self._recent_429: deque[float] = deque()
         self._lock = asyncio.Lock()  # one coroutine polls the windows; the rest queue fairly
         self._requests: Pacer | None = None
         self._tokens: Pacer | None = None
@@ -252,7 +253,13 @@ class Lane:
             self.stats.pauses += 1
             while self._pauses and now - self._pauses[0][1] > MEASURE_S:
                 self._pauses.popleft()
-        if now - self._last_slowdown >= max(MEASURE_WINDOW_S, min(pause, 10.0)):
+        self._recent_429.append(now)
+        while now - self._recent_429[0] > MEASURE_S:
+            self._recent_429.popleft()
+        # One isolated 429 is arrival jitter at the limit: pausing is enough. Two within a few
+        # seconds say the pace itself is too high.
+        repeated = len(self._recent_429) >= 2
+        if repeated and now - self._last_slowdown >= max(MEASURE_WINDOW_S, min(pause, 10.0)):
             self._last_slowdown = now
             self.stats.slowdowns += 1
             self._apply_scale(self._slower_scale(now))

@@ -119,6 +119,7 @@ def test_lane_pauses_whole_lane_for_retry_after_and_slows_down() -> None:
         lane = Lane("t", Limits(rpm=60000))
         await lane.admit(1)
         lane.on_rate_limited(0.4)
+        lane.on_rate_limited(0.4)  # a second 429: the pace, not jitter, is the problem
         started = time.monotonic()
         await lane.admit(1)
         return time.monotonic() - started, lane.scale
@@ -140,10 +141,27 @@ def test_misconfigured_limit_converges_to_accepted_rate() -> None:
 
     accept_for(5)
     lane.on_rate_limited(0.1)
+    lane.on_rate_limited(0.1)
     assert lane.scale == 0.7  # at most a 30% cut per episode, however low the measure
     accept_for(5)
     lane.on_rate_limited(0.1)
+    lane.on_rate_limited(0.1)
     assert 0.47 <= lane.scale <= 0.51  # just under 3000/6000 after the second episode
+
+
+def test_an_isolated_429_pauses_but_keeps_the_pace() -> None:
+    clock = FakeClock()
+    lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock)
+    from judge_engine.lanes import Admission
+
+    for _ in range(250):
+        clock.now += 0.02
+        lane.on_success(Admission(1), 1, 1, 1)
+    lane.on_rate_limited(0.5)
+    assert lane.scale == 1.0 and lane.paused_for == pytest.approx(0.5)
+    clock.now += 6.0  # long after: still isolated
+    lane.on_rate_limited(0.5)
+    assert lane.scale == 1.0
 
 
 def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
@@ -225,6 +243,7 @@ def test_pauses_do_not_count_as_time_the_provider_refused_us() -> None:
     lane._paused_until = clock.now + 2.5
     clock.now += 2.5
     lane._last_slowdown = -1e9
+    lane.on_rate_limited(0.1)
     lane.on_rate_limited(0.1)
     # Over the 2.5 active seconds the provider took 3,000 RPM, half the config: a real limit, so
     # the lane slows (by the deepest cut). Counted over all five seconds it would look like a
