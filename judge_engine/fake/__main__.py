@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 
@@ -19,7 +20,7 @@ from judge_engine.fake.config import FakeConfig
 from judge_engine.fake.process import READY_PREFIX
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[int, FakeConfig]:
+def parse_args(argv: list[str] | None = None) -> tuple[int, FakeConfig, int | None]:
     parser = argparse.ArgumentParser(
         prog="python -m judge_engine.fake",
         description="The judge-engine fake OpenAI-compatible server (binds 127.0.0.1 only).",
@@ -28,15 +29,27 @@ def parse_args(argv: list[str] | None = None) -> tuple[int, FakeConfig]:
     parser.add_argument(
         "--config", default="{}", help='FakeConfig as JSON, e.g. \'{"rpm": 600, "latency_s": 0.2}\''
     )
+    parser.add_argument(
+        "--parent", type=int, default=None, help="exit when the process with this pid is gone"
+    )
     args = parser.parse_args(argv)
     try:
         config = FakeConfig.model_validate(jsonio.loads(args.config))
     except (ValueError, ValidationError) as exc:
         parser.error(f"--config: {exc}")
-    return args.port, config
+    return args.port, config, args.parent
 
 
-async def serve(port: int, config: FakeConfig) -> None:
+async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
+    """A parent killed with SIGKILL cannot stop its children: notice it and stop ourselves."""
+    while not stop.is_set():
+        if os.getppid() != parent:
+            stop.set()
+            return
+        await asyncio.sleep(0.5)
+
+
+async def serve(port: int, config: FakeConfig, parent: int | None = None) -> None:
     app = FakeApp(config)
     bound = await app.start(port)
     stop = asyncio.Event()
@@ -44,15 +57,18 @@ async def serve(port: int, config: FakeConfig) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     print(f"{READY_PREFIX}http://127.0.0.1:{bound}/v1", flush=True)
+    watcher = asyncio.create_task(_watch_parent(parent, stop)) if parent is not None else None
     try:
         await stop.wait()
     finally:
+        if watcher is not None:
+            watcher.cancel()
         await app.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
-    port, config = parse_args(argv)
-    asyncio.run(serve(port, config))
+    port, config, parent = parse_args(argv)
+    asyncio.run(serve(port, config, parent))
     return 0
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -45,6 +46,8 @@ class FakeServerProcess:
             str(self._port),
             "--config",
             jsonio.dumps(self.config.model_dump(mode="json", exclude_defaults=True)).decode(),
+            "--parent",
+            str(os.getpid()),
         ]
         self._process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         line = _read_line(self._process, self._timeout)

@@ -386,3 +386,38 @@ def test_subprocess_mode_starts_serves_and_stops() -> None:
         assert server.stats()["requests_total"] == 0
         process = server._process
     assert process is not None and process.poll() is not None
+
+
+def test_subprocess_server_exits_when_its_parent_is_killed() -> None:
+    """``--demo`` starts the fake as a child; a kill -9 of the engine must not orphan it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import sys, time\n"
+        "from judge_engine.fake import FakeServerProcess\n"
+        "server = FakeServerProcess().start()\n"
+        "print(server.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        try:  # reap it if it became our zombie (it is not our child; just poll)
+            os.waitpid(child, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.2)
+    os.kill(child, signal.SIGKILL)
+    raise AssertionError("the fake server outlived its killed parent")
