@@ -13,6 +13,7 @@ import asyncio
 import os
 import platform
 import signal
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -35,6 +36,7 @@ from judge_engine.templating import template_hash
 
 GRACE_S = 10.0
 """How long in-flight calls may finish after the first Ctrl-C."""
+SWITCH_INTERVAL_S = 0.001
 
 
 @dataclass(slots=True)
@@ -194,6 +196,10 @@ async def execute(
 ) -> tuple[EngineResult, dict[str, Any]]:
     """Run (or resume) a prepared run to the end, a failure, or a stop request."""
     run_dir = prepared.run_dir
+    # litellm runs part of every call in executor threads. Each time the event-loop thread
+    # releases the GIL (a write, a cache insert) it may wait a whole switch interval (5 ms by
+    # default) to get it back, stalling every lane; 1 ms keeps the loop responsive.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     store = RunStore.open(run_dir) if prepared.resumed else RunStore.create(run_dir, prepared.manifest)
     cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled)
     try:
