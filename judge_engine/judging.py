@@ -25,7 +25,13 @@ from judge_engine.errors import (
 from judge_engine.lanes import Lane
 from judge_engine.plan import Task
 from judge_engine.protocols import Message, Protocol
-from judge_engine.providers.base import ErrorKind, Provider, ProviderRequest, ProviderResponse
+from judge_engine.providers.base import (
+    ErrorClass,
+    ErrorKind,
+    Provider,
+    ProviderRequest,
+    ProviderResponse,
+)
 from judge_engine.retry import TransientError, with_transport_retries
 from judge_engine.store import utc_now
 
@@ -205,22 +211,23 @@ async def call_provider(
                     response = await judge.provider.complete(request)
             except Exception as exc:  # classified below; CancelledError is not an Exception
                 latency = time.perf_counter() - started
-                verdict = judge.provider.classify(exc) if not isinstance(exc, TimeoutError) else None
-                kind = verdict.kind if verdict else ErrorKind.RETRY
-                message = verdict.message if verdict else f"timed out after {request.timeout_s:g}s"
-                status = verdict.status if verdict else None
-                transcript(_attempt_record(task, log, request, error={"kind": kind.value, "status": status, "message": message}, latency=latency))
-                if kind is ErrorKind.RATE_LIMITED:
-                    lane.on_rate_limited(verdict.retry_after_s if verdict else None)
+                if isinstance(exc, TimeoutError):  # our own guard fired
+                    failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s")
+                else:
+                    failure = judge.provider.classify(exc)
+                transcript(_attempt_record(task, log, request, latency=latency, error={
+                    "kind": failure.kind.value, "status": failure.status, "message": failure.message}))
+                if failure.kind is ErrorKind.RATE_LIMITED:
+                    lane.on_rate_limited(failure.retry_after_s)
                     rate_limited += 1
                     if rate_limited >= limit_429:
                         raise ItemFailure(f"{rate_limited} rate-limit answers in a row", model=request.model) from None
                     continue
-                if kind is ErrorKind.RETRY:
-                    raise TransientError(message, model=request.model, status=status) from None
-                if kind is ErrorKind.ITEM:
-                    raise ItemFailure(message, model=request.model, status=status) from None
-                raise FatalProviderError(message, model=request.model, status=status) from None
+                if failure.kind is ErrorKind.RETRY:
+                    raise TransientError(failure.message, model=request.model, status=failure.status) from None
+                if failure.kind is ErrorKind.ITEM:
+                    raise ItemFailure(failure.message, model=request.model, status=failure.status) from None
+                raise FatalProviderError(failure.message, model=request.model, status=failure.status) from None
             finally:
                 counters.in_flight -= 1
             latency = time.perf_counter() - started
