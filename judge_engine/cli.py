@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from judge_engine import __version__
+from judge_engine.memory import configure_process
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -79,6 +80,7 @@ def _override_values(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``judge-engine`` command."""
+    configure_process()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = _parser().parse_args(argv)
     from judge_engine.errors import ConfigError, DatasetError, RunDirError, TemplateError

@@ -14,6 +14,7 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any
 
+from judge_engine.memory import settle_after_import
 from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,
@@ -39,6 +40,7 @@ def load_litellm() -> ModuleType:
     litellm.num_retries = 0
     litellm.drop_params = True  # unsupported sampling params are dropped per provider, not fatal
     _skip_identity_transform()
+    settle_after_import()
     return litellm
 
 
