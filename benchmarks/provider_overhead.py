@@ -15,6 +15,7 @@ import asyncio
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -51,9 +52,10 @@ async def measure(base_url: str, *, n: int, concurrency: int, protocol: str, war
     return {"calls": n, "cpu_ms_per_call": 1000 * cpu / n, "wall_s": wall}
 
 
-def install_transform_check() -> list[int]:
+def install_transform_check() -> tuple[list[int], Callable[[], None]]:
     """Make every chat request compute the SDK's own transform too and assert that the adapter's
-    shortcut produced the same body; returns a one-element list counting the checked calls."""
+    shortcut produced the same body; returns a one-element list counting the checked calls and a
+    function that puts the adapter's shortcut back (``tests/engine/test_provider_overhead.py``)."""
     from judge_engine.providers.litellm import load_litellm
 
     load_litellm()
@@ -71,7 +73,11 @@ def install_transform_check() -> list[int]:
         return ours
 
     module.async_maybe_transform = both
-    return checked
+
+    def restore() -> None:
+        module.async_maybe_transform = fast
+
+    return checked, restore
 
 
 def main() -> None:
@@ -82,7 +88,7 @@ def main() -> None:
     parser.add_argument("--verify", action="store_true",
                         help="also run the SDK's request transform on every call and assert the same body")
     args = parser.parse_args()
-    checked = install_transform_check() if args.verify else None
+    checked = install_transform_check()[0] if args.verify else None
     from judge_engine.fake import FakeConfig, FakeServerProcess
 
     with FakeServerProcess(FakeConfig()) as server:
