@@ -52,8 +52,15 @@ class AnswerCache:
         self._cache: diskcache.Cache | None = None
         if enabled:
             directory.mkdir(parents=True, exist_ok=True)
+            # SQLite's page cache (32 MB) and memory map (64 MB) by default fill as the cache file
+            # grows: RSS then grows with the job. Lookups are by key, so a small cache suffices.
             self._cache = diskcache.Cache(
-                str(directory), eviction_policy="none", size_limit=2**62, statistics=False
+                str(directory),
+                eviction_policy="none",
+                size_limit=2**62,
+                statistics=False,
+                sqlite_mmap_size=0,
+                sqlite_cache_size=1024,
             )
 
     def get(self, key: str) -> dict[str, Any] | None:

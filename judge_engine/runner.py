@@ -258,13 +258,21 @@ def _install_signals(engine: Engine, main: asyncio.Task[Any] | None) -> Callable
 
 
 def count_outcomes(run_dir: Path) -> dict[str, Any]:
-    """Counts per judge and overall from ``outcomes.jsonl`` (last line per task wins)."""
-    from judge_engine.store import latest_outcomes
+    """Counts per judge and overall from ``outcomes.jsonl`` (last line per task wins).
 
+    Streams the file keeping only (judge, status) per task: whole records at 10^5 tasks cost
+    ~230 MB, this ~15 MB.
+    """
+    from judge_engine.store import OUTCOMES, read_jsonl
+
+    latest: dict[str, tuple[str, str]] = {}
+    for record in read_jsonl(run_dir / OUTCOMES):
+        if "task_id" in record:
+            latest[record["task_id"]] = (record.get("judge", "?"), record.get("status", "unscored"))
     per_judge: dict[str, dict[str, int]] = {}
-    for record in latest_outcomes(run_dir).values():
-        counts = per_judge.setdefault(record.get("judge", "?"), {"scored": 0, "unscored": 0})
-        counts[record.get("status", "unscored")] = counts.get(record.get("status", "unscored"), 0) + 1
+    for judge, status in latest.values():
+        counts = per_judge.setdefault(judge, {"scored": 0, "unscored": 0})
+        counts[status] = counts.get(status, 0) + 1
     total = {
         "scored": sum(c["scored"] for c in per_judge.values()),
         "unscored": sum(c["unscored"] for c in per_judge.values()),
