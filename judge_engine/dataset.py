@@ -123,8 +123,10 @@ def scan(
     Raises:
         DatasetError: the first bad row, naming the file and line.
     """
+    if not config.path.is_file():
+        raise DatasetError(f"{config.path}: dataset file not found")
     digest = hashlib.blake2b(digest_size=16)
-    with config.path.open("rb") if config.path.is_file() else _missing(config.path) as handle:
+    with config.path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     seen: dict[bytes, int] = {}
@@ -147,7 +149,3 @@ def scan(
     if count == 0:
         raise DatasetError(f"{config.path}: the dataset has no items")
     return DatasetSummary(items=count, fingerprint="b2:" + digest.hexdigest())
-
-
-def _missing(path: Path) -> Any:
-    raise DatasetError(f"{path}: dataset file not found")

@@ -74,8 +74,3 @@ def iter_tasks(judge: JudgeConfig, protocol: Protocol, dataset: DatasetConfig) -
                         temperature=temperature,
                         repeat=repeat,
                     )
-
-
-def tasks_per_item(judge: JudgeConfig) -> int:
-    """Tasks per item and variant."""
-    return len(judge.temperatures) * judge.repeats

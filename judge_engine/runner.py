@@ -26,7 +26,7 @@ from judge_engine.config import JobConfig, JudgeConfig, load_config
 from judge_engine.dataset import DatasetSummary, scan
 from judge_engine.engine import Engine, EngineResult
 from judge_engine.errors import ConfigError, RunDirError
-from judge_engine.jsonio import content_hash, loads
+from judge_engine.jsonio import content_hash
 from judge_engine.judging import JudgeRuntime
 from judge_engine.lanes import Lane
 from judge_engine.plan import build_protocol, judge_identity
@@ -135,7 +135,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any], demo: bool, new_
     return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed)
 
 
-def prepare_resume(run_dir: Path, *, overrides: Mapping[str, Any]) -> tuple[PreparedRun, Path]:
+def prepare_resume(run_dir: Path, *, overrides: Mapping[str, Any]) -> PreparedRun:
     """Rebuild a prepared run from a run directory's manifest (config path as recorded)."""
     manifest = read_manifest(run_dir)
     config_path = Path(manifest.get("config_path", ""))
@@ -148,7 +148,7 @@ def prepare_resume(run_dir: Path, *, overrides: Mapping[str, Any]) -> tuple[Prep
             f"{run_dir}: its config or dataset changed since the run started "
             f"(it now maps to {prepared.run_dir.name}); run the config to start a new run"
         )
-    return prepared, config_path
+    return prepared
 
 
 def api_key_for(judge: JudgeConfig) -> str | None:
@@ -278,8 +278,3 @@ def count_outcomes(run_dir: Path) -> dict[str, Any]:
         "unscored": sum(c["unscored"] for c in per_judge.values()),
     }
     return {"total": total, "judges": per_judge}
-
-
-def load_run_config(run_dir: Path) -> dict[str, Any]:
-    manifest: dict[str, Any] = loads((run_dir / MANIFEST).read_bytes())
-    return manifest

@@ -46,7 +46,7 @@ def resume_job(run_dir: Path, *, live: bool) -> int:
     manifest = read_manifest(run_dir)
     demo = bool(manifest.get("demo"))
     overrides = {"api_base": DEMO_API_BASE} if demo else {}
-    prepared, _ = prepare_resume(run_dir, overrides=overrides)
+    prepared = prepare_resume(run_dir, overrides=overrides)
     console = make_console(stderr=True)
     if manifest.get("status") == "completed":
         console.print(f"{run_dir} is already complete.")

@@ -82,11 +82,6 @@ def read_manifest(run_dir: Path) -> dict[str, Any]:
     return manifest
 
 
-def latest_outcomes(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """task_id -> its outcome (the last line wins if a task was recorded twice)."""
-    return {record["task_id"]: record for record in read_jsonl(run_dir / OUTCOMES) if "task_id" in record}
-
-
 class RunStore:
     """Writer for one run directory. Use :meth:`create` or :meth:`open`, then :meth:`close`."""
 

@@ -48,14 +48,6 @@ def render(template: str, /, **variables: Any) -> str:
         raise TemplateError(f"template {template}: {exc}") from exc
 
 
-def render_string(source: str, /, **variables: Any) -> str:
-    """Render template *source* that ships with the project (never dataset text)."""
-    try:
-        return _environment().from_string(source).render(**variables)
-    except jinja2.TemplateError as exc:
-        raise TemplateError(f"inline template: {exc}") from exc
-
-
 @lru_cache(maxsize=256)
 def template_hash(template: str) -> str:
     """Content hash of one template file, recorded in run manifests and cache keys."""
