@@ -176,9 +176,18 @@ def build_runtimes(prepared: PreparedRun, provider_factory: Callable[[JudgeConfi
             template_hashes=template_hashes(protocol),
             count_tokens=count_prompt_tokens,
         )
-        runtime.counters.total = prepared.dataset.items * len(judge.temperatures) * judge.repeats
+        runtime.counters.total = prepared.dataset.items * _variants_per_item(prepared, protocol) * len(judge.temperatures) * judge.repeats
         runtimes.append(runtime)
     return runtimes
+
+
+def _variants_per_item(prepared: PreparedRun, protocol: Protocol) -> int:
+    """Variants of the first item (both A/B orders, several BWS orders...). Every built-in
+    protocol gives each item the same number, so one row is enough for the display's total."""
+    from judge_engine.dataset import iter_items
+
+    first = next(iter_items(prepared.config.dataset, protocol.required_fields), None)
+    return len(protocol.variants(first)) if first is not None else 1
 
 
 def default_provider(judge: JudgeConfig) -> Any:

@@ -46,6 +46,10 @@ def test_example_runs_end_to_end_against_the_fake_server(config: Path, tmp_path:
     assert all(o["status"] == "scored" for o in outcomes), [o["reason"] for o in outcomes if o["status"] != "scored"][:3]
     protocols = {o["protocol"] for o in outcomes}
     assert protocols == {j.protocol for j in prepared.config.judges}
+    from judge_engine.runner import build_runtimes
+
+    totals = sum(r.counters.total for r in build_runtimes(prepared, lambda judge: None))
+    assert totals == expected  # the live display's done/total counts every variant
 
 
 def _variants(prepared, judge_name: str) -> int:
