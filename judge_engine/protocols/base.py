@@ -120,9 +120,19 @@ class Protocol(ABC):
         """The chat messages sent to the judge for ``item`` (and ``variant``)."""
 
     def response_format(self) -> dict[str, Any] | None:
-        """The provider ``response_format`` in JSON mode (a JSON schema of :attr:`output_model`)."""
+        """The provider ``response_format`` in JSON mode (a JSON schema of :attr:`output_model`).
+
+        Built once per protocol instance (options are frozen): it is read for every request, and
+        generating a pydantic schema costs far more than the rest of building one.
+        """
         if not self.json_mode:
             return None
+        cached: dict[str, Any] | None = self.__dict__.get("_response_format")
+        if cached is None:
+            cached = self.__dict__["_response_format"] = self._build_response_format()
+        return cached
+
+    def _build_response_format(self) -> dict[str, Any]:
         return {
             "type": "json_schema",
             "json_schema": {

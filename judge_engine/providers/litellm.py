@@ -8,6 +8,7 @@ the engine must know about is translated here into a :class:`ProviderResponse` o
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -103,7 +104,9 @@ class LiteLLMProvider:
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
         kwargs: dict[str, Any] = dict(request.params)
         if request.response_format is not None:
-            kwargs["response_format"] = dict(request.response_format)
+            # A private deep copy: protocols share one schema dict across requests (and cache keys),
+            # and provider transforms may adjust a schema in place.
+            kwargs["response_format"] = copy.deepcopy(dict(request.response_format))
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
         response = await self._litellm.acompletion(
