@@ -1,9 +1,10 @@
-"""CPU per call of the provider seam alone: ``LiteLLMProvider.complete`` against the fake server.
+"""CPU per call of the provider seam alone (either transport) against the fake server.
 
     python benchmarks/provider_overhead.py [--n 2000] [--concurrency 64] [--protocol gemba-mqm]
+                                           [--transport direct|litellm|both]
 
-No engine, no lanes, no store: only the adapter and litellm, so a change in
-``judge_engine/providers/litellm.py`` shows up undiluted. The fake server runs in its own process
+No engine, no lanes, no store: only the provider (``OpenAIHTTPProvider`` or ``LiteLLMProvider``
+and litellm), so a change in ``judge_engine/providers/`` shows up undiluted. The fake server runs in its own process
 (its CPU is not counted); the first 200 calls warm up (lazy imports, client creation) and are not
 counted either. Prints ms of this process's CPU (user + system) per call.
 """
@@ -28,9 +29,11 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-async def measure(base_url: str, *, n: int, concurrency: int, protocol: str, warmup: int = 200) -> dict[str, float]:
+async def measure(base_url: str, *, n: int, concurrency: int, protocol: str, warmup: int = 200,
+                  transport: str = "litellm") -> dict[str, float]:
     from judge_engine.providers.base import ProviderRequest
     from judge_engine.providers.litellm import LiteLLMProvider
+    from judge_engine.providers.openai_http import OpenAIHTTPProvider
 
     oracle = Oracle(protocol)
     requests = [
@@ -38,7 +41,7 @@ async def measure(base_url: str, *, n: int, concurrency: int, protocol: str, war
                         api_base=base_url, timeout_s=30.0)
         for row in iter_rows(n + warmup)
     ]
-    provider = LiteLLMProvider(api_key=KEY)
+    provider = OpenAIHTTPProvider(api_key=KEY) if transport == "direct" else LiteLLMProvider(api_key=KEY)
     semaphore = asyncio.Semaphore(concurrency)
 
     async def one(request: ProviderRequest) -> None:
@@ -49,6 +52,8 @@ async def measure(base_url: str, *, n: int, concurrency: int, protocol: str, war
     cpu, wall = _cpu(), time.perf_counter()
     await asyncio.gather(*(one(r) for r in requests[warmup:]))
     cpu, wall = _cpu() - cpu, time.perf_counter() - wall
+    if isinstance(provider, OpenAIHTTPProvider):
+        await provider.aclose()
     return {"calls": n, "cpu_ms_per_call": 1000 * cpu / n, "wall_s": wall}
 
 
@@ -85,17 +90,22 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--protocol", default="gemba-mqm")
+    parser.add_argument("--transport", choices=["direct", "litellm", "both"], default="both")
     parser.add_argument("--verify", action="store_true",
                         help="also run the SDK's request transform on every call and assert the same body")
     args = parser.parse_args()
     checked = install_transform_check()[0] if args.verify else None
     from judge_engine.fake import FakeConfig, FakeServerProcess
 
+    transports = ["direct", "litellm"] if args.transport == "both" else [args.transport]
     with FakeServerProcess(FakeConfig()) as server:
-        result = asyncio.run(measure(server.base_url, n=args.n, concurrency=args.concurrency, protocol=args.protocol))
+        for transport in transports:
+            result = asyncio.run(measure(server.base_url, n=args.n, concurrency=args.concurrency,
+                                         protocol=args.protocol, transport=transport))
+            print(f"{transport:>8}: {result['calls']} calls, {result['cpu_ms_per_call']:.2f} ms CPU per call "
+                  f"({result['wall_s']:.1f} s wall)")
     if checked is not None:
         print(f"request bodies identical to the OpenAI SDK's transform: {checked[0]} calls checked")
-    print(f"{result['calls']} calls: {result['cpu_ms_per_call']:.2f} ms CPU per call ({result['wall_s']:.1f} s wall)")
 
 
 if __name__ == "__main__":

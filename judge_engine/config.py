@@ -77,6 +77,12 @@ class JudgeConfig(BaseModel):
     """Name of the environment variable holding the key (default: the provider's usual one)."""
     api_key: SecretStr | None = None
     """A key written in the config (discouraged); never written anywhere by judge-engine."""
+    transport: Literal["auto", "direct", "litellm"] = "auto"
+    """How requests travel. ``direct``: OpenAI's chat-completions API over a pooled HTTP client,
+    with the body and prices litellm would use (a tenth of litellm's CPU per call); only for
+    models litellm resolves to the ``openai`` provider (OpenAI and OpenAI-compatible servers
+    given as ``api_base``). ``litellm``: ``litellm.acompletion`` for everything. ``auto``:
+    direct where it applies, litellm elsewhere. Answers and cache keys are the same either way."""
     temperatures: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     """Sampling temperatures; every item is judged at each."""
     repeats: int = Field(default=1, ge=1, le=1000)

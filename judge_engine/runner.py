@@ -10,6 +10,7 @@ grace period; a second one cancels them. Either way the manifest says ``cancelle
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import platform
 import signal
@@ -191,9 +192,23 @@ def _variants_per_item(prepared: PreparedRun, protocol: Protocol) -> int:
 
 
 def default_provider(judge: JudgeConfig) -> Any:
+    return provider_for_endpoint(judge, judge.model, judge.api_base, api_key=api_key_for(judge))
+
+
+def provider_for_endpoint(judge: JudgeConfig, model: str, api_base: str | None, *, api_key: str | None) -> Any:
+    """The provider ``judge.transport`` names for this endpoint (``auto``: direct when the model
+    speaks OpenAI's API as is, litellm otherwise)."""
+    from judge_engine.providers.openai_http import OpenAIHTTPProvider
+
+    direct = OpenAIHTTPProvider.supports(model, api_base)
+    if judge.transport == "direct" and not direct:
+        raise ConfigError(f"judges[{judge.name}].transport: direct needs a model litellm resolves to an "
+                          f"OpenAI-compatible API; {model!r} is not (use auto or litellm)")
+    if judge.transport != "litellm" and direct:
+        return OpenAIHTTPProvider(api_key=api_key)
     from judge_engine.providers.litellm import LiteLLMProvider
 
-    return LiteLLMProvider(api_key=api_key_for(judge))
+    return LiteLLMProvider(api_key=api_key)
 
 
 async def execute(
@@ -211,6 +226,7 @@ async def execute(
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     store = RunStore.open(run_dir) if prepared.resumed else RunStore.create(run_dir, prepared.manifest)
     cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled)
+    runtimes: list[JudgeRuntime] = []
     try:
         runtimes = build_runtimes(prepared, provider_factory)
         engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, done=store.done_task_ids())
@@ -233,8 +249,18 @@ async def execute(
         store.write_manifest(manifest)
         return result, manifest
     finally:
+        await _close_providers(runtimes)
         cache.close()
         store.close()
+
+
+async def _close_providers(runtimes: list[JudgeRuntime]) -> None:
+    """Close connection pools (providers that hold one have ``aclose``)."""
+    for runtime in runtimes:
+        close = getattr(runtime.provider, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
 
 
 def _install_signals(engine: Engine, main: asyncio.Task[Any] | None) -> Callable[[], None]:

@@ -13,7 +13,14 @@ from rich.console import Console
 
 from judge_engine.config import JudgeConfig
 from judge_engine.report import make_console
-from judge_engine.runner import PreparedRun, default_provider, execute, prepare, prepare_resume
+from judge_engine.runner import (
+    PreparedRun,
+    default_provider,
+    execute,
+    prepare,
+    prepare_resume,
+    provider_for_endpoint,
+)
 
 DEMO_API_BASE = "demo://fake-server"
 DEMO_BANNER = "DEMO: answers come from judge-engine's built-in fake server; they are synthetic, not a model's judgments."
@@ -61,13 +68,19 @@ def _run(prepared: PreparedRun, *, demo: bool, live: bool, console: Console) -> 
         return asyncio.run(_execute(prepared, demo_url=demo_url, live=live, console=console))
 
 
+def demo_model(judge: JudgeConfig) -> str:
+    """The model name a demo sends to the fake server (the config's model stays in cache keys)."""
+    return "openai/" + judge.model.split("/")[-1]
+
+
 async def _execute(prepared: PreparedRun, *, demo_url: str | None, live: bool, console: Console) -> int:
     from judge_engine.engine import Engine
-    from judge_engine.providers.litellm import LiteLLMProvider
     from judge_engine.report import LiveDisplay, summary_table
 
     def provider_for(judge: JudgeConfig) -> Any:
-        return LiteLLMProvider(api_key="demo-key") if demo_url else default_provider(judge)
+        if demo_url:  # the endpoint on_start gives every judge below
+            return provider_for_endpoint(judge, demo_model(judge), demo_url, api_key="demo-key")
+        return default_provider(judge)
 
     started = time.monotonic()
     banner = DEMO_BANNER if demo_url else ""
@@ -78,7 +91,7 @@ async def _execute(prepared: PreparedRun, *, demo_url: str | None, live: bool, c
             engines.append(engine)
             if demo_url:  # every judge talks to the fake server; cache keys keep the config's model
                 for runtime in engine.judges:
-                    runtime.endpoint = ("openai/" + runtime.config.model.split("/")[-1], demo_url)
+                    runtime.endpoint = (demo_model(runtime.config), demo_url)
             if live:
                 stack.enter_context(LiveDisplay(engine.judges, console=console, banner=banner))
             else:

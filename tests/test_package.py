@@ -16,6 +16,7 @@ HOMES = {
     "tenacity": {"retry.py"},
     "orjson": {"jsonio.py"},
     "langcodes": {"languages.py"},
+    "aiohttp": {"providers/openai_http.py", "fake/app.py"},
 }
 
 

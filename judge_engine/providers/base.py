@@ -105,6 +105,23 @@ class Provider(Protocol):
         ...
 
 
+_KEPT_HEADERS = ("retry-after", "retry-after-ms", "x-request-id")
+_KEPT_PREFIXES = ("x-ratelimit-",)
+
+
+def kept_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
+    """The response headers worth keeping (rate-limit declarations, Retry-After, request id),
+    with lower-case names."""
+    if not headers:
+        return {}
+    kept = {}
+    for key, value in headers.items():
+        lower = str(key).lower()
+        if lower in _KEPT_HEADERS or lower.startswith(_KEPT_PREFIXES):
+            kept[lower] = str(value)
+    return kept
+
+
 _KEY_PATTERNS = re.compile(
     r"(sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|(?i:bearer)\s+[A-Za-z0-9._\-]{8,})"
 )

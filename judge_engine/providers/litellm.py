@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
 from typing import Any
@@ -21,12 +22,10 @@ from judge_engine.providers.base import (
     ErrorKind,
     ProviderRequest,
     ProviderResponse,
+    kept_headers,
     parse_retry_after,
     redact,
 )
-
-_KEPT_HEADERS = ("retry-after", "retry-after-ms", "x-request-id")
-_KEPT_PREFIXES = ("x-ratelimit-",)
 
 
 @lru_cache(maxsize=1)
@@ -129,7 +128,7 @@ class LiteLLMProvider:
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cost=float(hidden.get("response_cost") or 0.0),
-            headers=_kept_headers(hidden.get("headers")),
+            headers=kept_headers(hidden.get("headers")),
             model=str(getattr(response, "model", "") or ""),
         )
 
@@ -162,17 +161,6 @@ class LiteLLMProvider:
         return ErrorClass(ErrorKind.ITEM, message, status)
 
 
-def _kept_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
-    if not headers:
-        return {}
-    kept = {}
-    for key, value in headers.items():
-        lower = str(key).lower()
-        if lower in _KEPT_HEADERS or lower.startswith(_KEPT_PREFIXES):
-            kept[lower] = str(value)
-    return kept
-
-
 def count_prompt_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
     """Prompt tokens of ``messages`` with litellm's tokenizer for ``model`` (cached per text, so
     the few-shot turns every item shares are counted once; a small cache, because item texts
@@ -192,6 +180,82 @@ def _count_text(model: str, text: str) -> int:
         return max(1, len(text) // 4)
 
 
+@dataclass(frozen=True, slots=True)
+class OpenAIRoute:
+    """Where a model is reached when its provider speaks OpenAI's chat-completions API as is."""
+
+    wire_model: str
+    """The model name in the request body (``openai/gpt-4o-mini`` -> ``gpt-4o-mini``)."""
+    url: str
+    """The full chat-completions URL."""
+
+
+DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
+
+
+@lru_cache(maxsize=256)
+def openai_route(model: str, api_base: str | None) -> OpenAIRoute | None:
+    """The OpenAI-compatible route litellm itself would take for ``model``, or None when litellm
+    would change the request on the way.
+
+    Only models litellm sends through its plain OpenAI chat config qualify (GPT-4-class models,
+    and any model name on an ``api_base`` server); those leave string messages as they are. Other
+    providers (Anthropic, Gemini, Bedrock...) and OpenAI models with their own config (o-series
+    turn system messages into user ones, gpt-5 maps parameters) keep litellm's translation.
+    """
+    litellm = load_litellm()
+    try:
+        wire_model, provider, _key, resolved_base = litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception:  # litellm does not know the model: let litellm raise its own error later
+        return None
+    if provider != "openai":
+        return None
+    from litellm.llms.openai.chat.gpt_transformation import (
+        OpenAIGPTConfig,
+        OpenAIUnknownModelConfig,
+    )
+    from litellm.types.utils import LlmProviders
+    from litellm.utils import ProviderConfigManager
+
+    config = ProviderConfigManager.get_provider_chat_config(model=wire_model, provider=LlmProviders.OPENAI)
+    if type(config) not in (OpenAIGPTConfig, OpenAIUnknownModelConfig):
+        return None
+    base = (api_base or resolved_base or os.environ.get("OPENAI_BASE_URL")
+            or os.environ.get("OPENAI_API_BASE") or DEFAULT_OPENAI_BASE)
+    return OpenAIRoute(wire_model=str(wire_model), url=str(base).rstrip("/") + "/chat/completions")
+
+
+def openai_body_params(
+    wire_model: str,
+    *,
+    temperature: float,
+    max_tokens: int | None,
+    response_format: Mapping[str, Any] | None,
+    params: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The sampling parameters litellm would put in the body for an OpenAI model.
+
+    litellm knows each model's quirks (o-series and gpt-5 take ``max_completion_tokens`` and
+    only the default temperature; unsupported parameters are dropped), so the direct transport
+    asks it once per parameter set instead of re-implementing that table.
+    """
+    load_litellm()
+    from litellm.utils import get_optional_params
+
+    kwargs: dict[str, Any] = dict(params)
+    if response_format is not None:
+        kwargs["response_format"] = copy.deepcopy(dict(response_format))
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    mapped = dict(get_optional_params(model=wire_model, custom_llm_provider="openai",
+                                      temperature=temperature, drop_params=True, **kwargs))
+    mapped.pop("stream", None)  # a non-streamed call sends no stream key at all
+    extra = mapped.pop("extra_body", None) or {}
+    mapped.update(extra)  # the OpenAI SDK merges extra_body into the JSON body
+    return mapped
+
+
+@lru_cache(maxsize=256)
 def cost_per_token(model: str) -> tuple[float, float] | None:
     """(input, output) price per token from litellm's bundled table, or None when unknown."""
     litellm = load_litellm()

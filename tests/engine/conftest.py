@@ -1,6 +1,7 @@
 """Engine test harness: a fake OpenAI-compatible server on 127.0.0.1 and job folders in tmp_path.
 
-Every engine test goes through litellm's real HTTP path to the fake server; nothing inside
+Every engine test goes through a real HTTP path to the fake server: the direct transport (the
+default for these OpenAI-compatible endpoints) or litellm's (``TRANSPORTS``); nothing inside
 litellm is patched.
 """
 
@@ -18,6 +19,9 @@ import yaml
 from judge_engine.fake import FakeConfig, FakeServer
 
 TEST_KEY_ENV = "JUDGE_ENGINE_TEST_KEY"
+TRANSPORTS = ["auto", "litellm"]
+"""Fault tests run on both transports: ``auto`` (direct HTTP for these OpenAI-compatible
+endpoints) and ``litellm.acompletion``."""
 TEST_KEY = "fake-test-key-0000"
 
 SENTENCES = [

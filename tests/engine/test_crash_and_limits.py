@@ -11,9 +11,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
-from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, make_job, read_lines
+from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, TRANSPORTS, make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -84,9 +86,10 @@ def test_sigint_cancels_cleanly_and_resume_finishes(tmp_path: Path, fake_server:
     assert len(outcomes) == 80 == len({o["task_id"] for o in outcomes})
 
 
-def test_429_storm_with_long_retry_after_is_waited_out(tmp_path: Path, fake_server: FakeServer) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_429_storm_with_long_retry_after_is_waited_out(transport: str, tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(storm={"start_s": 0.0, "duration_s": 1.0, "retry_after_s": 2.5})
-    job = make_job(tmp_path, fake_server, items=40, judge={"limits": {"concurrency": 16}})
+    job = make_job(tmp_path, fake_server, items=40, judge={"transport": transport, "limits": {"concurrency": 16}})
     started = time.monotonic()
     assert main(["run", str(job.config), "--no-live"]) == 0
     elapsed = time.monotonic() - started
@@ -99,9 +102,10 @@ def test_429_storm_with_long_retry_after_is_waited_out(tmp_path: Path, fake_serv
     assert elapsed >= 2.5
 
 
-def test_chaos_resets_truncation_503_and_hangs_are_retried(tmp_path: Path, fake_server: FakeServer) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_chaos_resets_truncation_503_and_hangs_are_retried(transport: str, tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(reset_rate=0.05, truncate_rate=0.05, error_503_rate=0.05, hang_rate=0.03, hang_s=30, seed=11)
-    job = make_job(tmp_path, fake_server, items=100, judge={"timeout_s": 1.0, "limits": {"concurrency": 32},
+    job = make_job(tmp_path, fake_server, items=100, judge={"transport": transport, "timeout_s": 1.0, "limits": {"concurrency": 32},
                                                              "retries": {"transport": 8}})
     assert main(["run", str(job.config), "--no-live"]) == 0
     outcomes = read_lines(job.only_run() / "outcomes.jsonl")
@@ -110,10 +114,11 @@ def test_chaos_resets_truncation_503_and_hangs_are_retried(tmp_path: Path, fake_
     assert errors["retry"] > 0
 
 
-def test_planted_api_key_never_reaches_the_run_directory(tmp_path: Path, fake_server: FakeServer) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_planted_api_key_never_reaches_the_run_directory(transport: str, tmp_path: Path, fake_server: FakeServer) -> None:
     planted = "sk-" + "plantedSECRET0123456789abcdef"  # built here: no key-shaped literal in git
     fake_server.update(require_api_key=planted)
-    job = make_job(tmp_path, fake_server, items=5, judge={"api_key_env": None, "api_key": planted})
+    job = make_job(tmp_path, fake_server, items=5, judge={"transport": transport, "api_key_env": None, "api_key": planted})
     assert main(["run", str(job.config), "--no-live"]) == 0
     run = job.only_run()
     assert len(read_lines(run / "outcomes.jsonl")) == 5
@@ -122,10 +127,11 @@ def test_planted_api_key_never_reaches_the_run_directory(tmp_path: Path, fake_se
             assert planted.encode() not in path.read_bytes(), path
 
 
-def test_wrong_api_key_stops_the_judge_with_a_clear_message(tmp_path: Path, fake_server: FakeServer, capsys) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_wrong_api_key_stops_the_judge_with_a_clear_message(transport: str, tmp_path: Path, fake_server: FakeServer, capsys) -> None:
     planted = "sk-" + "wrongKEY0123456789abcdefghij"
     fake_server.update(require_api_key="sk-the-right-one-0000000000")
-    job = make_job(tmp_path, fake_server, items=30, judge={"api_key_env": None, "api_key": planted})
+    job = make_job(tmp_path, fake_server, items=30, judge={"transport": transport, "api_key_env": None, "api_key": planted})
     assert main(["run", str(job.config), "--no-live"]) == 1
     err = capsys.readouterr().err
     assert "stopped" in err and "AuthenticationError" in err

@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
-from tests.engine.conftest import expected_gemba_score, make_job, read_lines
+from tests.engine.conftest import TRANSPORTS, expected_gemba_score, make_job, read_lines
 
 
 def _items(job_dir: Path) -> dict[str, dict]:
@@ -86,9 +88,10 @@ def test_repeats_disagree_more_as_temperature_rises(tmp_path: Path, fake_server:
     assert by_temperature[1.5].mean_spearman < 0.95
 
 
-def test_faults_500s_and_malformed_answers_end_scored_and_correct(tmp_path: Path, fake_server: FakeServer) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_faults_500s_and_malformed_answers_end_scored_and_correct(transport: str, tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(error_500_rate=0.05, malformed_rate=0.02, seed=7)
-    job = make_job(tmp_path, fake_server, items=200, judge={"limits": {"concurrency": 32}})
+    job = make_job(tmp_path, fake_server, items=200, judge={"transport": transport, "limits": {"concurrency": 32}})
     assert main(["run", str(job.config), "--no-live"]) == 0
     outcomes = read_lines(job.only_run() / "outcomes.jsonl")
     stats = fake_server.stats()

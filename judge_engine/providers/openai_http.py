@@ -1,0 +1,197 @@
+"""The direct transport: OpenAI-compatible chat completions over one pooled aiohttp session.
+
+The one home of the aiohttp *client* (the fake server in ``judge_engine/fake/app.py`` is the home
+of its server side).
+
+Why it exists: ``litellm.acompletion`` costs 3-6 ms of CPU per call on this class of machine
+(the OpenAI SDK's request building and httpx, response re-validation, cost and logging hooks,
+a thread-pool hop), which caps a latency-bound run and is most of the engine's CPU. For models
+litellm itself resolves to the ``openai`` provider (OpenAI, and any OpenAI-compatible server
+given as ``api_base``: vLLM, Ollama, llama.cpp, LM Studio, the fake server) this transport sends
+the same body litellm would send, with the sampling parameters litellm maps for that model
+(:func:`~judge_engine.providers.litellm.openai_body_params`) and prices from litellm's table, at
+about a tenth of the CPU. Every other provider keeps litellm (``transport: auto``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from judge_engine import jsonio
+from judge_engine.providers.base import (
+    ErrorClass,
+    ErrorKind,
+    ProviderRequest,
+    ProviderResponse,
+    kept_headers,
+    parse_retry_after,
+    redact,
+)
+from judge_engine.providers.litellm import cost_per_token, openai_body_params, openai_route
+
+_ITEM_MARKERS = ("context_length_exceeded", "maximum context length", "context window",
+                 "content_filter", "content_policy", "content management policy")
+_RETRY_STATUSES = frozenset({408, 409, 425})
+_FATAL_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 415, 422})
+
+
+_STATUS_NAMES = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
+                 404: "NotFoundError", 408: "Timeout", 409: "ConflictError", 422: "UnprocessableEntityError",
+                 429: "RateLimitError", 500: "InternalServerError", 502: "BadGatewayError",
+                 503: "ServiceUnavailableError", 504: "GatewayTimeoutError"}
+
+
+class HTTPStatusError(Exception):
+    """A non-200 answer. ``provider_message`` holds the provider's own error text (redacted);
+    the text names the error as OpenAI's SDK does (``AuthenticationError (HTTP 401): ...``)."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str]) -> None:
+        super().__init__(f"{_STATUS_NAMES.get(status, 'APIError')} (HTTP {status}): {message}")
+        self.status_code = status
+        self.provider_message = message
+        self.headers = dict(headers)
+
+
+class MalformedResponseError(Exception):
+    """A 200 answer whose body is not a chat completion (cut short, not JSON, no choices)."""
+
+
+class OpenAIHTTPProvider:
+    """:class:`~judge_engine.providers.base.Provider` speaking OpenAI's chat-completions API directly.
+
+    Args:
+        api_key: the key for this judge (None: ``OPENAI_API_KEY``, as litellm would read it).
+    """
+
+    def __init__(self, *, api_key: str | None = None) -> None:
+        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key:
+            self._headers["Authorization"] = f"Bearer {self._api_key}"
+        if organization := os.environ.get("OPENAI_ORGANIZATION"):
+            self._headers["OpenAI-Organization"] = organization
+        self._session: aiohttp.ClientSession | None = None
+        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
+        # (model, temperature, max_tokens, id(response_format), id(params)) -> the objects (kept
+        # alive so their ids cannot be reused) and the mapped body parameters. Protocols and
+        # judges share these objects across requests, so the map holds a handful of entries.
+        self._bodies: dict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = {}
+
+    @staticmethod
+    def supports(model: str, api_base: str | None) -> bool:
+        """True when litellm resolves ``model`` to an OpenAI-compatible endpoint."""
+        return openai_route(model, api_base) is not None
+
+    async def complete(self, request: ProviderRequest) -> ProviderResponse:
+        route = openai_route(request.model, request.api_base)
+        if route is None:
+            raise ValueError(f"model {request.model!r} is not served by an OpenAI-compatible API; "
+                             "use transport: litellm")
+        body = {"model": route.wire_model, "messages": list(request.messages), **self._body_params(route.wire_model, request)}
+        session = self._open_session()
+        async with session.post(route.url, data=jsonio.dumps(body), headers=self._headers,
+                                timeout=self._timeout(request.timeout_s)) as response:
+            raw = await response.read()
+            status = response.status
+            headers = response.headers
+        if status != 200:
+            raise HTTPStatusError(status, redact(_error_message(raw), [self._api_key or ""]), kept_headers(headers))
+        return self._response(request.model, raw, headers)
+
+    def classify(self, error: BaseException) -> ErrorClass:
+        message = redact(f"{type(error).__name__}: {error}", [self._api_key or ""])
+        if isinstance(error, HTTPStatusError):
+            message = redact(str(error), [self._api_key or ""])
+            status = error.status_code
+            if status == 429:
+                return ErrorClass(ErrorKind.RATE_LIMITED, message, 429, parse_retry_after(error.headers))
+            if status in _RETRY_STATUSES or status >= 500:
+                return ErrorClass(ErrorKind.RETRY, message, status)
+            lowered = error.provider_message.lower()
+            if status in (400, 403, 422) and any(marker in lowered for marker in _ITEM_MARKERS):
+                return ErrorClass(ErrorKind.ITEM, message, status)
+            if status in _FATAL_STATUSES:
+                return ErrorClass(ErrorKind.FATAL, message, status)
+            return ErrorClass(ErrorKind.ITEM, message, status)
+        if isinstance(error, (MalformedResponseError, aiohttp.ClientError, TimeoutError, ConnectionError, OSError)):
+            return ErrorClass(ErrorKind.RETRY, message)
+        # A bug or an unknown failure: retrying blindly could spend money in a loop, so it fails
+        # the task (recorded) but not the judge.
+        return ErrorClass(ErrorKind.ITEM, message)
+
+    async def aclose(self) -> None:
+        """Close the connection pool (the runner calls this when the run ends)."""
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    def _open_session(self) -> aiohttp.ClientSession:
+        session = self._session
+        if session is None or session.closed:
+            # No connection cap here: the engine's lanes already bound what is in flight.
+            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
+            session = self._session = aiohttp.ClientSession(connector=connector, raise_for_status=False)
+        return session
+
+    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
+        timeout = self._timeouts.get(seconds)
+        if timeout is None:
+            timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
+        return timeout
+
+    def _body_params(self, wire_model: str, request: ProviderRequest) -> dict[str, Any]:
+        response_format, params = request.response_format, request.params
+        key = (wire_model, request.temperature, request.max_tokens, id(response_format), id(params))
+        cached = self._bodies.get(key)
+        if cached is not None and cached[0] is response_format and cached[1] is params:
+            return cached[2]
+        mapped = openai_body_params(wire_model, temperature=request.temperature, max_tokens=request.max_tokens,
+                                    response_format=response_format, params=params)
+        if len(self._bodies) >= 1024:  # per-request objects (not the usual shared ones): do not grow
+            self._bodies.clear()
+        self._bodies[key] = (response_format, params, mapped)
+        return mapped
+
+    def _response(self, model: str, raw: bytes, headers: Mapping[str, str]) -> ProviderResponse:
+        try:
+            payload = jsonio.loads(raw)
+            choice = payload["choices"][0]
+            message = choice["message"]
+        except (jsonio.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
+            raise MalformedResponseError(
+                f"the 200 answer is not a chat completion ({len(raw)} bytes, {type(exc).__name__})") from exc
+        usage = payload.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        completion_tokens = int(usage.get("completion_tokens") or 0)
+        prices = cost_per_token(model)
+        cost = prompt_tokens * prices[0] + completion_tokens * prices[1] if prices else 0.0
+        content = message.get("content")
+        return ProviderResponse(
+            content=content if content is None else str(content),
+            finish_reason=choice.get("finish_reason"),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost=cost,
+            headers=kept_headers(headers),
+            model=str(payload.get("model") or ""),
+        )
+
+
+def _error_message(raw: bytes) -> str:
+    """The provider's error text: ``error.message`` (+ code) of an OpenAI error body, else the
+    start of the body."""
+    try:
+        error = jsonio.loads(raw).get("error")
+    except (jsonio.JSONDecodeError, AttributeError):
+        error = None
+    if isinstance(error, dict) and error.get("message"):
+        code = error.get("code") or error.get("type")
+        return f"{error['message']}" + (f" ({code})" if code else "")
+    if isinstance(error, str):
+        return error
+    return raw[:500].decode("utf-8", "replace") or "(empty body)"
+
