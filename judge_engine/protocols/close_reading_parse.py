@@ -249,10 +249,17 @@ def locate(expression: str, passage: str) -> tuple[int, int] | None:
     folded_needle = _fold(needle)[0].strip()
     if not folded_needle:
         return None
+    # A match must not start or end inside one character's expansion ("—" folds to "--"): such a
+    # span would cover half a character and map back to a longer text than the quote.
     at = folded_passage.find(folded_needle)
-    if at == -1:
-        return None
-    return origin[at], origin[at + len(folded_needle) - 1] + 1
+    while at != -1:
+        last = at + len(folded_needle) - 1
+        starts_clean = at == 0 or origin[at - 1] != origin[at]
+        ends_clean = last + 1 == len(origin) or origin[last + 1] != origin[last]
+        if starts_clean and ends_clean:
+            return origin[at], origin[last] + 1
+        at = folded_passage.find(folded_needle, at + 1)
+    return None
 
 
 def _fold(text: str) -> tuple[str, list[int]]:

@@ -275,4 +275,7 @@ def icc(ratings: Any, *, form: IccForm = "ICC(2,1)") -> float:
         "ICC(2,k)": (bms - ems, bms + (jms - ems) / n),
         "ICC(3,k)": (bms - ems, bms),
     }[form]
-    return float(num / den) if den > 0 else math.nan
+    # A denominator that is zero up to rounding (mean squares cancelling) is zero: dividing by its
+    # 1e-16 residue would report an ICC of -1e16 for one rater order and NaN for another.
+    scale = abs(bms) + abs(wms) + abs(jms) + abs(ems)
+    return float(num / den) if den > 1e-12 * scale else math.nan
