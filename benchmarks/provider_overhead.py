@@ -61,9 +61,9 @@ def install_transform_check() -> tuple[list[int], Callable[[], None]]:
     """Make every chat request compute the SDK's own transform too and assert that the adapter's
     shortcut produced the same body; returns a one-element list counting the checked calls and a
     function that puts the adapter's shortcut back (``tests/engine/test_provider_overhead.py``)."""
-    from judge_engine.providers.litellm import load_litellm
+    from judge_engine.providers.litellm import LiteLLMProvider
 
-    load_litellm()
+    LiteLLMProvider()  # installs the adapter's shortcut
     from openai.resources.chat.completions import completions as module
 
     fast = module.async_maybe_transform
