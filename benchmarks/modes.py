@@ -29,15 +29,22 @@ Check = tuple[str, bool, str]
 # --- start-up --------------------------------------------------------------------------------
 
 
-def startup_cpu(work: Path, *, baseline: bool) -> dict[str, float]:
-    """CPU of an N=1 run (imports, config, one request): subtracted from every run's CPU."""
+def startup_cpu(work: Path, specs: dict[str, JobSpec], *, baseline: bool) -> dict[str, float]:
+    """CPU of an N=1 run (imports, config, tokenizer, connection pool, one request) of each job
+    spec, keyed ``engine:<profile>``, plus ``baseline``: subtracted from every run's CPU. A TPM
+    job loads a tokenizer that an RPM job never touches, so each profile gets its own."""
     from judge_engine.fake import FakeConfig, FakeServerProcess
 
     items = write_items(work / "items-1.jsonl", 1)
     out: dict[str, float] = {}
+    seen: dict[JobSpec, float] = {}
     with FakeServerProcess(FakeConfig()) as server:
-        config = write_job(work / "startup-engine", items, server.base_url, JobSpec())
-        out["engine"] = run_engine(config, log=config.parent / "engine.log").cpu_s
+        for name, spec in specs.items():
+            if spec not in seen:
+                folder = work / f"startup-engine-{name}"
+                config = write_job(folder, items, server.base_url, spec)
+                seen[spec] = run_engine(config, log=config.parent / "engine.log").cpu_s
+            out[f"engine:{name}"] = seen[spec]
         if baseline:
             folder = work / "startup-baseline"
             folder.mkdir(parents=True, exist_ok=True)

@@ -83,6 +83,37 @@ def physical_bound_s(profile: Profile, n: int) -> float:
     return slot_seconds / profile.job.concurrency
 
 
+def ideal_client_util(profile: Profile, n: int, *, runs: int = 200) -> tuple[float, float, float]:
+    """What a client with zero overhead reaches of :func:`physical_bound_s` on this profile's
+    latency distribution: mean, min and max over ``runs`` simulated runs.
+
+    The bound divides slot-seconds by slots as if every slot ended at the same instant; with
+    jittered latencies the last requests end at different times whatever the client does (an
+    online client cannot know which request will be slow). The simulation hands ``n`` requests,
+    latency uniform in ``latency_s ± latency_jitter_s`` (the fake's distribution), to the first
+    free of ``concurrency`` slots, with no cost between requests.
+    """
+    import heapq
+    import random
+
+    latency = float(profile.fake.get("latency_s", 0.0))
+    jitter = float(profile.fake.get("latency_jitter_s", 0.0))
+    slots_n = profile.job.concurrency
+    utils = []
+    for seed in range(runs):
+        draw = random.Random(seed)
+        slots = [0.0] * slots_n
+        end = total = 0.0
+        for _ in range(n):
+            took = latency + jitter * draw.uniform(-1.0, 1.0)
+            total += took
+            start = heapq.heappop(slots)
+            heapq.heappush(slots, start + took)
+            end = max(end, start + took)
+        utils.append((total / slots_n) / end)
+    return sum(utils) / runs, min(utils), max(utils)
+
+
 class Monitor:
     """Polls the fake server's stats (4 Hz) while a child runs: a time series on our clock."""
 

@@ -17,6 +17,7 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from benchmarks.profiles import (  # noqa: E402
     PROFILES,
     Measured,
     Profile,
+    ideal_client_util,
     physical_bound_s,
     run_baseline_profile,
     run_engine_profile,
@@ -66,6 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--crash", action="store_true", help="kill -9 the engine 20 times during a 10^4-item run")
     parser.add_argument("--crash-items", type=int, default=10_000)
     parser.add_argument("--crash-kills", type=int, default=20)
+    parser.add_argument("--engine-transport", choices=["auto", "litellm"], default="auto",
+                        help="the engine's transport (auto: direct HTTP to the fake server; litellm: litellm.acompletion)")
     parser.add_argument("--workdir", help="where jobs, runs and logs go (default: a new temp dir)")
     args = parser.parse_args(argv)
     args.profiles_given = args.profiles is not None
@@ -89,12 +93,16 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
         if protocol not in oracles:
             oracles[protocol] = Oracle(protocol)
             expected[protocol] = {row["id"]: oracles[protocol].expected(row)[0] for row in iter_rows(n)}
-    startup = modes.startup_cpu(work, baseline=args.baseline)
-    print(f"start-up CPU (N=1 runs, subtracted): engine {startup['engine']:.2f} s"
-          + (f", baseline {startup['baseline']:.2f} s" if args.baseline else ""))
+    chosen = {name: replace(PROFILES[name], job=replace(PROFILES[name].job, transport=args.engine_transport))
+              for name in args.names}
+    startup = modes.startup_cpu(work, {name: p.job for name, p in chosen.items()}, baseline=args.baseline)
+    engine_startup = [v for k, v in startup.items() if k.startswith("engine:")]
+    print(f"engine transport: {args.engine_transport}")
+    print(f"start-up CPU (N=1 runs of each profile's job, subtracted): engine {min(engine_startup):.2f}-"
+          f"{max(engine_startup):.2f} s" + (f", baseline {startup['baseline']:.2f} s" if args.baseline else ""))
     results: list[tuple[Profile, Measured, Measured | None]] = []
     for name in args.names:
-        profile = PROFILES[name]
+        profile = chosen[name]
         protocol = profile.job.protocol
         print(f"[{name}] {profile.about}: engine...", flush=True)
         engine = run_engine_profile(profile, n, items, work, oracles[protocol], expected[protocol])
@@ -108,6 +116,14 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
     tokens = [e.stats["accepted_tokens"] / max(1, e.stats["accepted_requests"]) for p, e, _ in results if p.name == "tpm"]
     if tokens:
         print(f"\ntpm profile: {tokens[0]:.0f} fake tokens per accepted request (prompt + completion)")
+    for profile, engine, _ in results:
+        if profile.name == "latency":
+            mean, low, high = ideal_client_util(profile, n)
+            util = utilization(profile, engine)[0] or 0.0
+            print(f"latency profile: a client with zero overhead and the same concurrency, on the same latency "
+                  f"distribution, reaches {mean:.3f} of the physical bound on average ({low:.3f}-{high:.3f} over "
+                  f"200 simulated runs): the jitter's tail is physics; the engine's {util:.3f} is "
+                  f"{util / mean:.3f} of that client's")
     checks = targets(results, startup)
     checks += modes.startup_checks(results)
     return checks
@@ -128,12 +144,17 @@ def utilization(profile: Profile, m: Measured) -> tuple[float | None, str]:
     return (bound / m.active_s if m.active_s > 0 else None), "physical bound"
 
 
+def startup_of(startup: dict[str, float], profile: Profile, m: Measured) -> float:
+    """The N=1 CPU subtracted from ``m``: its own profile's job for the engine."""
+    return startup.get("baseline" if m.who == "baseline" else f"engine:{profile.name}", 0.0)
+
+
 def row(profile: Profile, m: Measured, startup: dict[str, float]) -> dict[str, Any]:
     util, label = utilization(profile, m)
     return {
         "profile": profile.name, "who": m.who, "util": util, "of": label, "429s": m.share_429,
         "lost": m.lost, "wrong": m.wrong, "unscored": m.unscored, "RSS MB": m.child.peak_rss_mb,
-        "CPU ms/req": m.cpu_ms_per_request(startup.get(m.who, 0.0)), "1st req s": m.first_request_s,
+        "CPU ms/req": m.cpu_ms_per_request(startup_of(startup, profile, m)), "1st req s": m.first_request_s,
         "active s": m.active_s, "requests": m.requests,
     }
 
@@ -212,10 +233,11 @@ def targets(results: list[tuple[Profile, Measured, Measured | None]], startup: d
         elif name == "misconfigured":
             checks.append(("misconfigured: converges to >= 0.9 of the true limit", u >= 0.9, f"{u:.3f} (2nd half)"))
             checks.append(("misconfigured: 429s <= 5%", m.share_429 <= 0.05, f"{100 * m.share_429:.2f}%"))
-    cpu = [m.cpu_ms_per_request(startup["engine"]) for p, m, _ in results if p.name in ("rpm", "latency", "faults")]
+    cpu = {p.name: m.cpu_ms_per_request(startup_of(startup, p, m)) for p, m, _ in results}
     if cpu:
-        worst = max(cpu)
-        checks.append(("CPU <= 2 ms per request net of start-up (rpm, latency, faults)", worst <= 2.0, f"{worst:.2f} ms"))
+        worst = max(cpu, key=lambda name: cpu[name])
+        checks.append(("CPU <= 2 ms per request net of start-up (worst profile)", cpu[worst] <= 2.0,
+                       f"{cpu[worst]:.2f} ms ({worst})"))
     rss = max(m.child.peak_rss_mb for _, m, _ in results)
     checks.append(("peak RSS <= 250 MB at this N (worst profile)", rss <= 250.0, f"{rss:.0f} MB"))
     return checks

@@ -88,6 +88,8 @@ class JobSpec:
     max_tokens: int = 300
     transport_retries: int = 6
     backoff_max_s: float = 30.0
+    transport: str = "auto"
+    """The judge's ``transport`` (auto: direct HTTP for the fake server; litellm: litellm.acompletion)."""
 
 
 def write_job(folder: Path, items: Path, api_base: str, spec: JobSpec, *, cache: bool = True) -> Path:
@@ -108,6 +110,7 @@ def write_job(folder: Path, items: Path, api_base: str, spec: JobSpec, *, cache:
         "timeout_s": spec.timeout_s,
         "limits": limits,
         "retries": {"transport": spec.transport_retries, "backoff_max_s": spec.backoff_max_s},
+        "transport": spec.transport,
     }
     config = {
         "dataset": {"path": str(items), "fields": FIELDS[spec.protocol]},
