@@ -134,7 +134,8 @@ def crash(work: Path, *, items: int, kills: int, seed: int = 20, concurrency: in
     path = write_items(work / f"items-crash-{items}.jsonl", items)
     folder = work / "crash"
     killed = 0
-    with FakeServerProcess(FakeConfig(latency_s=0.05, latency_jitter_s=0.03)) as server:
+    # 0.2 s latency: the run lasts ~2 minutes (80 req/s), so all the kills land mid-run.
+    with FakeServerProcess(FakeConfig(latency_s=0.2, latency_jitter_s=0.05)) as server:
         config = write_job(folder, path, server.base_url, JobSpec(concurrency=concurrency))
         log = folder / "engine.log"
         for index in range(kills):
@@ -144,9 +145,11 @@ def crash(work: Path, *, items: int, kills: int, seed: int = 20, concurrency: in
             process, started = spawn(command, cwd=folder, log=log)
             delay = rng.uniform(1.0, 8.0)
             time.sleep(delay)
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-                killed += 1
+            if process.poll() is not None:  # it finished (and poll() reaped it): nothing left to kill
+                print(f"[crash] the run ended before kill {index + 1}", flush=True)
+                break
+            process.send_signal(signal.SIGKILL)
+            killed += 1
             reap(process, started, log)
             done = len(outcome_counts(read_outcomes(run_dir))) if run_dir else 0
             print(f"[crash] kill {index + 1}/{kills} after {delay:.1f} s: {done:,}/{items:,} tasks have outcomes", flush=True)
@@ -163,6 +166,7 @@ def crash(work: Path, *, items: int, kills: int, seed: int = 20, concurrency: in
         (f"crash: every task exactly once in outcomes.jsonl after {killed} kills", once,
          f"{len(counts):,}/{items:,} tasks, {dupes} duplicated"),
         ("crash: extra requests <= in-flight (concurrency) per kill", extra <= allowed, f"+{extra} <= +{allowed}"),
+        (f"crash: all {kills} kills landed mid-run", killed == kills, f"{killed}/{kills}"),
     ]
 
 
