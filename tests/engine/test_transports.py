@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +23,12 @@ from aiohttp import web
 from judge_engine.cli import main
 from judge_engine.config import JudgeConfig
 from judge_engine.fake import FakeConfig, FakeServer
-from judge_engine.protocols import get_protocol
 from judge_engine.providers.base import ErrorKind, ProviderRequest
 from judge_engine.providers.litellm import LiteLLMProvider
 from judge_engine.providers.openai_http import OpenAIHTTPProvider
 from judge_engine.runner import provider_for_endpoint
 from tests.engine.conftest import make_job
+from tests.engine.test_provider_overhead import _requests as sdk_check_requests
 
 KEY = "fake-test-key-0000"
 COMPLETION = {
@@ -62,19 +63,9 @@ async def capture_server(reply: Callable[[], web.Response]) -> AsyncIterator[tup
 
 
 def _requests(base_url: str, model: str) -> list[ProviderRequest]:
-    protocol = get_protocol("gemba-mqm")()
-    item = {"id": "a", "source": "The lamp had burned low.", "target": "Die Lampe war heruntergebrannt.",
-            "source_lang": "English", "target_lang": "German"}
-    rendered = [dict(m) for m in protocol.render(item)]
-    common = {"model": model, "api_base": base_url, "timeout_s": 10.0}
-    return [
-        ProviderRequest(messages=rendered, temperature=0.0, max_tokens=300, **common),
-        ProviderRequest(messages=[{"role": "user", "content": "Grüße, \"quoted\"\n\ttabs ✓"}], temperature=0.7,
-                        max_tokens=None, **common),
-        ProviderRequest(messages=rendered, temperature=0.0, max_tokens=50,
-                        response_format=protocol.response_format() or {"type": "json_object"},
-                        params={"top_p": 0.9, "seed": 7, "stop": ["\n\n", "END"]}, **common),
-    ]
+    """The request shapes the SDK-transform check uses (few-shot, unicode, JSON mode + params,
+    multi-turn), for ``model``."""
+    return [replace(request, model=model) for request in sdk_check_requests(base_url)]
 
 
 def _reply() -> web.Response:
