@@ -198,16 +198,16 @@ def default_provider(judge: JudgeConfig) -> Any:
 def provider_for_endpoint(judge: JudgeConfig, model: str, api_base: str | None, *, api_key: str | None) -> Any:
     """The provider ``judge.transport`` names for this endpoint (``auto``: direct when the model
     speaks OpenAI's API as is, litellm otherwise)."""
+    from judge_engine.providers.litellm import LiteLLMProvider
     from judge_engine.providers.openai_http import OpenAIHTTPProvider
 
-    direct = OpenAIHTTPProvider.supports(model, api_base)
-    if judge.transport == "direct" and not direct:
+    if judge.transport == "litellm":
+        return LiteLLMProvider(api_key=api_key)
+    if OpenAIHTTPProvider.supports(model, api_base):
+        return OpenAIHTTPProvider(api_key=api_key)
+    if judge.transport == "direct":
         raise ConfigError(f"judges[{judge.name}].transport: direct needs a model litellm resolves to an "
                           f"OpenAI-compatible API; {model!r} is not (use auto or litellm)")
-    if judge.transport != "litellm" and direct:
-        return OpenAIHTTPProvider(api_key=api_key)
-    from judge_engine.providers.litellm import LiteLLMProvider
-
     return LiteLLMProvider(api_key=api_key)
 
 

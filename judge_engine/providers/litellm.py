@@ -61,7 +61,7 @@ def _skip_identity_transform() -> None:
     except ImportError:  # a layout this shortcut does not know: keep the SDK's behaviour
         return
     original = getattr(module, "async_maybe_transform", None)
-    if original is None or getattr(original, "_judge_engine_fast", False):
+    if original is None:
         return
     unset = tuple(t for t in (getattr(_types, "NotGiven", None), getattr(_types, "Omit", None)) if isinstance(t, type))
     params_module = "openai.types.chat.completion_create_params"
@@ -73,7 +73,6 @@ def _skip_identity_transform() -> None:
                 return body
         return await original(data, expected_type)
 
-    async_maybe_transform._judge_engine_fast = True  # type: ignore[attr-defined]
     async_maybe_transform._judge_engine_original = original  # type: ignore[attr-defined]
     module.async_maybe_transform = async_maybe_transform  # type: ignore[attr-defined]
 

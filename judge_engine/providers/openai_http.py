@@ -75,11 +75,9 @@ class OpenAIHTTPProvider:
         if organization := os.environ.get("OPENAI_ORGANIZATION"):
             self._headers["OpenAI-Organization"] = organization
         self._session: aiohttp.ClientSession | None = None
-        self._timeouts: dict[float, aiohttp.ClientTimeout] = {}
-        # (model, temperature, max_tokens, id(response_format), id(params)) -> the objects (kept
-        # alive so their ids cannot be reused) and the mapped body parameters. Protocols and
-        # judges share these objects across requests, so the map holds a handful of entries.
-        self._bodies: dict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]] = {}
+        # Mapped body parameters per (model, sampling settings), keyed by content: a run has a
+        # handful (its temperatures x protocols), so the map stays tiny.
+        self._bodies: dict[bytes, dict[str, Any]] = {}
 
     @staticmethod
     def supports(model: str, api_base: str | None) -> bool:
@@ -94,7 +92,7 @@ class OpenAIHTTPProvider:
         body = {"model": route.wire_model, "messages": list(request.messages), **self._body_params(route.wire_model, request)}
         session = self._open_session()
         async with session.post(route.url, data=jsonio.dumps(body), headers=self._headers,
-                                timeout=self._timeout(request.timeout_s)) as response:
+                                timeout=aiohttp.ClientTimeout(total=request.timeout_s)) as response:
             raw = await response.read()
             status = response.status
             headers = response.headers
@@ -103,9 +101,10 @@ class OpenAIHTTPProvider:
         return self._response(request.model, raw, headers)
 
     def classify(self, error: BaseException) -> ErrorClass:
-        message = redact(f"{type(error).__name__}: {error}", [self._api_key or ""])
+        # An HTTPStatusError's text already names the error the way OpenAI's SDK does.
+        text = str(error) if isinstance(error, HTTPStatusError) else f"{type(error).__name__}: {error}"
+        message = redact(text, [self._api_key or ""])
         if isinstance(error, HTTPStatusError):
-            message = redact(str(error), [self._api_key or ""])
             status = error.status_code
             if status == 429:
                 return ErrorClass(ErrorKind.RATE_LIMITED, message, 429, parse_retry_after(error.headers))
@@ -137,23 +136,14 @@ class OpenAIHTTPProvider:
             session = self._session = aiohttp.ClientSession(connector=connector, raise_for_status=False)
         return session
 
-    def _timeout(self, seconds: float) -> aiohttp.ClientTimeout:
-        timeout = self._timeouts.get(seconds)
-        if timeout is None:
-            timeout = self._timeouts[seconds] = aiohttp.ClientTimeout(total=seconds)
-        return timeout
-
     def _body_params(self, wire_model: str, request: ProviderRequest) -> dict[str, Any]:
-        response_format, params = request.response_format, request.params
-        key = (wire_model, request.temperature, request.max_tokens, id(response_format), id(params))
-        cached = self._bodies.get(key)
-        if cached is not None and cached[0] is response_format and cached[1] is params:
-            return cached[2]
-        mapped = openai_body_params(wire_model, temperature=request.temperature, max_tokens=request.max_tokens,
-                                    response_format=response_format, params=params)
-        if len(self._bodies) >= 1024:  # per-request objects (not the usual shared ones): do not grow
-            self._bodies.clear()
-        self._bodies[key] = (response_format, params, mapped)
+        key = jsonio.canonical([wire_model, request.temperature, request.max_tokens,
+                                request.response_format, request.params])
+        mapped = self._bodies.get(key)
+        if mapped is None:
+            mapped = self._bodies[key] = openai_body_params(
+                wire_model, temperature=request.temperature, max_tokens=request.max_tokens,
+                response_format=request.response_format, params=request.params)
         return mapped
 
     def _response(self, model: str, raw: bytes, headers: Mapping[str, str]) -> ProviderResponse:
