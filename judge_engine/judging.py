@@ -22,7 +22,7 @@ from judge_engine.errors import (
     TemplateError,
     VerdictError,
 )
-from judge_engine.lanes import Lane
+from judge_engine.lanes import Lane, rough_prompt_tokens
 from judge_engine.plan import Task
 from judge_engine.protocols import Message, Protocol
 from judge_engine.providers.base import (
@@ -66,7 +66,6 @@ class JudgeRuntime:
     lane: Lane
     provider: Provider
     template_hashes: list[str]
-    count_tokens: Callable[[str, Sequence[Mapping[str, str]]], int]
     counters: JudgeCounters = field(default_factory=JudgeCounters)
     stopped: str | None = None
     """Set when a fatal provider error stopped this judge (the message says why)."""
@@ -191,8 +190,8 @@ async def call_provider(
     """One request through the lane and the provider, with the transport retry budget."""
     lane: Lane = judge.lane
     counters = judge.counters
-    # Tokenizing a prompt costs ~0.5 ms; only a token pacer reads the estimate.
-    estimated_prompt = judge.count_tokens(request.model, request.messages) if lane.paces_tokens else 0
+    # Only a token pacer reads the estimate.
+    estimated_prompt = rough_prompt_tokens(request.messages) if lane.paces_tokens else 0
     limit_429 = judge.config.retries.rate_limit_max
 
     async def attempt() -> ProviderResponse:

@@ -4,6 +4,16 @@ One lane per judge deployment. A request is admitted when (1) the lane is not pa
 Retry-After, (2) the request pacer allows it and (3) the token pacer allows its estimated tokens.
 After the call the token estimate is reconciled with the usage the provider reported.
 
+Token estimates without a tokenizer. The token pacer needs a prompt's size before sending it.
+Counting it exactly (tiktoken) cost ~0.2-0.5 ms per request, the largest single CPU cost of a
+TPM-paced run, and is exact only for OpenAI's own tokenizers anyway. The lane instead sizes a
+prompt by its UTF-8 bytes (:func:`rough_prompt_tokens`: BPE tokenizers work on bytes, so one
+token is ~4 bytes of Latin text and ~3 bytes, one character, of Chinese) and scales that by
+the ratio of reported to estimated prompt tokens it learns from every answer. The pacer is then
+calibrated to the provider's own count, whatever its tokenizer: an under-estimate is paid back
+when each answer's usage is reconciled into the schedule, and an over-estimate, which
+reconciling alone would turn into idle time, is learnt away within a few dozen answers.
+
 Pacing, not windows. Both pacers are GCRA ("virtual scheduling"): admissions are spaced
 ``cost * 60 / per_minute`` seconds apart, with a few milliseconds of tolerance so that a late
 wake-up is caught up instead of lost. An earlier design admitted ``rpm/60`` requests per
@@ -32,7 +42,7 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from judge_engine.config import Limits
@@ -50,6 +60,24 @@ DEFAULT_PAUSE_S = 1.0
 
 _DECLARED_REQUESTS = ("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
 _DECLARED_TOKENS = ("x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")
+
+
+BYTES_PER_TOKEN = 4
+"""Prior of :func:`rough_prompt_tokens` before the lane has learnt the provider's ratio."""
+TOKENS_PER_MESSAGE = 4
+"""Chat framing per message (role and separators), as OpenAI's counting recipe adds."""
+
+
+def rough_prompt_tokens(messages: Sequence[Mapping[str, str]]) -> int:
+    """A tokenizer-free size of a chat prompt: UTF-8 bytes / 4 per message plus its framing.
+
+    Costs ~1 us per request against ~300 us for tiktoken; the lane corrects its scale with the
+    usage the provider reports (see the module docstring).
+    """
+    total = 3
+    for message in messages:
+        total += TOKENS_PER_MESSAGE + len((message.get("content") or "").encode("utf-8")) // BYTES_PER_TOKEN
+    return total
 
 
 @dataclass(slots=True)
@@ -182,7 +210,8 @@ class Lane:
         return self._tokens is not None
 
     def estimate_tokens(self, prompt_tokens: int, max_tokens: int | None) -> float:
-        """Prompt tokens corrected by what the provider reports, plus the completions seen so far."""
+        """A request's tokens: its rough prompt size (:func:`rough_prompt_tokens`) scaled by the
+        reported/estimated ratio learnt so far, plus the mean completion seen so far."""
         completion = self._completion_estimate
         if completion is None:
             completion = float(min(max_tokens or 256, 256))

@@ -31,7 +31,7 @@ def plan_rows(prepared: PreparedRun, *, latency_s: float = 2.0) -> list[dict[str
         for judge in prepared.config.judges:
             protocol = prepared.protocols[judge.name]
             runtime = JudgeRuntime(judge, protocol, Lane(judge.name, judge.limits), provider=None,  # type: ignore[arg-type]
-                                   template_hashes=template_hashes(protocol), count_tokens=count_prompt_tokens)
+                                   template_hashes=template_hashes(protocol))
             tasks = cached = prompt_tokens = 0
             for task in iter_tasks(judge, protocol, prepared.config.dataset):
                 messages = protocol.render(task.item, task.variant)

@@ -164,8 +164,6 @@ def api_key_for(judge: JudgeConfig) -> str | None:
 
 
 def build_runtimes(prepared: PreparedRun, provider_factory: Callable[[JudgeConfig], Any]) -> list[JudgeRuntime]:
-    from judge_engine.providers.litellm import count_prompt_tokens
-
     runtimes = []
     for judge in prepared.config.judges:
         protocol = prepared.protocols[judge.name]
@@ -175,7 +173,6 @@ def build_runtimes(prepared: PreparedRun, provider_factory: Callable[[JudgeConfi
             lane=Lane(judge.name, judge.limits),
             provider=provider_factory(judge),
             template_hashes=template_hashes(protocol),
-            count_tokens=count_prompt_tokens,
         )
         runtime.counters.total = prepared.dataset.items * _variants_per_item(prepared, protocol) * len(judge.temperatures) * judge.repeats
         runtimes.append(runtime)

@@ -162,9 +162,10 @@ class LiteLLMProvider:
 
 
 def count_prompt_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
-    """Prompt tokens of ``messages`` with litellm's tokenizer for ``model`` (cached per text, so
-    the few-shot turns every item shares are counted once; a small cache, because item texts
-    never repeat and 65,536 of them held ~240 MB at 10^5 items)."""
+    """Prompt tokens of ``messages`` with litellm's tokenizer for ``model``, for ``plan``'s
+    estimates (a running lane sizes prompts without a tokenizer: see ``lanes``). Cached per text,
+    so the few-shot turns every item shares are counted once; a small cache, because item texts
+    never repeat and 65,536 of them held ~240 MB at 10^5 items."""
     total = 3
     for message in messages:
         total += 4 + _count_text(model, message.get("content") or "")
@@ -184,8 +185,7 @@ def _text_counter(model: str) -> Callable[[str], int]:
     """Count a text's tokens with the tokenizer litellm selects for ``model``, called directly.
 
     ``litellm.token_counter(text=...)`` selects that tokenizer again on every call and costs
-    ~0.67 ms for a 780-token text, four times the encoding itself (0.17 ms); in a TPM-paced run
-    that was a third of the engine's CPU per request. Falls back to ``token_counter`` when
+    ~0.67 ms for a 780-token text, four times the encoding itself (0.17 ms). Falls back to ``token_counter`` when
     litellm's selection is not one of the two tokenizer kinds it documents.
     """
     litellm = load_litellm()

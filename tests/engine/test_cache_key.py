@@ -14,7 +14,7 @@ def _key(repeat: int = 0, messages=MESSAGES, temperature: float = 0.0, **judge: 
     config = JudgeConfig.model_validate({"name": "j", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm", **judge})
     protocol = build_protocol(config)
     runtime = JudgeRuntime(config, protocol, Lane("j", config.limits), provider=None,  # type: ignore[arg-type]
-                           template_hashes=["b2:t"], count_tokens=lambda m, msgs: 0)
+                           template_hashes=["b2:t"])
     return runtime.key(runtime.request(messages, temperature), repeat)
 
 

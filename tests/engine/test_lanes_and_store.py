@@ -11,8 +11,9 @@ import pytest
 
 from judge_engine.config import Limits
 from judge_engine.errors import RunDirError
-from judge_engine.lanes import Lane, Pacer
+from judge_engine.lanes import Admission, Lane, Pacer, rough_prompt_tokens
 from judge_engine.providers.base import parse_retry_after, redact
+from judge_engine.retry import TransientError, with_transport_retries
 from judge_engine.store import RunStore, read_jsonl
 
 
@@ -102,6 +103,60 @@ def test_paced_lane_never_exceeds_a_provider_window() -> None:
     assert most <= 3000 * window / 60 + 2
 
 
+def test_rough_prompt_size_follows_utf8_bytes_and_framing() -> None:
+    english = [{"role": "user", "content": "a" * 400}]
+    chinese = [{"role": "user", "content": "文" * 400}]  # 3 UTF-8 bytes each, ~1 token each
+    assert rough_prompt_tokens(english) == 3 + 4 + 100
+    assert rough_prompt_tokens(chinese) == 3 + 4 + 300
+    assert rough_prompt_tokens([*english, {"role": "assistant", "content": ""}]) == 3 + 4 + 100 + 4
+
+
+def _simulate_tpm_lane(provider_tokens_per_estimated: float, *, seconds: float = 30.0) -> list[tuple[float, int]]:
+    """A lane paced at 60,000 TPM against a provider whose tokenizer counts ``ratio`` times the
+    rough estimate, answering 0.5 s after each admission. Returns (sent at, actual tokens)."""
+    import heapq
+
+    clock = FakeClock()
+    start = clock.now
+    lane = Lane("t", Limits(tpm=60_000, headroom=0.0), clock=clock)
+    assert lane._tokens is not None
+    estimated_prompt = 500
+    prompt = round(estimated_prompt * provider_tokens_per_estimated)
+    completion = 100
+    sent: list[tuple[float, int]] = []
+    answers: list[tuple[float, int, Admission]] = []
+
+    async def scenario() -> None:
+        while clock.now - start < seconds:
+            wait = lane._tokens.wait_time()  # type: ignore[union-attr]
+            if answers and answers[0][0] <= clock.now + wait:
+                at, _, admission = heapq.heappop(answers)
+                clock.now = max(clock.now, at)
+                lane.on_success(admission, prompt, completion, estimated_prompt)
+                continue
+            clock.now += wait
+            admission = await lane.admit(lane.estimate_tokens(estimated_prompt, 300))
+            sent.append((clock.now - start, prompt + completion))
+            heapq.heappush(answers, (clock.now + 0.5, len(sent), admission))
+
+    asyncio.run(scenario())
+    return sent
+
+
+@pytest.mark.parametrize("ratio", [0.6, 1.0, 1.7])
+def test_token_pacing_learns_the_providers_count_from_reported_usage(ratio: float) -> None:
+    """The lane sizes prompts without a tokenizer; whatever the provider's tokenizer counts, its
+    reported usage calibrates the pace to the limit (1,000 tokens per second here)."""
+    sent = _simulate_tpm_lane(ratio)
+    request = sent[0][1]
+    # Every 10-second window, from the first one (sent before any usage came back), holds the
+    # limit's 10,000 tokens to within one request: the mis-estimate of the first in-flight
+    # requests is paid back by the reconciled schedule, and the learnt ratio keeps it exact.
+    for window_start in range(0, 20):
+        tokens = sum(n for t, n in sent if window_start <= t < window_start + 10)
+        assert abs(tokens - 10_000) <= request, (window_start, tokens)
+
+
 def test_lane_paces_requests_at_the_configured_rate() -> None:
     async def scenario() -> float:
         lane = Lane("t", Limits(rpm=1200, headroom=0.0))  # 20 per second
@@ -132,7 +187,6 @@ def test_lane_pauses_whole_lane_for_retry_after_and_slows_down() -> None:
 def test_misconfigured_limit_converges_to_accepted_rate() -> None:
     clock = FakeClock()
     lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock)
-    from judge_engine.lanes import Admission
 
     def accept_for(seconds: float) -> None:  # the provider accepts 50 requests per second (3,000 RPM)
         for _ in range(int(seconds * 50)):
@@ -152,7 +206,6 @@ def test_misconfigured_limit_converges_to_accepted_rate() -> None:
 def test_an_isolated_429_pauses_but_keeps_the_pace() -> None:
     clock = FakeClock()
     lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock)
-    from judge_engine.lanes import Admission
 
     for _ in range(250):
         clock.now += 0.02
@@ -167,7 +220,6 @@ def test_an_isolated_429_pauses_but_keeps_the_pace() -> None:
 def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
     clock = FakeClock()
     lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock)
-    from judge_engine.lanes import Admission
 
     for _ in range(20):  # a trickle: 4 per second, far below 100 per second
         clock.now += 0.25
@@ -175,6 +227,44 @@ def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
     lane.on_rate_limited(30.0)
     assert lane.scale == 1.0
     assert lane.paused_for == pytest.approx(30.0)
+
+
+def test_transport_retries_replay_the_first_failure_into_tenacitys_schedule() -> None:
+    calls: list[int] = []
+    retried: list[int] = []
+    errors = [TransientError(f"boom {n}") for n in range(5)]
+
+    def failing(times: int):  # type: ignore[no-untyped-def]
+        async def call() -> str:
+            calls.append(1)
+            if len(calls) <= times:
+                raise errors[len(calls) - 1]
+            return "ok"
+        return call
+
+    def run(times: int, retries: int) -> str:
+        calls.clear()
+        retried.clear()
+        return asyncio.run(with_transport_retries(failing(times), retries=retries, backoff_max_s=0.001,
+                                                  on_retry=lambda error, n: retried.append(n)))
+
+    assert run(0, 3) == "ok" and len(calls) == 1 and retried == []
+    assert run(2, 3) == "ok" and len(calls) == 3 and retried == [1, 2]
+    with pytest.raises(TransientError) as raised:
+        run(5, 2)
+    assert raised.value is errors[2] and len(calls) == 3 and retried == [1, 2]
+    with pytest.raises(TransientError) as raised:
+        run(1, 0)
+    assert raised.value is errors[0] and len(calls) == 1
+
+    async def not_transient() -> str:
+        calls.append(1)
+        raise ValueError("a bug")
+
+    calls.clear()
+    with pytest.raises(ValueError):
+        asyncio.run(with_transport_retries(not_transient, retries=3, backoff_max_s=0.001))
+    assert len(calls) == 1
 
 
 def test_store_tolerates_and_cuts_a_torn_last_line(tmp_path: Path) -> None:
@@ -234,7 +324,6 @@ def test_declared_limit_paces_a_lane_configured_without_one() -> None:
 def test_pauses_do_not_count_as_time_the_provider_refused_us() -> None:
     clock = FakeClock()
     lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock)
-    from judge_engine.lanes import Admission
 
     for _ in range(125):  # 2.5 seconds at 50/s (3,000 RPM) ...
         clock.now += 0.02
