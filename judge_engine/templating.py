@@ -29,6 +29,10 @@ def _environment() -> jinja2.sandbox.SandboxedEnvironment:
         keep_trailing_newline=True,
         trim_blocks=False,
         lstrip_blocks=False,
+        # Templates are part of the package and hashed once into cache keys (template_hash):
+        # checking their mtimes on every render cost a stat() per prompt and could only make
+        # the prompt disagree with its recorded hash.
+        auto_reload=False,
     )
 
 
