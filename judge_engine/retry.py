@@ -38,6 +38,23 @@ async def with_transport_retries(
 
     The last TransientError is re-raised when the budget is spent; anything else propagates at once.
     """
+    # Fast path: most calls succeed at once, and tenacity's machinery around one attempt
+    # (state objects, statistics, an inspect-based coroutine check) cost ~0.1 ms per request,
+    # 5% of the engine's CPU. Only a first failure enters tenacity, which sees it as its own
+    # attempt 1, so the retry schedule and the before_sleep report are exactly as without it.
+    try:
+        return await call()
+    except TransientError as error:
+        if retries <= 0:
+            raise
+        first_failure: TransientError | None = error
+
+    async def replay_then_call() -> T:
+        nonlocal first_failure
+        if first_failure is not None:
+            failure, first_failure = first_failure, None
+            raise failure
+        return await call()
 
     def before_sleep(state: RetryCallState) -> None:
         if on_retry is not None and state.outcome is not None:
@@ -52,5 +69,5 @@ async def with_transport_retries(
         before_sleep=before_sleep,
         reraise=True,
     )
-    result: T = await retrying(call)
+    result: T = await retrying(replay_then_call)
     return result
