@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,7 +94,11 @@ class JobSpec:
 
 
 def write_job(folder: Path, items: Path, api_base: str, spec: JobSpec, *, cache: bool = True) -> Path:
-    """A job folder's ``config.yaml`` (runs/ and cache/ beside it); returns the config path."""
+    """A fresh job folder's ``config.yaml`` (runs/ and cache/ beside it); returns the config path.
+
+    An existing folder is emptied first: a rerun with the same ``--workdir`` must measure a new
+    run, not resume (or read the cache of) the last one.
+    """
     limits: dict[str, Any] = {"concurrency": spec.concurrency}
     if spec.rpm:
         limits["rpm"] = spec.rpm
@@ -118,7 +123,8 @@ def write_job(folder: Path, items: Path, api_base: str, spec: JobSpec, *, cache:
         "output": {"dir": "runs"},
         "cache": {"dir": "cache", "enabled": cache},
     }
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
     path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
     return path
