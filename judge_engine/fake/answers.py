@@ -3,16 +3,19 @@
 Every registered protocol is asked in turn (``Protocol.fake_answer``); the first that recognises
 its own prompt writes the answer, so protocols added later plug in without touching the server.
 
-Token counts are a cheap deterministic stand-in for a tokenizer, chosen so that a client can
-predict them exactly and must reconcile its own estimates with ``usage``:
+Token counts are a cheap deterministic stand-in for a tokenizer, chosen so that a test can
+predict them exactly and a client must reconcile its own estimates with ``usage`` (``c`` is
+:attr:`FakeConfig.chars_per_token`, 4 by default; other values model a provider whose tokenizer
+counts differently from the client's estimate):
 
-* ``prompt_tokens = sum over messages of (ceil(len(content) / 4) + 4)``
-* ``completion_tokens = ceil(len(answer) / 4)``
+* ``prompt_tokens = sum over messages of (ceil(len(content) / c) + 4)``
+* ``completion_tokens = ceil(len(answer) / c)``
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -51,18 +54,14 @@ class Answer:
         return self.prompt_tokens + self.completion_tokens
 
 
-def ceil_div4(n: int) -> int:
-    return -(-n // 4)
-
-
-def prompt_tokens(messages: Sequence[Message]) -> int:
+def prompt_tokens(messages: Sequence[Message], chars_per_token: float = 4.0) -> int:
     """The fake tokenizer's prompt count (see the module docstring)."""
-    return sum(ceil_div4(len(m["content"])) + 4 for m in messages)
+    return sum(math.ceil(len(m["content"]) / chars_per_token) + 4 for m in messages)
 
 
-def completion_tokens(answer: str) -> int:
+def completion_tokens(answer: str, chars_per_token: float = 4.0) -> int:
     """The fake tokenizer's completion count (see the module docstring)."""
-    return ceil_div4(len(answer))
+    return math.ceil(len(answer) / chars_per_token)
 
 
 def read_messages(raw: Any) -> list[Message]:
@@ -150,6 +149,7 @@ def finish(
     malformed: float | None = None,
     cut_off: bool = False,
     max_tokens: int | None = None,
+    chars_per_token: float = 4.0,
 ) -> Answer:
     """Apply the content faults and ``max_tokens`` to an answer and count its tokens.
 
@@ -161,14 +161,14 @@ def finish(
     elif cut_off:
         content = content[: len(content) // 2]
         finish_reason = "length"
-    if max_tokens is not None and completion_tokens(content) > max_tokens:
-        content = content[: max(0, max_tokens) * 4]
+    if max_tokens is not None and completion_tokens(content, chars_per_token) > max_tokens:
+        content = content[: int(max(0, max_tokens) * chars_per_token)]
         finish_reason = "length"
     return Answer(
         content=content,
         finish_reason=finish_reason,
-        prompt_tokens=prompt_tokens(messages),
-        completion_tokens=completion_tokens(content),
+        prompt_tokens=prompt_tokens(messages, chars_per_token),
+        completion_tokens=completion_tokens(content, chars_per_token),
         protocol=protocol,
     )
 

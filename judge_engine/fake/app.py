@@ -193,7 +193,7 @@ class FakeApp:
         fired = Draw.of(digest, seen_before, config.seed)
         faults = fired.fired(config)
         try:
-            answer = self._answer(payload, messages, faults, draw=seen_before)
+            answer = self._answer(payload, messages, faults, draw=seen_before, config=config)
         except Exception as exc:  # a protocol's fake_answer is broken: say so, do not hide it
             self.stats.by_fault["protocol_error"] += 1
             message = f"fake_answer raised {type(exc).__name__}: {exc}"
@@ -223,7 +223,8 @@ class FakeApp:
         return await self._reply(request, fault, model, answer, digest, seen_before, config)
 
     def _answer(
-        self, payload: dict[str, Any], messages: list[Message], faults: dict[str, float], *, draw: int
+        self, payload: dict[str, Any], messages: list[Message], faults: dict[str, float], *, draw: int,
+        config: FakeConfig,
     ) -> Answer:
         content, protocol = self.answers.answer(
             messages,
@@ -238,6 +239,7 @@ class FakeApp:
             malformed=faults.get("malformed"),
             cut_off="cut_off" in faults,
             max_tokens=payload["max_tokens"],
+            chars_per_token=config.chars_per_token,
         )
 
     async def _reply(

@@ -46,6 +46,9 @@ class FakeConfig(BaseModel):
     window_s: float = Field(default=60.0, gt=0)
     """Sliding-window length. The window holds ``rpm * window_s / 60`` requests and
     ``tpm * window_s / 60`` tokens (a short window makes tests fast)."""
+    chars_per_token: float = Field(default=4.0, gt=0)
+    """Characters per token of the fake tokenizer (see ``answers``). A client that sizes prompts
+    by another rule must learn this one from ``usage``."""
     retry_after: RetryAfterMode = "seconds"
     """Header a 429 carries: ``seconds`` -> ``Retry-After: <float seconds>``, ``ms`` ->
     ``retry-after-ms: <int>``, ``date`` -> ``Retry-After: <HTTP date>``, ``none`` -> no header."""

@@ -101,6 +101,14 @@ def test_gemba_prompt_gets_a_gemba_answer_with_usage(server: FakeServer) -> None
     }
 
 
+def test_chars_per_token_changes_the_fake_tokenizer(server: FakeServer) -> None:
+    messages = GEMBA.render(ITEM)
+    server.update(chars_per_token=2.5)
+    reply = post(server.base_url, request_body(messages))
+    assert reply.json["usage"]["prompt_tokens"] == sum(math.ceil(len(m["content"]) / 2.5) + 4 for m in messages)
+    assert reply.json["usage"]["completion_tokens"] == math.ceil(len(reply.content) / 2.5)
+
+
 def test_same_request_same_answer_and_temperature_can_change_it(server: FakeServer) -> None:
     assert (
         post(server.base_url, request_body()).content
