@@ -190,8 +190,8 @@ async def call_provider(
     """One request through the lane and the provider, with the transport retry budget."""
     lane: Lane = judge.lane
     counters = judge.counters
-    # Only a token pacer reads the estimate.
-    estimated_prompt = rough_prompt_tokens(request.messages) if lane.paces_tokens else 0
+    # ~1 us; a lane may start pacing tokens at any answer (a declared limit), so always sized.
+    rough_prompt = rough_prompt_tokens(request.messages)
     limit_429 = judge.config.retries.rate_limit_max
 
     async def attempt() -> ProviderResponse:
@@ -199,7 +199,7 @@ async def call_provider(
         while True:
             if judge.stopped:
                 raise FatalProviderError(judge.stopped, model=request.model)
-            admission = await lane.admit(lane.estimate_tokens(estimated_prompt, request.max_tokens))
+            admission = await lane.admit(rough_prompt, request.max_tokens)
             started = time.perf_counter()
             counters.in_flight += 1
             counters.calls += 1
@@ -230,7 +230,7 @@ async def call_provider(
             finally:
                 counters.in_flight -= 1
             latency = time.perf_counter() - started
-            lane.on_success(admission, response.prompt_tokens, response.completion_tokens, estimated_prompt, response.headers)
+            lane.on_success(admission, response.prompt_tokens, response.completion_tokens, response.headers)
             log.cost += response.cost
             counters.cost += response.cost
             log.latency_s += latency

@@ -66,6 +66,8 @@ BYTES_PER_TOKEN = 4
 """Prior of :func:`rough_prompt_tokens` before the lane has learnt the provider's ratio."""
 TOKENS_PER_MESSAGE = 4
 """Chat framing per message (role and separators), as OpenAI's counting recipe adds."""
+RATIO_SMOOTHING = 0.1
+"""Weight of each answer in the learnt reported/estimated prompt-token ratio (after the tenth)."""
 
 
 def rough_prompt_tokens(messages: Sequence[Mapping[str, str]]) -> int:
@@ -82,9 +84,12 @@ def rough_prompt_tokens(messages: Sequence[Mapping[str, str]]) -> int:
 
 @dataclass(slots=True)
 class Admission:
-    """A ticket for one admitted request: its estimated tokens, for reconciling."""
+    """A ticket for one admitted request: what was estimated, for reconciling and learning."""
 
     estimated_tokens: float
+    """Prompt and completion tokens charged to the token pacer."""
+    rough_prompt: int = 0
+    """The prompt's :func:`rough_prompt_tokens`, which the reported usage calibrates."""
 
 
 class Pacer:
@@ -149,6 +154,7 @@ class Lane:
         self._set_limits(limits.rpm, limits.tpm)
         self._completion_estimate: float | None = None
         self._prompt_ratio = 1.0
+        self._ratio_samples = 0
 
     def _set_limits(self, rpm: float | None, tpm: float | None) -> None:
         margin = 1.0 - self.limits.headroom
@@ -217,8 +223,14 @@ class Lane:
             completion = float(min(max_tokens or 256, 256))
         return prompt_tokens * self._prompt_ratio + completion
 
-    async def admit(self, estimated_tokens: float) -> Admission:
-        """Wait until this lane may send one request of about ``estimated_tokens`` tokens."""
+    async def admit(self, rough_prompt: int = 0, max_tokens: int | None = None) -> Admission:
+        """Wait until this lane may send one request whose prompt has ``rough_prompt`` tokens by
+        :func:`rough_prompt_tokens` (0 when the lane paces no tokens).
+
+        The token estimate is made at the moment of admission, not when the caller starts
+        waiting: a run's first ``concurrency`` requests all queue at once, and an estimate made
+        then would ignore every answer that came back while they waited.
+        """
         async with self._lock:
             while True:
                 now = self._clock()
@@ -233,19 +245,20 @@ class Lane:
                 if wait > 0:
                     await asyncio.sleep(wait)
                     continue  # re-check: a 429 may have paused the lane meanwhile
+                estimated = 0.0
                 if self._requests is not None:
                     self._requests.admit()
                 if self._tokens is not None:
-                    self._tokens.admit(estimated_tokens)
+                    estimated = self.estimate_tokens(rough_prompt, max_tokens)
+                    self._tokens.admit(estimated)
                 self.stats.requests += 1
-                return Admission(estimated_tokens)
+                return Admission(estimated, rough_prompt)
 
     def on_success(
         self,
         admission: Admission,
         prompt_tokens: int,
         completion_tokens: int,
-        estimated_prompt: int,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         """Reconcile the token window with reported usage, learn better estimates, and adopt
@@ -259,8 +272,13 @@ class Lane:
         if completion_tokens > 0:
             prev = self._completion_estimate
             self._completion_estimate = completion_tokens if prev is None else 0.9 * prev + 0.1 * completion_tokens
+        estimated_prompt = admission.rough_prompt
         if prompt_tokens > 0 and estimated_prompt > 0:
-            self._prompt_ratio = 0.9 * self._prompt_ratio + 0.1 * (prompt_tokens / estimated_prompt)
+            # A running mean until it has ten answers, then an exponential one: the first answer
+            # already replaces the prior, and a drift in the data is still followed.
+            self._ratio_samples += 1
+            weight = max(RATIO_SMOOTHING, 1.0 / self._ratio_samples)
+            self._prompt_ratio += weight * (prompt_tokens / estimated_prompt - self._prompt_ratio)
         self._accepted.append((now, actual))
         while self._accepted and now - self._accepted[0][0] > MEASURE_S:
             self._accepted.popleft()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from judge_engine.cli import main
-from judge_engine.fake import FakeServer
+from judge_engine.fake import FakeConfig, FakeServer
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, TRANSPORTS, make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,3 +154,32 @@ def test_a_limit_configured_too_high_converges_to_the_declared_one(tmp_path: Pat
     stats = fake_server.stats()
     assert stats["rate_limited"] <= 0.25 * stats["requests_total"], stats
     assert elapsed >= 3.0  # paced at the provider's 10/s, not the config's 100/s
+
+
+@pytest.mark.parametrize("chars_per_token", [2.5, 6.0])
+def test_tpm_pacing_learns_a_tokenizer_unlike_its_estimate(chars_per_token: float, tmp_path: Path, fake_server: FakeServer) -> None:
+    """The lane sizes prompts as UTF-8 bytes / 4; these providers count 1.6x more tokens (2.5
+    characters each) or 1.5x fewer (6). Reported usage calibrates the pace: the accepted token
+    rate stays at the configured limit, neither over it (an under-estimate, paid back by
+    reconciling) nor far under it (an over-estimate, which only the learnt ratio removes)."""
+    fake_server.update(chars_per_token=chars_per_token)
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "job").mkdir()
+    probe = make_job(tmp_path / "probe", fake_server, items=1)
+    assert main(["run", str(probe.config), "--no-live"]) == 0
+    per_request = fake_server.stats()["accepted_tokens"]  # one GEMBA request, as this provider counts
+    # The provider allows 10 requests' tokens per second over a 2 s window; the config asks for 9,
+    # so a correctly calibrated pace never meets the provider's limit (a window of 20 requests
+    # leaves no room for the 1% headroom's jitter), and any 429 says the pace ran over.
+    configured = per_request * 9 * 60
+    with FakeServer(FakeConfig(chars_per_token=chars_per_token, tpm=per_request * 10 * 60, window_s=2.0,
+                               latency_s=0.4, latency_jitter_s=0.05)) as server:
+        job = make_job(tmp_path / "job", server, items=45, judge={"limits": {"rpm": None, "tpm": configured, "concurrency": 16}})
+        assert main(["run", str(job.config), "--no-live"]) == 0
+        stats = server.stats()
+    outcomes = read_lines(job.only_run() / "outcomes.jsonl")
+    assert len(outcomes) == 45 and {o["status"] for o in outcomes} == {"scored"}
+    assert stats["rate_limited"] == 0, stats
+    span = stats["last_accepted_s"] - stats["first_accepted_s"]
+    rate = (stats["accepted_tokens"] - per_request) / span * 60  # tokens after the first request
+    assert 0.93 * configured <= rate <= 1.02 * configured, (rate / configured, stats)

@@ -132,10 +132,10 @@ def _simulate_tpm_lane(provider_tokens_per_estimated: float, *, seconds: float =
             if answers and answers[0][0] <= clock.now + wait:
                 at, _, admission = heapq.heappop(answers)
                 clock.now = max(clock.now, at)
-                lane.on_success(admission, prompt, completion, estimated_prompt)
+                lane.on_success(admission, prompt, completion)
                 continue
             clock.now += wait
-            admission = await lane.admit(lane.estimate_tokens(estimated_prompt, 300))
+            admission = await lane.admit(estimated_prompt, 300)
             sent.append((clock.now - start, prompt + completion))
             heapq.heappush(answers, (clock.now + 0.5, len(sent), admission))
 
@@ -191,7 +191,7 @@ def test_misconfigured_limit_converges_to_accepted_rate() -> None:
     def accept_for(seconds: float) -> None:  # the provider accepts 50 requests per second (3,000 RPM)
         for _ in range(int(seconds * 50)):
             clock.now += 0.02
-            lane.on_success(Admission(1), 1, 1, 1)
+            lane.on_success(Admission(1), 1, 1)
 
     accept_for(5)
     lane.on_rate_limited(0.1)
@@ -209,7 +209,7 @@ def test_an_isolated_429_pauses_but_keeps_the_pace() -> None:
 
     for _ in range(250):
         clock.now += 0.02
-        lane.on_success(Admission(1), 1, 1, 1)
+        lane.on_success(Admission(1), 1, 1)
     lane.on_rate_limited(0.5)
     assert lane.scale == 1.0 and lane.paused_for == pytest.approx(0.5)
     clock.now += 6.0  # long after: still isolated
@@ -223,7 +223,7 @@ def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
 
     for _ in range(20):  # a trickle: 4 per second, far below 100 per second
         clock.now += 0.25
-        lane.on_success(Admission(1), 1, 1, 1)
+        lane.on_success(Admission(1), 1, 1)
     lane.on_rate_limited(30.0)
     assert lane.scale == 1.0
     assert lane.paused_for == pytest.approx(30.0)
@@ -327,7 +327,7 @@ def test_pauses_do_not_count_as_time_the_provider_refused_us() -> None:
 
     for _ in range(125):  # 2.5 seconds at 50/s (3,000 RPM) ...
         clock.now += 0.02
-        lane.on_success(Admission(1), 1, 1, 1)
+        lane.on_success(Admission(1), 1, 1)
     lane._pauses.append((clock.now, clock.now + 2.5))  # ... then 2.5 seconds paused
     lane._paused_until = clock.now + 2.5
     clock.now += 2.5
