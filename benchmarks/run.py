@@ -98,7 +98,7 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
     startup = modes.startup_cpu(work, {name: p.job for name, p in chosen.items()}, baseline=args.baseline)
     engine_startup = [v for k, v in startup.items() if k.startswith("engine:")]
     print(f"engine transport: {args.engine_transport}")
-    print(f"start-up CPU (N=1 runs of each profile's job, subtracted): engine {min(engine_startup):.2f}-"
+    print(f"start-up CPU (median of 3 N=1 runs of each profile's job, subtracted): engine {min(engine_startup):.2f}-"
           f"{max(engine_startup):.2f} s" + (f", baseline {startup['baseline']:.2f} s" if args.baseline else ""))
     results: list[tuple[Profile, Measured, Measured | None]] = []
     for name in args.names:
