@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -68,11 +69,63 @@ def reap(process: subprocess.Popen[bytes], started: float, log: Path, *, timeout
     return ChildResult(code, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, started, log)
 
 
-def run_engine(config: Path, *, log: Path, timeout_s: float | None = None, resume: Path | None = None) -> ChildResult:
+class CpuSampler:
+    """Samples a child's CPU seconds (utime + stime of ``/proc/<pid>/stat``) every 10 ms, so the
+    CPU it had spent by a given moment (its first request: its start-up) can be read afterwards
+    from the same run, instead of from a separate, differently noisy, start-up run."""
+
+    PERIOD_S = 0.01
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, pid: int) -> None:
+        self._thread = threading.Thread(target=self._run, args=(pid,), daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self, pid: int) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        path = f"/proc/{pid}/stat"
+        while not self._stop.is_set():
+            try:
+                with open(path, encoding="ascii") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                return
+            self.samples.append((time.monotonic(), (int(fields[11]) + int(fields[12])) / tick))
+            self._stop.wait(self.PERIOD_S)
+
+    def cpu_at(self, moment: float) -> float | None:
+        """CPU seconds the child had spent at ``moment`` (monotonic; the last sample before it)."""
+        before = [cpu for at, cpu in self.samples if at <= moment]
+        return before[-1] if before else None
+
+
+def run_engine(config: Path, *, log: Path, timeout_s: float | None = None, resume: Path | None = None,
+               sampler: CpuSampler | None = None) -> ChildResult:
     command = [sys.executable, "-m", "judge_engine.cli"]
     command += ["resume", str(resume), "--no-live"] if resume else ["run", str(config), "--no-live"]
     process, started = spawn(command, cwd=config.parent, log=log)
-    return reap(process, started, log, timeout_s=timeout_s)
+    return reap_sampled(process, started, log, timeout_s=timeout_s, sampler=sampler)
+
+
+def reap_sampled(process: subprocess.Popen[bytes], started: float, log: Path, *, timeout_s: float | None = None,
+                 sampler: CpuSampler | None = None) -> ChildResult:
+    """:func:`reap`, with ``sampler`` watching the child's CPU meanwhile."""
+    if sampler is None:
+        return reap(process, started, log, timeout_s=timeout_s)
+    sampler.watch(process.pid)
+    try:
+        return reap(process, started, log, timeout_s=timeout_s)
+    finally:
+        sampler.stop()
 
 
 def server_start_mono(server: Any) -> float:

@@ -18,9 +18,10 @@ from typing import Any
 from benchmarks.harness import (
     REPO,
     ChildResult,
+    CpuSampler,
     only_run_dir,
     read_outcomes,
-    reap,
+    reap_sampled,
     run_engine,
     server_start_mono,
     spawn,
@@ -156,6 +157,8 @@ class Measured:
     """From the first request the server saw to the child's exit."""
     samples: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
     server_start: float = 0.0
+    startup_cpu_s: float | None = None
+    """The child's CPU up to its first accepted request (this run's own start-up)."""
 
     @property
     def requests(self) -> int:
@@ -187,7 +190,11 @@ class Measured:
             return None
         return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0]) * 60.0
 
-    def cpu_ms_per_request(self, startup_cpu_s: float) -> float:
+    def cpu_ms_per_request(self, startup_cpu_s: float | None = None) -> float:
+        """CPU per request the server saw, net of start-up: by default this run's own CPU up to
+        its first request (``startup_cpu_s`` overrides it)."""
+        if startup_cpu_s is None:
+            startup_cpu_s = self.startup_cpu_s or 0.0
         return 1000.0 * max(0.0, self.child.cpu_s - startup_cpu_s) / max(1, self.requests)
 
 
@@ -204,8 +211,9 @@ def run_engine_profile(profile: Profile, n: int, items: Path, work: Path, oracle
         start = server_start_mono(server)
         config = write_job(work / f"{profile.name}-engine", items, server.base_url, profile.job)
         config = _limit(config, n)
+        sampler = CpuSampler()
         with Monitor(server) as monitor:
-            child = run_engine(config, log=config.parent / "engine.log")
+            child = run_engine(config, log=config.parent / "engine.log", sampler=sampler)
         stats = server.stats()
     outcomes = read_outcomes(only_run_dir(config.parent))
     latest = {o["task_id"]: o for o in outcomes}
@@ -213,7 +221,8 @@ def run_engine_profile(profile: Profile, n: int, items: Path, work: Path, oracle
     unscored = sum(1 for o in latest.values() if o["status"] != "scored")
     first = _first_request_s(start, stats, child)
     active = child.wall_s - (first or 0.0)
-    return Measured("engine", child, stats, n, n - len(latest), wrong, unscored, first, active, monitor.samples, start)
+    return Measured("engine", child, stats, n, n - len(latest), wrong, unscored, first, active, monitor.samples, start,
+                    _startup_cpu(sampler, child, first))
 
 
 def run_baseline_profile(profile: Profile, n: int, items: Path, work: Path, oracle: Oracle) -> Measured:
@@ -224,23 +233,31 @@ def run_baseline_profile(profile: Profile, n: int, items: Path, work: Path, orac
     out = folder / "answers.jsonl"
     with FakeServerProcess(FakeConfig(**profile.fake)) as server:
         start = server_start_mono(server)
+        sampler = CpuSampler()
         with Monitor(server) as monitor:
-            child = run_baseline(items, n, server.base_url, profile.job, out, log=folder / "baseline.log")
+            child = run_baseline(items, n, server.base_url, profile.job, out, log=folder / "baseline.log", sampler=sampler)
         stats = server.stats()
     rows = {row["id"]: row for row in iter_rows(n)}
     answers = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] if out.exists() else []
     lost = n - sum(1 for a in answers if "content" in a)
     wrong = sum(1 for a in answers if "content" in a and not oracle.strictly_readable(rows[a["id"]], a["content"]))
     first = _first_request_s(start, stats, child)
-    return Measured("baseline", child, stats, n, lost, wrong, 0, first, child.wall_s - (first or 0.0), monitor.samples, start)
+    return Measured("baseline", child, stats, n, lost, wrong, 0, first, child.wall_s - (first or 0.0), monitor.samples, start,
+                    _startup_cpu(sampler, child, first))
 
 
-def run_baseline(items: Path, n: int, api_base: str, job: JobSpec, out: Path, *, log: Path) -> ChildResult:
+def _startup_cpu(sampler: CpuSampler, child: ChildResult, first_request_s: float | None) -> float | None:
+    """The child's CPU up to the first request the server accepted from it."""
+    return None if first_request_s is None else sampler.cpu_at(child.started_mono + first_request_s)
+
+
+def run_baseline(items: Path, n: int, api_base: str, job: JobSpec, out: Path, *, log: Path,
+                 sampler: CpuSampler | None = None) -> ChildResult:
     command = [sys.executable, str(REPO / "benchmarks" / "baseline.py"), str(items), "--protocol", job.protocol,
                "--n", str(n), "--api-base", api_base, "--concurrency", str(job.concurrency),
                "--max-tokens", str(job.max_tokens), "--out", str(out)]
     process, started = spawn(command, cwd=out.parent, log=log)
-    return reap(process, started, log)
+    return reap_sampled(process, started, log, sampler=sampler)
 
 
 def _limit(config: Path, n: int) -> Path:

@@ -14,6 +14,8 @@ See benchmarks/README.md for how to read the table.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,6 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import modes  # noqa: E402
+from benchmarks.harness import child_env, only_run_dir  # noqa: E402
 from benchmarks.profiles import (  # noqa: E402
     PROFILES,
     Measured,
@@ -62,6 +65,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--n", type=int, help="items per profile (default 2000; --quick 300)")
     parser.add_argument("--quick", action="store_true", help="N=300 and no baseline for a fast smoke run")
     parser.add_argument("--no-baseline", action="store_true", help="skip the plain-litellm baseline")
+    parser.add_argument("--no-floor", action="store_true",
+                        help="skip replaying the paced profiles' requests with a bare aiohttp loop (benchmarks/floor.py)")
     parser.add_argument("--memory", action="store_true", help="peak RSS at 10^3 vs 10^5 items (no limits, no latency)")
     parser.add_argument("--memory-sizes", default="1000,100000")
     parser.add_argument("--long-retry-after", action="store_true", help="429 storm with Retry-After 61-75 s")
@@ -79,6 +84,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"unknown profile(s): {', '.join(unknown)}")
     args.n = args.n or (300 if args.quick else 2000)
     args.baseline = not (args.no_baseline or args.quick)
+    args.floor = not (args.no_floor or args.quick)
     args.memory_sizes = [int(x) for x in args.memory_sizes.split(",")]
     return args
 
@@ -95,11 +101,8 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
             expected[protocol] = {row["id"]: oracles[protocol].expected(row)[0] for row in iter_rows(n)}
     chosen = {name: replace(PROFILES[name], job=replace(PROFILES[name].job, transport=args.engine_transport))
               for name in args.names}
-    startup = modes.startup_cpu(work, {name: p.job for name, p in chosen.items()}, baseline=args.baseline)
-    engine_startup = [v for k, v in startup.items() if k.startswith("engine:")]
+    startup: dict[str, float] = {}  # each run's own start-up (its CPU up to its first request)
     print(f"engine transport: {args.engine_transport}")
-    print(f"start-up CPU (median of 3 N=1 runs of each profile's job, subtracted): engine {min(engine_startup):.2f}-"
-          f"{max(engine_startup):.2f} s" + (f", baseline {startup['baseline']:.2f} s" if args.baseline else ""))
     results: list[tuple[Profile, Measured, Measured | None]] = []
     for name in args.names:
         profile = chosen[name]
@@ -113,6 +116,11 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
         results.append((profile, engine, baseline))
     print()
     print(table(results, n, startup))
+    for who in ("engine", "baseline"):
+        spent = [m.startup_cpu_s for _, e, b in results for m in (e, b) if m is not None and m.who == who and m.startup_cpu_s]
+        if spent:
+            print(f"{who} start-up CPU (each run's own, up to its first request; subtracted): "
+                  f"{min(spent):.2f}-{max(spent):.2f} s")
     tokens = [e.stats["accepted_tokens"] / max(1, e.stats["accepted_requests"]) for p, e, _ in results if p.name == "tpm"]
     if tokens:
         print(f"\ntpm profile: {tokens[0]:.0f} fake tokens per accepted request (prompt + completion)")
@@ -124,9 +132,35 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
                   f"distribution, reaches {mean:.3f} of the physical bound on average ({low:.3f}-{high:.3f} over "
                   f"200 simulated runs): the jitter's tail is physics; the engine's {util:.3f} is "
                   f"{util / mean:.3f} of that client's")
+        if profile.name in ("rpm", "tpm") and args.floor:
+            floor = client_floor(profile, engine, work, n)
+            if floor is not None:
+                cpu = engine.cpu_ms_per_request(startup_of(startup, profile, engine))
+                print(f"{profile.name} profile: the engine's {n:,} requests replayed at its pace by a bare aiohttp "
+                      f"loop (benchmarks/floor.py: no templates, cache, lanes, parsing or records) cost "
+                      f"{floor:.2f} ms of CPU each on this machine; the engine's {cpu:.2f} adds {cpu - floor:.2f}")
     checks = targets(results, startup)
     checks += modes.startup_checks(results)
     return checks
+
+
+def client_floor(profile: Profile, engine: Measured, work: Path, n: int) -> float | None:
+    """CPU per request of a bare aiohttp loop sending the engine's requests at the engine's pace."""
+    stats = engine.stats
+    first, last = stats.get("first_accepted_s"), stats.get("last_accepted_s")
+    if first is None or last is None or last <= first:
+        return None
+    rate = (stats["accepted_requests"] - 1) / (last - first)
+    transcripts = only_run_dir(work / f"{profile.name}-engine") / "transcripts.jsonl"
+    command = [sys.executable, str(Path(__file__).with_name("floor.py")), str(transcripts), "--rate", f"{rate:.3f}",
+               "--latency", str(profile.fake.get("latency_s", 0.0)), "--jitter", str(profile.fake.get("latency_jitter_s", 0.0)),
+               "--n", str(n)]
+    print(f"[{profile.name}] client floor (bare aiohttp at {rate:.1f} requests/s)...", flush=True)
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(), check=False)
+    if done.returncode != 0:
+        print(done.stderr[-2000:])
+        return None
+    return float(json.loads(done.stdout.strip().splitlines()[-1])["cpu_ms_per_request"])
 
 
 # --- the table -------------------------------------------------------------------------------
@@ -144,9 +178,10 @@ def utilization(profile: Profile, m: Measured) -> tuple[float | None, str]:
     return (bound / m.active_s if m.active_s > 0 else None), "physical bound"
 
 
-def startup_of(startup: dict[str, float], profile: Profile, m: Measured) -> float:
-    """The N=1 CPU subtracted from ``m``: its own profile's job for the engine."""
-    return startup.get("baseline" if m.who == "baseline" else f"engine:{profile.name}", 0.0)
+def startup_of(startup: dict[str, float], profile: Profile, m: Measured) -> float | None:
+    """The start-up CPU subtracted from ``m``: an explicit figure in ``startup`` if given (keyed
+    ``baseline`` / ``engine:<profile>``), else the run's own CPU up to its first request."""
+    return startup.get("baseline" if m.who == "baseline" else f"engine:{profile.name}", m.startup_cpu_s)
 
 
 def row(profile: Profile, m: Measured, startup: dict[str, float]) -> dict[str, Any]:

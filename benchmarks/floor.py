@@ -1,0 +1,84 @@
+"""The client floor: the engine's own requests replayed by a bare aiohttp loop at the same pace.
+
+A paced profile makes every request wake the client from idle on its own, and on a small VM
+each wake-up costs far more than the same work done back to back (a bare aiohttp POST of a 9 KB
+body: ~0.17 ms of CPU in a burst, ~0.8 ms at 50 requests per second). This script measures that
+floor for one profile: it reads the requests the engine sent (its transcripts), sends them to a
+fresh fake server with the same latency at the engine's accepted rate, with nothing else (no
+templates, cache, lanes, parsing or records), and prints the CPU per request of that loop alone,
+start-up excluded. The engine's figure minus this one is what the engine itself adds.
+
+    python benchmarks/floor.py TRANSCRIPTS --rate 50 --latency 0.5 --jitter 0.1 [--n 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def bodies(transcripts: Path, n: int) -> list[bytes]:
+    """The first ``n`` request bodies the engine sent, as the direct transport sends them."""
+    out: list[bytes] = []
+    with transcripts.open("rb") as handle:
+        for line in handle:
+            record = json.loads(line)
+            if record.get("cache_hit"):
+                continue
+            sent: dict[str, Any] = dict(record["request"])
+            sent.pop("api_base", None)
+            sent["model"] = str(sent["model"]).removeprefix("openai/")
+            out.append(json.dumps(sent).encode())
+            if len(out) >= n:
+                break
+    return out
+
+
+async def replay(url: str, payloads: list[bytes], rate: float) -> float:
+    """Send ``payloads`` at ``rate`` per second; return CPU seconds per request."""
+    import aiohttp
+
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer floor"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        async def one(body: bytes) -> None:
+            async with session.post(url, data=body, headers=headers) as response:
+                await response.read()
+
+        await one(payloads[0])  # connection set-up and first-use costs are start-up
+        started = time.process_time()
+        pending = []
+        next_at = time.monotonic()
+        for body in payloads:
+            pending.append(asyncio.create_task(one(body)))
+            next_at += 1.0 / rate
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+        await asyncio.gather(*pending)
+        return (time.process_time() - started) / len(payloads)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("transcripts", type=Path)
+    parser.add_argument("--rate", type=float, required=True, help="requests per second")
+    parser.add_argument("--latency", type=float, default=0.5)
+    parser.add_argument("--jitter", type=float, default=0.1)
+    parser.add_argument("--n", type=int, default=2000)
+    args = parser.parse_args()
+    from judge_engine.fake import FakeConfig, FakeServerProcess
+
+    payloads = bodies(args.transcripts, args.n)
+    with FakeServerProcess(FakeConfig(latency_s=args.latency, latency_jitter_s=args.jitter)) as server:
+        cpu = asyncio.run(replay(server.base_url + "/chat/completions", payloads, args.rate))
+    print(json.dumps({"requests": len(payloads), "cpu_ms_per_request": round(cpu * 1000, 3)}))
+
+
+if __name__ == "__main__":
+    main()
