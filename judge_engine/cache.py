@@ -7,7 +7,7 @@ it. Eviction is off: a cached answer is money already spent.
 
 Writes are batched: SQLite commits one transaction per ``set``, and committing 64 answers at
 once costs a third of the CPU (0.03 against 0.08 ms per answer). Pending answers are readable at
-once and written within a second or 64 answers, and at ``close``. A kill -9 can lose the last
+once and written with the 64th answer, with the first answer after a second, and at ``close``. A kill -9 can lose the last
 batch from the cache, never from the run: outcomes and transcripts are written separately, and
 resume reads those; only a later ``--new-run`` would ask those few prompts again.
 """
@@ -106,6 +106,9 @@ class AnswerCache:
         self._pending.clear()
 
     def close(self) -> None:
+        """Write the pending answers and close the database (closed even if the write fails)."""
         if self._cache is not None:
-            self.flush()
-            self._cache.close()
+            try:
+                self.flush()
+            finally:
+                self._cache.close()

@@ -247,8 +247,10 @@ async def execute(
         return result, manifest
     finally:
         await _close_providers(runtimes)
-        cache.close()
-        store.close()
+        try:
+            cache.close()  # writes the last batch of answers, which can fail (disk full)
+        finally:
+            store.close()
 
 
 async def _close_providers(runtimes: list[JudgeRuntime]) -> None:
