@@ -210,14 +210,9 @@ class Lane:
 
     # --- admission --------------------------------------------------------------------------
 
-    @property
-    def paces_tokens(self) -> bool:
-        """Whether admissions need a token estimate (a TPM limit, configured or declared)."""
-        return self._tokens is not None
-
     def estimate_tokens(self, prompt_tokens: int, max_tokens: int | None) -> float:
         """A request's tokens: its rough prompt size (:func:`rough_prompt_tokens`) scaled by the
-        reported/estimated ratio learnt so far, plus the mean completion seen so far."""
+        reported/estimated ratio learnt so far, plus a moving average of the completions seen."""
         completion = self._completion_estimate
         if completion is None:
             completion = float(min(max_tokens or 256, 256))
@@ -225,7 +220,7 @@ class Lane:
 
     async def admit(self, rough_prompt: int = 0, max_tokens: int | None = None) -> Admission:
         """Wait until this lane may send one request whose prompt has ``rough_prompt`` tokens by
-        :func:`rough_prompt_tokens` (0 when the lane paces no tokens).
+        :func:`rough_prompt_tokens` (read only when the lane paces tokens).
 
         The token estimate is made at the moment of admission, not when the caller starts
         waiting: a run's first ``concurrency`` requests all queue at once, and an estimate made

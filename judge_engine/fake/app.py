@@ -223,7 +223,12 @@ class FakeApp:
         return await self._reply(request, fault, model, answer, digest, seen_before, config)
 
     def _answer(
-        self, payload: dict[str, Any], messages: list[Message], faults: dict[str, float], *, draw: int,
+        self,
+        payload: dict[str, Any],
+        messages: list[Message],
+        faults: dict[str, float],
+        *,
+        draw: int,
         config: FakeConfig,
     ) -> Answer:
         content, protocol = self.answers.answer(

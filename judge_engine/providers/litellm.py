@@ -185,8 +185,8 @@ def _text_counter(model: str) -> Callable[[str], int]:
     """Count a text's tokens with the tokenizer litellm selects for ``model``, called directly.
 
     ``litellm.token_counter(text=...)`` selects that tokenizer again on every call and costs
-    ~0.67 ms for a 780-token text, four times the encoding itself (0.17 ms). Falls back to ``token_counter`` when
-    litellm's selection is not one of the two tokenizer kinds it documents.
+    ~0.67 ms for a 780-token text, four times the encoding itself (0.17 ms). Falls back to
+    ``token_counter`` when litellm's selection is not one of the two tokenizer kinds it documents.
     """
     litellm = load_litellm()
     try:
