@@ -82,6 +82,8 @@ class CpuSampler:
         self._thread: threading.Thread | None = None
 
     def watch(self, pid: int) -> None:
+        """Start sampling ``pid`` (a sampler watches one child; samples accumulate)."""
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(pid,), daemon=True)
         self._thread.start()
 
@@ -95,11 +97,12 @@ class CpuSampler:
         path = f"/proc/{pid}/stat"
         while not self._stop.is_set():
             try:
-                with open(path, encoding="ascii") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                return
-            self.samples.append((time.monotonic(), (int(fields[11]) + int(fields[12])) / tick))
+                with open(path, "rb") as handle:  # the command name may be any bytes
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) / tick  # utime + stime, in ticks
+            except (OSError, IndexError, ValueError):
+                return  # the child is gone
+            self.samples.append((time.monotonic(), cpu))
             self._stop.wait(self.PERIOD_S)
 
     def cpu_at(self, moment: float) -> float | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -21,47 +20,13 @@ from benchmarks.harness import (
     spawn,
     wall_clock_of,
 )
-from benchmarks.profiles import Monitor, run_baseline
+from benchmarks.profiles import Monitor
 from benchmarks.workload import JobSpec, write_items, write_job
 
 Check = tuple[str, bool, str]
 
 
 # --- start-up --------------------------------------------------------------------------------
-
-
-STARTUP_REPEATS = 3
-"""N=1 runs per job spec; the median is subtracted. One run's start-up CPU varies by ~0.3 s on
-this VM, which is 0.15 ms per request of a 2,000-request profile."""
-
-
-def startup_cpu(work: Path, specs: dict[str, JobSpec], *, baseline: bool) -> dict[str, float]:
-    """Median CPU of N=1 runs (imports, config, templates, connection pool, one request) of each
-    job spec, keyed ``engine:<profile>``, plus ``baseline``: subtracted from every run's CPU.
-    Profiles differ in protocol and limits, so each gets its own."""
-    from judge_engine.fake import FakeConfig, FakeServerProcess
-
-    items = write_items(work / "items-1.jsonl", 1)
-    out: dict[str, float] = {}
-    seen: dict[JobSpec, float] = {}
-    with FakeServerProcess(FakeConfig()) as server:
-        for name, spec in specs.items():
-            if spec not in seen:
-                folder = work / f"startup-engine-{name}"
-                runs = []
-                for _ in range(STARTUP_REPEATS):
-                    config = write_job(folder, items, server.base_url, spec)  # empty: no cache hit
-                    runs.append(run_engine(config, log=config.parent / "engine.log").cpu_s)
-                seen[spec] = statistics.median(runs)
-            out[f"engine:{name}"] = seen[spec]
-        if baseline:
-            folder = work / "startup-baseline"
-            folder.mkdir(parents=True, exist_ok=True)
-            out["baseline"] = statistics.median(
-                run_baseline(items, 1, server.base_url, JobSpec(), folder / "answers.jsonl",
-                             log=folder / "baseline.log").cpu_s
-                for _ in range(STARTUP_REPEATS))
-    return out
 
 
 def startup_checks(results: list[Any]) -> list[Check]:

@@ -190,12 +190,12 @@ class Measured:
             return None
         return (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0]) * 60.0
 
-    def cpu_ms_per_request(self, startup_cpu_s: float | None = None) -> float:
-        """CPU per request the server saw, net of start-up: by default this run's own CPU up to
-        its first request (``startup_cpu_s`` overrides it)."""
-        if startup_cpu_s is None:
-            startup_cpu_s = self.startup_cpu_s or 0.0
-        return 1000.0 * max(0.0, self.child.cpu_s - startup_cpu_s) / max(1, self.requests)
+    def cpu_ms_per_request(self) -> float:
+        """CPU per request the server saw, net of this run's own start-up (its CPU up to its
+        first request; NaN when that was not sampled, so a gap never passes as a figure)."""
+        if self.startup_cpu_s is None:
+            return math.nan
+        return 1000.0 * max(0.0, self.child.cpu_s - self.startup_cpu_s) / max(1, self.requests)
 
 
 def _first_request_s(server_start: float, stats: dict[str, Any], child: ChildResult) -> float | None:

@@ -1,8 +1,9 @@
 """judge-engine throughput and overhead benchmark (issue 5): the engine against the project's fake
 server, on loopback, next to plain litellm, with pass/fail against the figures to beat.
 
-    python benchmarks/run.py                      # six profiles at N=2,000, engine and baseline
-    python benchmarks/run.py --quick              # N=300, for a smoke run
+    python benchmarks/run.py                      # six profiles at N=2,000, engine, baseline, client floor
+    python benchmarks/run.py --quick              # N=300, engine only (no baseline, no floor), for a smoke run
+    python benchmarks/run.py --no-floor           # skip replaying the paced profiles with a bare aiohttp loop
     python benchmarks/run.py --profiles rpm,chaos --n 1000
     python benchmarks/run.py --memory             # peak RSS at 10^3 and 10^5 items
     python benchmarks/run.py --long-retry-after   # a 429 storm asking for 61-75 s
@@ -101,7 +102,6 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
             expected[protocol] = {row["id"]: oracles[protocol].expected(row)[0] for row in iter_rows(n)}
     chosen = {name: replace(PROFILES[name], job=replace(PROFILES[name].job, transport=args.engine_transport))
               for name in args.names}
-    startup: dict[str, float] = {}  # each run's own start-up (its CPU up to its first request)
     print(f"engine transport: {args.engine_transport}")
     results: list[tuple[Profile, Measured, Measured | None]] = []
     for name in args.names:
@@ -115,7 +115,7 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
             baseline = run_baseline_profile(profile, n, items, work, oracles[protocol])
         results.append((profile, engine, baseline))
     print()
-    print(table(results, n, startup))
+    print(table(results, n))
     for who in ("engine", "baseline"):
         spent = [m.startup_cpu_s for _, e, b in results for m in (e, b) if m is not None and m.who == who and m.startup_cpu_s]
         if spent:
@@ -135,11 +135,11 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
         if profile.name in ("rpm", "tpm") and args.floor:
             floor = client_floor(profile, engine, work, n)
             if floor is not None:
-                cpu = engine.cpu_ms_per_request(startup_of(startup, profile, engine))
+                cpu = engine.cpu_ms_per_request()
                 print(f"{profile.name} profile: the engine's {n:,} requests replayed at its pace by a bare aiohttp "
                       f"loop (benchmarks/floor.py: no templates, cache, lanes, parsing or records) cost "
                       f"{floor:.2f} ms of CPU each on this machine; the engine's {cpu:.2f} adds {cpu - floor:.2f}")
-    checks = targets(results, startup)
+    checks = targets(results)
     checks += modes.startup_checks(results)
     return checks
 
@@ -178,18 +178,12 @@ def utilization(profile: Profile, m: Measured) -> tuple[float | None, str]:
     return (bound / m.active_s if m.active_s > 0 else None), "physical bound"
 
 
-def startup_of(startup: dict[str, float], profile: Profile, m: Measured) -> float | None:
-    """The start-up CPU subtracted from ``m``: an explicit figure in ``startup`` if given (keyed
-    ``baseline`` / ``engine:<profile>``), else the run's own CPU up to its first request."""
-    return startup.get("baseline" if m.who == "baseline" else f"engine:{profile.name}", m.startup_cpu_s)
-
-
-def row(profile: Profile, m: Measured, startup: dict[str, float]) -> dict[str, Any]:
+def row(profile: Profile, m: Measured) -> dict[str, Any]:
     util, label = utilization(profile, m)
     return {
         "profile": profile.name, "who": m.who, "util": util, "of": label, "429s": m.share_429,
         "lost": m.lost, "wrong": m.wrong, "unscored": m.unscored, "RSS MB": m.child.peak_rss_mb,
-        "CPU ms/req": m.cpu_ms_per_request(startup_of(startup, profile, m)), "1st req s": m.first_request_s,
+        "CPU ms/req": m.cpu_ms_per_request(), "1st req s": m.first_request_s,
         "active s": m.active_s, "requests": m.requests,
     }
 
@@ -218,13 +212,13 @@ def _ratio(a: Any, b: Any) -> str:
     return f"x{a / b:.2f}"
 
 
-def table(results: list[tuple[Profile, Measured, Measured | None]], n: int, startup: dict[str, float]) -> str:
+def table(results: list[tuple[Profile, Measured, Measured | None]], n: int) -> str:
     lines: list[list[str]] = [list(COLUMNS)]
     for profile, engine, baseline in results:
-        e = row(profile, engine, startup)
+        e = row(profile, engine)
         lines.append([_fmt(c, e[c]) for c in COLUMNS])
         if baseline is not None:
-            b = row(profile, baseline, startup)
+            b = row(profile, baseline)
             lines.append([_fmt(c, b[c]) for c in COLUMNS])
             ratio = [profile.name, "eng/base"] + [
                 "" if c == "of" else _ratio(e[c], b[c]) for c in COLUMNS[2:]
@@ -242,7 +236,7 @@ def table(results: list[tuple[Profile, Measured, Measured | None]], n: int, star
 # --- targets ---------------------------------------------------------------------------------
 
 
-def targets(results: list[tuple[Profile, Measured, Measured | None]], startup: dict[str, float]) -> list[Check]:
+def targets(results: list[tuple[Profile, Measured, Measured | None]]) -> list[Check]:
     checks: list[Check] = []
     for profile, m, _ in results:
         util, _ = utilization(profile, m)
@@ -268,7 +262,7 @@ def targets(results: list[tuple[Profile, Measured, Measured | None]], startup: d
         elif name == "misconfigured":
             checks.append(("misconfigured: converges to >= 0.9 of the true limit", u >= 0.9, f"{u:.3f} (2nd half)"))
             checks.append(("misconfigured: 429s <= 5%", m.share_429 <= 0.05, f"{100 * m.share_429:.2f}%"))
-    cpu = {p.name: m.cpu_ms_per_request(startup_of(startup, p, m)) for p, m, _ in results}
+    cpu = {p.name: m.cpu_ms_per_request() for p, m, _ in results}
     if cpu:
         worst = max(cpu, key=lambda name: cpu[name])
         checks.append(("CPU <= 2 ms per request net of start-up (worst profile)", cpu[worst] <= 2.0,
