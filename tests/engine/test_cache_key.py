@@ -41,33 +41,3 @@ def test_what_cannot_change_the_answer_keeps_the_key() -> None:
     assert _key(name="renamed-judge") == base
     assert _key(api_key_env="OTHER_KEY") == base
 
-
-def test_answers_are_batched_readable_at_once_and_written_by_close(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from judge_engine.cache import FLUSH_AFTER_S, FLUSH_EVERY, AnswerCache
-
-    now = [0.0]
-
-    def on_disk() -> int:
-        reader = AnswerCache(tmp_path)  # a second connection sees only committed answers
-        try:
-            return sum(1 for n in range(200) if reader.get(f"k{n}") is not None)
-        finally:
-            reader.close()
-
-    cache = AnswerCache(tmp_path, clock=lambda: now[0])
-    cache.set("k0", {"content": "zero"})
-    assert cache.get("k0") == {"content": "zero"}  # pending, yet readable
-    assert on_disk() == 0
-    for n in range(1, FLUSH_EVERY):
-        cache.set(f"k{n}", {"content": str(n)})
-    assert on_disk() == FLUSH_EVERY  # a full batch is committed
-    cache.set(f"k{FLUSH_EVERY}", {"content": "late"})
-    now[0] += FLUSH_AFTER_S
-    cache.set(f"k{FLUSH_EVERY + 1}", {"content": "later"})
-    assert on_disk() == FLUSH_EVERY + 2  # an old batch is committed at the next answer
-    cache.set("k199", {"content": "last"})
-    cache.close()
-    assert on_disk() == FLUSH_EVERY + 3
-    reopened = AnswerCache(tmp_path)
-    assert reopened.get("k199") == {"content": "last"} and reopened.get("k0") == {"content": "zero"}
-    reopened.close()

@@ -13,7 +13,6 @@ from judge_engine.config import Limits
 from judge_engine.errors import RunDirError
 from judge_engine.lanes import Admission, Lane, Pacer, rough_prompt_tokens
 from judge_engine.providers.base import parse_retry_after, redact
-from judge_engine.retry import TransientError, with_transport_retries
 from judge_engine.store import RunStore, read_jsonl
 
 
@@ -227,44 +226,6 @@ def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
     lane.on_rate_limited(30.0)
     assert lane.scale == 1.0
     assert lane.paused_for == pytest.approx(30.0)
-
-
-def test_transport_retries_replay_the_first_failure_into_tenacitys_schedule() -> None:
-    calls: list[int] = []
-    retried: list[int] = []
-    errors = [TransientError(f"boom {n}") for n in range(5)]
-
-    def failing(times: int):  # type: ignore[no-untyped-def]
-        async def call() -> str:
-            calls.append(1)
-            if len(calls) <= times:
-                raise errors[len(calls) - 1]
-            return "ok"
-        return call
-
-    def run(times: int, retries: int) -> str:
-        calls.clear()
-        retried.clear()
-        return asyncio.run(with_transport_retries(failing(times), retries=retries, backoff_max_s=0.001,
-                                                  on_retry=lambda error, n: retried.append(n)))
-
-    assert run(0, 3) == "ok" and len(calls) == 1 and retried == []
-    assert run(2, 3) == "ok" and len(calls) == 3 and retried == [1, 2]
-    with pytest.raises(TransientError) as raised:
-        run(5, 2)
-    assert raised.value is errors[2] and len(calls) == 3 and retried == [1, 2]
-    with pytest.raises(TransientError) as raised:
-        run(1, 0)
-    assert raised.value is errors[0] and len(calls) == 1
-
-    async def not_transient() -> str:
-        calls.append(1)
-        raise ValueError("a bug")
-
-    calls.clear()
-    with pytest.raises(ValueError):
-        asyncio.run(with_transport_retries(not_transient, retries=3, backoff_max_s=0.001))
-    assert len(calls) == 1
 
 
 def test_store_tolerates_and_cuts_a_torn_last_line(tmp_path: Path) -> None:
