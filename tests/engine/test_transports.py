@@ -132,16 +132,7 @@ def test_direct_transport_classifies_failures(reply: Callable[[], web.Response],
                                               retry_after: float | None) -> None:
     async def scenario() -> BaseException:
         async with capture_server(reply) as (base_url, _seen):
-            direct = OpenAIHTTPProvider(api_key=KEY)
-            try:
-                await direct.complete(ProviderRequest(model="openai/gpt-4o-mini", api_base=base_url,
-                                                      temperature=0.0, max_tokens=10,
-                                                      messages=[{"role": "user", "content": "hi"}]))
-            except Exception as exc:  # the provider raises; the classifier decides
-                return exc
-            finally:
-                await direct.aclose()
-        raise AssertionError("the request should have failed")
+            return await _failure_of(_hi(base_url))
 
     error = asyncio.run(scenario())
     verdict = OpenAIHTTPProvider(api_key=KEY).classify(error)
@@ -152,36 +143,27 @@ def test_direct_transport_classifies_failures(reply: Callable[[], web.Response],
 
 def test_direct_transport_cuts_a_hanging_request_and_a_refused_connection_is_retried() -> None:
     with FakeServer(FakeConfig(hang_rate=1.0, hang_s=30.0)) as server:
-        direct = OpenAIHTTPProvider(api_key=KEY)
-        request = ProviderRequest(model="openai/gpt-4o-mini", api_base=server.base_url, temperature=0.0,
-                                  max_tokens=10, timeout_s=0.3, messages=[{"role": "user", "content": "hi"}])
+        error = asyncio.run(asyncio.wait_for(_failure_of(_hi(server.base_url, timeout_s=0.3)), timeout=5))
+        assert OpenAIHTTPProvider(api_key=KEY).classify(error).kind is ErrorKind.RETRY
+    refused = asyncio.run(_failure_of(_hi(server.base_url)))  # the server is gone now
+    assert OpenAIHTTPProvider(api_key=KEY).classify(refused).kind is ErrorKind.RETRY
 
-        async def hang() -> BaseException:
-            try:
-                await direct.complete(request)
-            except Exception as exc:
-                return exc
-            finally:
-                await direct.aclose()
-            raise AssertionError("a hanging request must be cut")
 
-        error = asyncio.run(asyncio.wait_for(hang(), timeout=5))
-        assert direct.classify(error).kind is ErrorKind.RETRY
+def _hi(base_url: str, *, timeout_s: float = 120.0) -> ProviderRequest:
+    return ProviderRequest(model="openai/gpt-4o-mini", api_base=base_url, temperature=0.0, max_tokens=10,
+                           timeout_s=timeout_s, messages=[{"role": "user", "content": "hi"}])
 
-    refused = ProviderRequest(model="openai/gpt-4o-mini", api_base=server.base_url, temperature=0.0,
-                              max_tokens=10, messages=[{"role": "user", "content": "hi"}])
 
-    async def refuse() -> BaseException:
-        provider = OpenAIHTTPProvider(api_key=KEY)
-        try:
-            await provider.complete(refused)
-        except Exception as exc:
-            return exc
-        finally:
-            await provider.aclose()
-        raise AssertionError("the server is gone")
-
-    assert OpenAIHTTPProvider(api_key=KEY).classify(asyncio.run(refuse())).kind is ErrorKind.RETRY
+async def _failure_of(request: ProviderRequest) -> BaseException:
+    """What the direct transport raises for ``request`` (it must fail: the classifier decides)."""
+    direct = OpenAIHTTPProvider(api_key=KEY)
+    try:
+        await direct.complete(request)
+    except Exception as exc:
+        return exc
+    finally:
+        await direct.aclose()
+    raise AssertionError(f"the request to {request.api_base} should have failed")
 
 
 def _judge(model: str, transport: str, api_base: str | None = "http://127.0.0.1:9/v1") -> JudgeConfig:
