@@ -135,13 +135,14 @@ class Oracle:
     client must report, whatever faults and re-asks happened on the way)."""
 
     def __init__(self, protocol_name: str) -> None:
-        from judge_engine.fake.answers import AnswerBook, prompt_tokens
+        from judge_engine.fake.answers import AnswerBook, completion_tokens, prompt_tokens
         from judge_engine.protocols import get_protocol
 
         self.protocol = get_protocol(protocol_name)()
         self.fields = FIELDS[protocol_name]
         self._book = AnswerBook()
         self._prompt_tokens = prompt_tokens
+        self._completion_tokens = completion_tokens
 
     def item(self, row: Mapping[str, Any]) -> dict[str, Any]:
         from judge_engine.dataset import to_item
@@ -157,7 +158,7 @@ class Oracle:
         messages = self.protocol.render(item)
         answer, _ = self._book.answer(messages, temperature=temperature, json_mode=False)
         score = self.protocol.score(self.protocol.parse(answer, item), item).score
-        tokens = self._prompt_tokens(messages) + -(-len(answer) // 4)
+        tokens = self._prompt_tokens(messages) + self._completion_tokens(answer)
         return score, tokens
 
     def strictly_readable(self, row: Mapping[str, Any], content: str | None) -> bool:
