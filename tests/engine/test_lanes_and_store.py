@@ -102,6 +102,55 @@ def test_paced_lane_never_exceeds_a_provider_window() -> None:
     assert most <= 3000 * window / 60 + 2
 
 
+def _virtual_lane_admissions(limits: Limits, count: int) -> list[float]:
+    """Times at which ``count`` back-to-back requests are admitted, in virtual time."""
+    clock = FakeClock()
+
+    async def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    lane = Lane("t", limits, clock=clock, sleep=sleep)
+
+    async def scenario() -> list[float]:
+        sent = []
+        for _ in range(count):
+            await lane.admit(1)
+            sent.append(clock.now)
+        return sent
+
+    return asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("burst", [1, 2, 3])
+def test_paced_lane_releases_small_bursts_at_an_unchanged_pace(burst: int) -> None:
+    """When a slot comes due, the next ``burst - 1`` waiters within 50 ms go with it (one
+    wake-up, several sends); the long-run pace and every window's share stay the limit's."""
+    from collections import Counter
+
+    sent = _virtual_lane_admissions(Limits(rpm=3000, headroom=0.0, burst=burst), 600)  # one per 20 ms
+    groups = Counter(sent)
+    steady = [size for at, size in groups.items() if at > sent[0]]  # the first also catches up
+    assert max(steady) == burst and Counter(steady).most_common(1)[0][0] == burst
+    assert len(groups) == pytest.approx(600 / burst, abs=2)
+    # the pace is unchanged: 600 requests take 600 slots, less the last group's and the
+    # first one's catch-up (the tolerance)
+    assert (600 - burst - 1.5) * 0.02 <= sent[-1] - sent[0] <= 600 * 0.02
+    window = 5.0 - 1e-6  # a provider's 5 s window, clear of float noise at its edge
+
+    def most_in_a_window(starts: list[float]) -> int:
+        return max(sum(1 for t in sent if start <= t < start + window) for start in starts)
+
+    assert most_in_a_window(sent) <= 250 + burst  # the start's catch-up (tolerance) adds one
+    assert 250 <= most_in_a_window([t for t in sent if t > sent[0]]) <= 250 + burst - 1
+
+
+def test_a_slow_lane_does_not_burst() -> None:
+    """Slots further apart than the 50 ms burst window are never sent early (one per 60 ms)."""
+    sent = _virtual_lane_admissions(Limits(rpm=1000, headroom=0.0, burst=3), 20)
+    gaps = [b - a for a, b in zip(sent[2:], sent[3:], strict=False)]  # the start catches up
+    assert gaps == pytest.approx([0.06] * 17, abs=0.001)
+
+
 def test_rough_prompt_size_follows_utf8_bytes_and_framing() -> None:
     english = [{"role": "user", "content": "a" * 400}]
     chinese = [{"role": "user", "content": "文" * 400}]  # 3 UTF-8 bytes each, ~1 token each
