@@ -241,13 +241,15 @@ def test_misconfigured_limit_converges_to_accepted_rate() -> None:
             clock.now += 0.02
             lane.on_success(Admission(1), 1, 1)
 
+    def refused(count: int) -> None:  # what we send above 3,000 RPM is refused
+        for _ in range(count):
+            lane.on_rate_limited(0.1)
+
     accept_for(5)
-    lane.on_rate_limited(0.1)
-    lane.on_rate_limited(0.1)
+    refused(10)
     assert lane.scale == 0.7  # at most a 30% cut per episode, however low the measure
     accept_for(5)
-    lane.on_rate_limited(0.1)
-    lane.on_rate_limited(0.1)
+    refused(10)
     assert 0.47 <= lane.scale <= 0.51  # just under 3000/6000 after the second episode
 
 
@@ -263,6 +265,24 @@ def test_an_isolated_429_pauses_but_keeps_the_pace() -> None:
     clock.now += 6.0  # long after: still isolated
     lane.on_rate_limited(0.5)
     assert lane.scale == 1.0
+
+
+def test_a_few_429s_at_the_limit_pause_but_keep_the_pace() -> None:
+    """Two 429s seconds apart among 250 requests (0.8%) are the spread of running at the limit;
+    a cut would cost more than they do. Ten (4%) cut the pace."""
+    clock = FakeClock()
+    lane = Lane("t", Limits(rpm=3000, headroom=0.0), clock=clock)
+
+    for second in range(5):
+        for _ in range(50):
+            clock.now += 0.02
+            lane.on_success(Admission(1), 1, 1)
+        if second in (2, 4):
+            lane.on_rate_limited(0.01)
+    assert lane.scale == 1.0 and lane.stats.rate_limited == 2
+    for _ in range(8):
+        lane.on_rate_limited(0.01)
+    assert lane.scale < 1.0
 
 
 def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
@@ -342,8 +362,8 @@ def test_pauses_do_not_count_as_time_the_provider_refused_us() -> None:
     lane._paused_until = clock.now + 2.5
     clock.now += 2.5
     lane._last_slowdown = -1e9
-    lane.on_rate_limited(0.1)
-    lane.on_rate_limited(0.1)
+    for _ in range(5):  # 4% of the lane's recent requests: the pace is too high
+        lane.on_rate_limited(0.1)
     # Over the 2.5 active seconds the provider took 3,000 RPM, half the config: a real limit, so
     # the lane slows (by the deepest cut). Counted over all five seconds it would look like a
     # trickle (1,500 RPM), i.e. a storm we did not cause, and the pace would stay at 1.0.
