@@ -6,30 +6,55 @@ functions that run a job programmatically. Heavy parts (litellm, the engine) loa
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
-
-from judge_engine.config import JobConfig, JudgeConfig, load_config
-from judge_engine.errors import (
-    ConfigError,
-    DatasetError,
-    FatalProviderError,
-    JudgeEngineError,
-    ProviderError,
-    RunDirError,
-    TemplateError,
-    VerdictError,
-)
-from judge_engine.protocols import (
-    Protocol,
-    ProtocolOptions,
-    Score,
-    available,
-    get_protocol,
-    register,
-)
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from judge_engine.config import JobConfig, JudgeConfig, load_config
+    from judge_engine.errors import (
+        ConfigError,
+        DatasetError,
+        FatalProviderError,
+        JudgeEngineError,
+        ProviderError,
+        RunDirError,
+        TemplateError,
+        VerdictError,
+    )
+    from judge_engine.protocols import (
+        Protocol,
+        ProtocolOptions,
+        Score,
+        available,
+        get_protocol,
+        register,
+    )
+
+# The public names load on first use (PEP 562): importing the package, as ``judge-engine --help``
+# does for its version, then costs no pydantic (~0.1 s of a 0.2 s start-up).
+_LAZY = {
+    **dict.fromkeys(("JobConfig", "JudgeConfig", "load_config"), "judge_engine.config"),
+    **dict.fromkeys(("ConfigError", "DatasetError", "FatalProviderError", "JudgeEngineError", "ProviderError",
+                     "RunDirError", "TemplateError", "VerdictError"), "judge_engine.errors"),
+    **dict.fromkeys(("Protocol", "ProtocolOptions", "Score", "available", "get_protocol", "register"),
+                    "judge_engine.protocols"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'judge_engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __version__ = "0.1.0"
 
