@@ -8,7 +8,7 @@ fresh fake server with the same latency at the engine's accepted rate, with noth
 templates, cache, lanes, parsing or records), and prints the CPU per request of that loop alone,
 start-up excluded. The engine's figure minus this one is what the engine itself adds.
 
-    python benchmarks/floor.py TRANSCRIPTS --rate 50 --latency 0.5 --jitter 0.1 [--n 2000]
+    python benchmarks/floor.py TRANSCRIPTS --rate 50 --latency 0.5 --jitter 0.1 [--n 2000] [--burst 2]
 """
 
 from __future__ import annotations
@@ -42,9 +42,9 @@ def bodies(transcripts: Path, n: int) -> list[bytes]:
     return out
 
 
-async def replay(url: str, payloads: list[bytes], rate: float) -> float:
-    """Send ``payloads`` at ``rate`` per second (0: back to back, 64 at a time); return CPU
-    seconds per request."""
+async def replay(url: str, payloads: list[bytes], rate: float, burst: int = 1) -> float:
+    """Send ``payloads`` at ``rate`` per second, ``burst`` at a time as the engine's lanes do (0:
+    back to back, 64 at a time); return CPU seconds per request."""
     import aiohttp
 
     headers = {"Content-Type": "application/json", "Authorization": "Bearer floor"}
@@ -66,9 +66,11 @@ async def replay(url: str, payloads: list[bytes], rate: float) -> float:
             return (time.process_time() - started) / len(payloads)
         pending = []
         next_at = time.monotonic()
-        for body in payloads:
+        for index, body in enumerate(payloads, start=1):
             pending.append(asyncio.create_task(one(body)))
-            next_at += 1.0 / rate
+            if index % burst:
+                continue
+            next_at += burst / rate
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         await asyncio.gather(*pending)
         return (time.process_time() - started) / len(payloads)
@@ -81,12 +83,13 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--jitter", type=float, default=0.1)
     parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--burst", type=int, default=1, help="requests sent together (the lanes' limits.burst)")
     args = parser.parse_args()
     from judge_engine.fake import FakeConfig, FakeServerProcess
 
     payloads = bodies(args.transcripts, args.n)
     with FakeServerProcess(FakeConfig(latency_s=args.latency, latency_jitter_s=args.jitter)) as server:
-        cpu = asyncio.run(replay(server.base_url + "/chat/completions", payloads, args.rate))
+        cpu = asyncio.run(replay(server.base_url + "/chat/completions", payloads, args.rate, max(1, args.burst)))
     print(json.dumps({"requests": len(payloads), "cpu_ms_per_request": round(cpu * 1000, 3)}))
 
 
