@@ -1,8 +1,9 @@
 """The orchestrator: per judge, a feeder streams tasks into a bounded queue drained by lane workers.
 
 ```
-feeder (lazy task stream, skips finished tasks) -> bounded queue -> N workers (N = concurrency)
-   each worker: judging.judge_task (cache, lane, provider, parse, re-ask) -> outcome line
+feeder (lazy task stream, skips finished tasks; renders prompts and looks them up in the cache
+        in batches) -> bounded queue -> N workers (N = concurrency)
+   each worker: judging.judge_task (cache hit, or lane, provider, parse, re-ask) -> outcome line
 ```
 
 Each judge has its own feeder, queue, workers and lane, so a slow or rate-limited judge never
@@ -20,11 +21,14 @@ from dataclasses import dataclass
 from judge_engine.cache import AnswerCache
 from judge_engine.config import DatasetConfig
 from judge_engine.errors import FatalProviderError
-from judge_engine.judging import JudgeRuntime, judge_task
+from judge_engine.judging import JudgeRuntime, PreparedTask, judge_task, prepare_task
 from judge_engine.plan import Task, iter_tasks
 from judge_engine.store import RunStore
 
 _YIELD_EVERY = 512
+_PREPARE_BATCH = 32
+"""Tasks the feeder prepares at once: a paced run wakes for each answer, and work done on that
+wake-up runs cold, so the next tasks' prompts and cache lookups are done together instead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,29 +77,42 @@ class Engine:
 
     async def _run_judge(self, judge: JudgeRuntime) -> None:
         workers = judge.config.limits.concurrency
-        queue: asyncio.Queue[Task | None] = asyncio.Queue(maxsize=workers * 2)
+        queue: asyncio.Queue[PreparedTask | None] = asyncio.Queue(maxsize=workers * 2)
         async with asyncio.TaskGroup() as group:
             group.create_task(self._feed(judge, queue, workers))
             for index in range(workers):
                 group.create_task(self._work(judge, queue), name=f"{judge.config.name}:{index}")
 
-    async def _feed(self, judge: JudgeRuntime, queue: asyncio.Queue[Task | None], workers: int) -> None:
+    async def _feed(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], workers: int) -> None:
+        batch: list[Task] = []
         try:
             for position, task in enumerate(iter_tasks(judge.config, judge.protocol, self._dataset)):
                 if self.stopping or judge.stopped:
-                    break
+                    return
                 if task.task_id in self._done:
                     judge.counters.done += 1
                     judge.counters.resumed += 1
                     if position % _YIELD_EVERY == 0:
                         await asyncio.sleep(0)  # a long resumed prefix must not starve the loop
                     continue
-                await queue.put(task)
+                batch.append(task)
+                if len(batch) >= _PREPARE_BATCH:
+                    await self._hand_over(judge, queue, batch)
+                    batch = []
+            await self._hand_over(judge, queue, batch)
         finally:
             for _ in range(workers):
                 await queue.put(None)
 
-    async def _work(self, judge: JudgeRuntime, queue: asyncio.Queue[Task | None]) -> None:
+    async def _hand_over(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], batch: list[Task]) -> None:
+        """Prepare a batch of tasks together, then queue them (tasks not queued when the run
+        stops are simply not done: resume redoes them)."""
+        for prepared in [prepare_task(judge, task, self._cache) for task in batch]:
+            if self.stopping or judge.stopped:
+                return
+            await queue.put(prepared)
+
+    async def _work(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None]) -> None:
         while True:
             task = await queue.get()
             if task is None:
