@@ -1,12 +1,13 @@
 """The client floor: the engine's own requests replayed by a bare aiohttp loop at the same pace.
 
-A paced profile makes every request wake the client from idle on its own, and on a small VM
-each wake-up costs far more than the same work done back to back (a bare aiohttp POST of a 9 KB
-body: ~0.17 ms of CPU in a burst, ~0.8 ms at 50 requests per second). This script measures that
-floor for one profile: it reads the requests the engine sent (its transcripts), sends them to a
-fresh fake server with the same latency at the engine's accepted rate, with nothing else (no
-templates, cache, lanes, parsing or records), and prints the CPU per request of that loop alone,
-start-up excluded. The engine's figure minus this one is what the engine itself adds.
+A paced profile makes every request (or pair, ``--burst``) wake the client from idle, and on a
+small VM each wake-up costs far more than the same work done back to back (a bare aiohttp POST
+of a 9 KB body: ~0.17 ms of CPU back to back; at 50 requests per second ~1.0 ms one at a time,
+~0.7 in pairs). This script measures that floor for one profile: it reads the requests the
+engine sent (its transcripts), sends them to a fresh fake server with the same latency at the
+engine's accepted rate, with nothing else (no templates, cache, lanes, parsing or records), and
+prints the CPU per request of that loop alone, start-up excluded. The engine's figure minus this
+one is what the engine itself adds.
 
     python benchmarks/floor.py TRANSCRIPTS --rate 50 --latency 0.5 --jitter 0.1 [--n 2000] [--burst 2]
 """

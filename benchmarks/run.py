@@ -39,6 +39,7 @@ from benchmarks.profiles import (  # noqa: E402
 )
 from benchmarks.workload import Oracle, iter_rows, write_items  # noqa: E402
 from judge_engine.config import Limits  # noqa: E402
+from judge_engine.lanes import BURST_WINDOW_S, PACE_TOLERANCE_S  # noqa: E402
 
 Check = tuple[str, bool, str]
 
@@ -152,11 +153,13 @@ def client_floor(profile: Profile, engine: Measured, work: Path, n: int) -> floa
     if first is None or last is None or last <= first:
         return None
     rate = (stats["accepted_requests"] - 1) / (last - first)
+    # The lanes send together only slots within the burst window (past the tolerance) of each other.
+    burst = Limits().burst if 1.0 / rate <= BURST_WINDOW_S + PACE_TOLERANCE_S else 1
     transcripts = only_run_dir(work / f"{profile.name}-engine") / "transcripts.jsonl"
     command = [sys.executable, str(Path(__file__).with_name("floor.py")), str(transcripts), "--rate", f"{rate:.3f}",
                "--latency", str(profile.fake.get("latency_s", 0.0)), "--jitter", str(profile.fake.get("latency_jitter_s", 0.0)),
-               "--n", str(n), "--burst", str(Limits().burst)]
-    print(f"[{profile.name}] client floor (bare aiohttp at {rate:.1f} requests/s, {Limits().burst} at a time)...", flush=True)
+               "--n", str(n), "--burst", str(burst)]
+    print(f"[{profile.name}] client floor (bare aiohttp at {rate:.1f} requests/s, {burst} at a time)...", flush=True)
     done = subprocess.run(command, capture_output=True, text=True, env=child_env(), check=False)
     if done.returncode != 0:
         print(done.stderr[-2000:])

@@ -77,7 +77,8 @@ class Engine:
 
     async def _run_judge(self, judge: JudgeRuntime) -> None:
         workers = judge.config.limits.concurrency
-        queue: asyncio.Queue[PreparedTask | None] = asyncio.Queue(maxsize=workers * 2)
+        # Holds rendered prompts now, so it is sized by the batch, not doubled with concurrency.
+        queue: asyncio.Queue[PreparedTask | None] = asyncio.Queue(maxsize=workers + _PREPARE_BATCH)
         async with asyncio.TaskGroup() as group:
             group.create_task(self._feed(judge, queue, workers))
             for index in range(workers):
@@ -106,7 +107,12 @@ class Engine:
 
     async def _hand_over(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], batch: list[Task]) -> None:
         """Prepare a batch of tasks together, then queue them (tasks not queued when the run
-        stops are simply not done: resume redoes them)."""
+        stops are simply not done: resume redoes them).
+
+        The cache lookup is thus made up to ``concurrency + 2 x batch`` tasks before the request:
+        two tasks of a run with the same cache key (duplicate item content, two judges with the
+        same model and prompt) both call the provider unless the first was answered by then.
+        """
         for prepared in [prepare_task(judge, task, self._cache) for task in batch]:
             if self.stopping or judge.stopped:
                 return

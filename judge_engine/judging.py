@@ -157,9 +157,10 @@ async def judge_task(
     task = prepared.task
     protocol = judge.protocol
     log = TaskLog()
-    if prepared.render_error is not None or prepared.request is None:
+    if prepared.render_error is not None:
         return outcome(judge, task, log, reason=f"could not render the prompt: {prepared.render_error}")
     request = prepared.request
+    assert request is not None, "a prepared task has a request or a render error"
     messages = prepared.messages
     key, cached = prepared.key, prepared.cached
     budget = judge.config.retries.reasks

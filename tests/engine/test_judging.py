@@ -43,7 +43,7 @@ def test_a_prepared_task_is_answered_from_the_cache_it_looked_up(tmp_path: Path)
     runtime, cache = _runtime(), AnswerCache(tmp_path / "cache")
     first = prepare_task(runtime, _task(), cache)
     assert first.cached is None and first.request is not None and first.key
-    assert first.messages[-1]["content"].endswith(first.request.messages[-1]["content"])
+    assert first.messages == runtime.protocol.render(ITEM) and list(first.request.messages) == first.messages
     cache.set(first.key, ProviderResponse(content=ANSWER, finish_reason="stop", prompt_tokens=10,
                                           completion_tokens=5, cost=0.001, headers={}, model="m").to_record())
     prepared = prepare_task(runtime, _task(), cache)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from email.utils import formatdate
 from pathlib import Path
@@ -84,7 +85,8 @@ def test_pacer_tolerance_catches_up_late_wake_ups() -> None:
 
 def test_paced_lane_never_exceeds_a_provider_window() -> None:
     """The burst-per-window design let an extra burst into windows that are not a whole number
-    of its own; a paced lane sends at most the window's share plus the tolerance."""
+    of its own; a paced lane sends at most the window's share plus the tolerance (requests here
+    arrive on their slots; the lane's own small bursts are tested below)."""
     clock = FakeClock()
     lane = Lane("t", Limits(rpm=3000, headroom=0.0), clock=clock)
     sent: list[float] = []
@@ -145,7 +147,8 @@ def test_paced_lane_releases_small_bursts_at_an_unchanged_pace(burst: int) -> No
 
 
 def test_a_slow_lane_does_not_burst() -> None:
-    """Slots further apart than the 50 ms burst window are never sent early (one per 60 ms)."""
+    """A waiter wakes 20 ms (the tolerance) before its slot, so at one slot per 60 ms the next
+    slot is 80 ms away, beyond the 50 ms burst window past the tolerance: no pairs."""
     sent = _virtual_lane_admissions(Limits(rpm=1000, headroom=0.0, burst=3), 20)
     gaps = [b - a for a, b in zip(sent[2:], sent[3:], strict=False)]  # the start catches up
     assert gaps == pytest.approx([0.06] * 17, abs=0.001)
@@ -280,9 +283,46 @@ def test_a_few_429s_at_the_limit_pause_but_keep_the_pace() -> None:
         if second in (2, 4):
             lane.on_rate_limited(0.01)
     assert lane.scale == 1.0 and lane.stats.rate_limited == 2
-    for _ in range(8):
+    for _ in range(3):
         lane.on_rate_limited(0.01)
-    assert lane.scale < 1.0
+    assert lane.scale == 1.0  # 5 of ~255 requests: under 2%
+    lane.on_rate_limited(0.01)
+    assert lane.scale < 1.0  # 6: over 2%
+
+
+def test_the_pace_is_not_probed_upward_while_429s_keep_coming() -> None:
+    """After a cut, a lane probes back up only once 429s have stopped: probing past 429s too few
+    to cut the pace again would climb above the provider's limit, one pause at a time."""
+    clock = FakeClock()
+
+    async def sleep(seconds: float) -> None:
+        clock.now += seconds
+
+    lane = Lane("t", Limits(rpm=6000, headroom=0.0), clock=clock, sleep=sleep)
+
+    async def run_for(seconds: float, *, refuse_every_s: float | None) -> None:
+        end, next_429 = clock.now + seconds, clock.now + (refuse_every_s or math.inf)
+        while clock.now < end:
+            clock.now += 0.02  # the provider accepts 50 per second
+            lane.on_success(Admission(1), 1, 1)
+            if clock.now >= next_429:
+                lane.on_rate_limited(0.01)
+                next_429 += refuse_every_s or math.inf
+            await lane.admit(1)  # where the lane probes
+
+    async def scenario() -> tuple[float, float, float]:
+        await run_for(5.0, refuse_every_s=None)
+        for _ in range(10):
+            lane.on_rate_limited(0.01)  # a flood: cut (and the next 429 within 5 s cuts once more)
+        await run_for(3.0, refuse_every_s=2.0)
+        settled = lane.scale
+        await run_for(20.0, refuse_every_s=2.0)  # one 429 per 100 requests: too few to cut again
+        held = lane.scale
+        await run_for(20.0, refuse_every_s=None)
+        return settled, held, lane.scale
+
+    settled, held, probed = asyncio.run(scenario())
+    assert settled < 1.0 and held == settled and probed > held
 
 
 def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
