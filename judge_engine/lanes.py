@@ -24,8 +24,9 @@ limit; paced: 0.98). Pacing keeps any provider window to its share, give or take
 Small bursts, on purpose. A paced client wakes from idle for every request, and on a small VM a
 wake-up costs more CPU than the request it sends (a bare aiohttp loop at 50 requests/s: ~1.0 ms
 per request one by one, ~0.7 in pairs, ~0.6 in fours). So when a slot comes due, the waiters
-whose slots follow within :data:`BURST_WINDOW_S` (past the tolerance) go out with it, ``Limits.burst`` at most (2:
-pairs): the long-run pace is unchanged, and a window sees at most ``burst - 1`` requests above it.
+whose slots follow within :data:`BURST_WINDOW_S` (past the tolerance) go out with it,
+``Limits.burst`` at most (2: pairs): the long-run pace is unchanged, and a window sees at most
+``burst - 1`` requests above it.
 Measured (benchmarks/, TPM-bound): one by one 1.70-1.97 ms of CPU per request, 0.45% 429s; pairs
 1.47-1.56 ms, 0.65%; threes 1.52 ms, 0.84% (a burst spends part of the 1% headroom).
 asyncio-throttle, named in the first design, polls a sliding log: it can only pace exactly by
