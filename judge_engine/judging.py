@@ -130,7 +130,8 @@ class PreparedTask:
     request: ProviderRequest | None = None
     key: str = ""
     cached: dict[str, Any] | None = None
-    render_error: str | None = None
+    render_error: DatasetError | TemplateError | None = None
+    """Why the prompt could not be rendered (the scan should have caught it)."""
 
 
 def prepare_task(judge: JudgeRuntime, task: Task, cache: AnswerCache) -> PreparedTask:
@@ -138,22 +139,21 @@ def prepare_task(judge: JudgeRuntime, task: Task, cache: AnswerCache) -> Prepare
     try:
         messages: list[Message] = judge.protocol.render(task.item, task.variant)
     except (DatasetError, TemplateError) as exc:  # the scan should have caught it; never crash a run
-        return PreparedTask(task, render_error=str(exc))
+        return PreparedTask(task, render_error=exc)
     request = judge.request(messages, task.temperature)
     key = judge.key(request, task.repeat)
     return PreparedTask(task, messages, request, key, cache.get(key))
 
 
 async def judge_task(
-    judge: JudgeRuntime, task: Task | PreparedTask, *, cache: AnswerCache, transcript: Writer
+    judge: JudgeRuntime, prepared: PreparedTask, *, cache: AnswerCache, transcript: Writer
 ) -> dict[str, Any]:
-    """Judge one task (or one prepared by :func:`prepare_task`) and return its outcome record
-    (never raises for per-item failures).
+    """Judge one task prepared by :func:`prepare_task` and return its outcome record (never
+    raises for per-item failures).
 
     Raises:
         FatalProviderError: the judge must stop (auth, bad request); no outcome is recorded.
     """
-    prepared = task if isinstance(task, PreparedTask) else prepare_task(judge, task, cache)
     task = prepared.task
     protocol = judge.protocol
     log = TaskLog()

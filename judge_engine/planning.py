@@ -12,7 +12,7 @@ from typing import Any
 
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JudgeConfig
-from judge_engine.judging import JudgeRuntime
+from judge_engine.judging import JudgeRuntime, prepare_task
 from judge_engine.lanes import Lane
 from judge_engine.plan import iter_tasks
 from judge_engine.runner import PreparedRun, template_hashes
@@ -34,13 +34,14 @@ def plan_rows(prepared: PreparedRun, *, latency_s: float = 2.0) -> list[dict[str
                                    template_hashes=template_hashes(protocol))
             tasks = cached = prompt_tokens = 0
             for task in iter_tasks(judge, protocol, prepared.config.dataset):
-                messages = protocol.render(task.item, task.variant)
-                request = runtime.request(messages, task.temperature)
+                ready = prepare_task(runtime, task, cache)
+                if ready.render_error is not None:
+                    raise ready.render_error
                 tasks += 1
-                if cache.get(runtime.key(request, task.repeat)) is not None:
+                if ready.cached is not None:
                     cached += 1
                     continue
-                prompt_tokens += count_prompt_tokens(judge.model, messages)
+                prompt_tokens += count_prompt_tokens(judge.model, ready.messages)
             completion = min(judge.max_tokens or TYPICAL_COMPLETION_TOKENS, TYPICAL_COMPLETION_TOKENS)
             completion_tokens = (tasks - cached) * completion
             prices = cost_per_token(judge.model)
