@@ -313,8 +313,7 @@ class Lane:
             weight = max(RATIO_SMOOTHING, 1.0 / self._ratio_samples)
             self._prompt_ratio += weight * (prompt_tokens / estimated_prompt - self._prompt_ratio)
         self._accepted.append((now, actual))
-        while self._accepted and now - self._accepted[0][0] > MEASURE_S:
-            self._accepted.popleft()
+        self._forget_before(now - MEASURE_S)
         self._consecutive_429 = 0
         self.stats.tokens += int(actual)
 
@@ -334,10 +333,7 @@ class Lane:
             while self._pauses and now - self._pauses[0][1] > MEASURE_S:
                 self._pauses.popleft()
         self._recent_429.append(now)
-        while now - self._recent_429[0] > MEASURE_S:
-            self._recent_429.popleft()
-        while self._accepted and now - self._accepted[0][0] > MEASURE_S:
-            self._accepted.popleft()
+        self._forget_before(now - MEASURE_S)
         # A few 429s are what running at the limit costs (arrival jitter, the spread of token
         # counts around their estimate), and pausing absorbs them; cutting the pace for them
         # costs far more (~1.5% of a TPM-bound run's throughput). Only 429s that are both
@@ -348,6 +344,13 @@ class Lane:
             self._last_slowdown = now
             self.stats.slowdowns += 1
             self._apply_scale(self._slower_scale(now))
+
+    def _forget_before(self, horizon: float) -> None:
+        """Drop answers and 429s older than ``horizon`` from the recent-history measures."""
+        while self._accepted and self._accepted[0][0] < horizon:
+            self._accepted.popleft()
+        while self._recent_429 and self._recent_429[0] < horizon:
+            self._recent_429.popleft()
 
     def _slower_scale(self, now: float) -> float:
         """Just under the pace the provider accepted lately, or 15% slower when unmeasurable."""
