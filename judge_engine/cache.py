@@ -7,8 +7,8 @@ it. Eviction is off: a cached answer is money already spent.
 
 Writes are batched: SQLite commits one transaction per ``set``, and committing 64 answers at
 once costs a third of the CPU (0.03 against 0.08 ms per answer). Pending answers are readable at
-once and written with the 64th answer, with the first answer after a second, and at ``close``. A kill -9 can lose the last
-batch from the cache, never from the run: outcomes and transcripts are written separately, and
+once and written with the 64th answer, with the first answer after a second, and at ``close``.
+A kill -9 can lose the last batch from the cache, never from the run: outcomes and transcripts are written separately, and
 resume reads those; only a later ``--new-run`` would ask those few prompts again.
 """
 
