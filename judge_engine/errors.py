@@ -12,12 +12,49 @@ JudgeEngineError                 root; catch this to catch everything we raise
 ```
 
 Per-item failures (a VerdictError after its re-asks, a provider error after its retries) are
-recorded as data in ``outcomes.jsonl`` and never raised through the run.
+recorded as data in ``outcomes.jsonl`` and never raised through the run: an unscored outcome
+carries a human ``reason`` and a machine-readable :class:`ReasonCode`, so users can count, filter
+and retry by cause (``judge-engine resume RUN_DIR --retry transport_exhausted``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
+
+
+class ReasonCode(StrEnum):
+    """Why a task ended unscored: the ``reason_code`` of its outcome line.
+
+    The first four are verdicts about the judge's answer (re-asked first, then recorded); the
+    rest say the answer never came or could not be used for a reason outside the answer.
+    """
+
+    UNREADABLE = "unreadable"
+    """The answer is not in the protocol's format (prose, broken JSON, unknown category...)."""
+    INCOMPLETE = "incomplete"
+    """A part the format requires is missing (a GEMBA section, a TTCT question, the BWS worst
+    pick, Prometheus feedback), or the answer was cut off at ``max_tokens``."""
+    OUT_OF_RANGE = "out_of_range"
+    """A value outside the scale (a score beyond the rubric, a rating outside 1-5, a label not
+    shown)."""
+    REFUSED = "refused"
+    """The judge declined or reported an error instead of answering."""
+    CONTENT_FILTER = "content_filter"
+    """The provider's content filter blocked the request or the answer."""
+    CONTEXT_TOO_LONG = "context_too_long"
+    """The prompt does not fit the model's context window."""
+    PROVIDER_REJECTED = "provider_rejected"
+    """The provider refused this one request for another reason (an unknown per-request error)."""
+    RATE_LIMITED = "rate_limited"
+    """``retries.rate_limit_max`` 429s in a row for this task."""
+    TRANSPORT_EXHAUSTED = "transport_exhausted"
+    """5xx, timeouts, resets or truncated bodies used up ``retries.transport``: not a verdict
+    about the item; ``--retry transport_exhausted`` sends it again."""
+    RENDER_ERROR = "render_error"
+    """The prompt could not be rendered for this item."""
+    PROTOCOL_ERROR = "protocol_error"
+    """The protocol's own code raised (a bug): the traceback is in the transcript."""
 
 
 class JudgeEngineError(Exception):
@@ -66,9 +103,18 @@ class VerdictError(JudgeEngineError):
     Attributes:
         raw: the answer text as received.
         problems: human-readable problems, each suitable to show the judge in a re-ask.
+        code: what kind of failure (``unreadable``, ``incomplete``, ``out_of_range``,
+            ``refused``): the outcome's ``reason_code`` if the re-asks do not mend it.
     """
 
-    def __init__(self, problems: str | Sequence[str], *, raw: str = "") -> None:
+    def __init__(
+        self,
+        problems: str | Sequence[str],
+        *,
+        raw: str = "",
+        code: ReasonCode = ReasonCode.UNREADABLE,
+    ) -> None:
         self.problems: list[str] = [problems] if isinstance(problems, str) else list(problems)
         self.raw = raw
+        self.code = code
         super().__init__("; ".join(self.problems))
