@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
+from judge_engine.errors import ReasonCode
+
 
 @dataclass(frozen=True, slots=True)
 class ProviderRequest:
@@ -87,10 +89,19 @@ class ErrorKind(Enum):
 
 @dataclass(frozen=True, slots=True)
 class ErrorClass:
+    """What a failed attempt means, as the adapter reads it."""
+
     kind: ErrorKind
     message: str
     status: int | None = None
     retry_after_s: float | None = None
+    code: ReasonCode | None = None
+    """For ``ITEM``: why this request cannot succeed (``content_filter``, ``context_too_long``,
+    else ``provider_rejected``)."""
+    unreachable: bool = False
+    """For ``RETRY``: no connection could be made (DNS failure, connection refused, unreachable
+    host), so nothing reached the provider. A task whose every attempt was unreachable stops
+    the judge instead of being recorded: an outage is not a verdict about an item."""
 
 
 class Provider(Protocol):
@@ -164,3 +175,47 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
                 continue
             return max(0.0, when - (time.time() if now is None else now))
     return None
+
+
+def item_code(text: str) -> ReasonCode:
+    """The reason code of a per-request rejection, from the provider's error text."""
+    lowered = text.lower()
+    if any(marker in lowered for marker in _CONTEXT_MARKERS):
+        return ReasonCode.CONTEXT_TOO_LONG
+    if any(marker in lowered for marker in _FILTER_MARKERS):
+        return ReasonCode.CONTENT_FILTER
+    return ReasonCode.PROVIDER_REJECTED
+
+
+_CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "context window",
+                    "context length", "too many tokens", "prompt is too long")
+_FILTER_MARKERS = ("content_filter", "content_policy", "content management policy", "safety",
+                   "responsible ai policy")
+ITEM_MARKERS = _CONTEXT_MARKERS + _FILTER_MARKERS
+"""Words in a 400/403/422 error body that make it a per-request rejection, not a fatal one."""
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """True when ``error`` (or an exception it was raised from) says no connection could be
+    made: DNS failure, connection refused, network or host unreachable. Works across the
+    direct transport (aiohttp) and litellm (httpx) by walking the cause chain."""
+    import socket
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (socket.gaierror, ConnectionRefusedError)):
+            return True
+        if isinstance(current, OSError) and current.errno in _UNREACHABLE_ERRNOS:
+            return True
+        if type(current).__name__ in _UNREACHABLE_TYPES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+_UNREACHABLE_TYPES = frozenset({"ClientConnectorDNSError", "ConnectError"})
+"""aiohttp's DNS failure; httpx's connect failure (under litellm and the OpenAI SDK)."""
+_UNREACHABLE_ERRNOS = frozenset({101, 111, 113, -2, -3, -5})
+"""ENETUNREACH, ECONNREFUSED, EHOSTUNREACH and getaddrinfo's EAI_NONAME, EAI_AGAIN, EAI_NODATA."""

@@ -16,12 +16,15 @@ from functools import lru_cache
 from types import ModuleType
 from typing import Any, cast
 
+from judge_engine.errors import ReasonCode
 from judge_engine.memory import settle_after_import
 from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,
     ProviderRequest,
     ProviderResponse,
+    is_unreachable,
+    item_code,
     kept_headers,
     parse_retry_after,
     redact,
@@ -142,8 +145,10 @@ class LiteLLMProvider:
                 headers = getattr(getattr(error, "response", None), "headers", None)
             retry_after = parse_retry_after(dict(headers) if headers is not None else None)
             return ErrorClass(ErrorKind.RATE_LIMITED, message, 429, retry_after)
-        if isinstance(error, (lit.ContextWindowExceededError, lit.ContentPolicyViolationError)):
-            return ErrorClass(ErrorKind.ITEM, message, status)
+        if isinstance(error, lit.ContextWindowExceededError):
+            return ErrorClass(ErrorKind.ITEM, message, status, code=ReasonCode.CONTEXT_TOO_LONG)
+        if isinstance(error, lit.ContentPolicyViolationError):
+            return ErrorClass(ErrorKind.ITEM, message, status, code=ReasonCode.CONTENT_FILTER)
         if isinstance(
             error,
             (lit.AuthenticationError, lit.PermissionDeniedError, lit.NotFoundError, lit.BadRequestError),
@@ -151,14 +156,14 @@ class LiteLLMProvider:
             return ErrorClass(ErrorKind.FATAL, message, status)
         if isinstance(error, (lit.Timeout, lit.APIConnectionError, lit.InternalServerError,
                               lit.ServiceUnavailableError, lit.BadGatewayError)):
-            return ErrorClass(ErrorKind.RETRY, message, status)
+            return ErrorClass(ErrorKind.RETRY, message, status, unreachable=is_unreachable(error))
         if isinstance(error, lit.APIError) or isinstance(error, (TimeoutError, ConnectionError, OSError)):
-            return ErrorClass(ErrorKind.RETRY, message, status)
+            return ErrorClass(ErrorKind.RETRY, message, status, unreachable=is_unreachable(error))
         if isinstance(status, int) and status >= 500:
             return ErrorClass(ErrorKind.RETRY, message, status)
         # Anything else is a bug or an unknown provider failure: retrying blindly could spend
         # money in a loop, so it fails the task (recorded) but not the judge.
-        return ErrorClass(ErrorKind.ITEM, message, status)
+        return ErrorClass(ErrorKind.ITEM, message, status, code=item_code(message))
 
 
 def count_prompt_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
@@ -276,6 +281,22 @@ def openai_body_params(
     extra = mapped.pop("extra_body", None) or {}
     mapped.update(extra)  # the OpenAI SDK merges extra_body into the JSON body
     return mapped
+
+
+_KEY_WORDS = ("KEY", "TOKEN", "SECRET")
+
+
+def missing_key_variables(model: str) -> list[str]:
+    """Environment variables holding credentials that ``model``'s provider needs and that are
+    not set, as litellm's ``validate_environment`` lists them (variables that are not
+    credentials, such as ``OLLAMA_API_BASE``, are left out: they have defaults)."""
+    litellm = load_litellm()
+    try:
+        report = litellm.validate_environment(model=model)
+    except Exception:  # a model litellm does not know: its own error comes at the first call
+        return []
+    missing = [str(name) for name in report.get("missing_keys") or []]
+    return [name for name in missing if any(word in name.upper() for word in _KEY_WORDS)]
 
 
 @lru_cache(maxsize=256)

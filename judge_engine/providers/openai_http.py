@@ -23,18 +23,19 @@ import aiohttp
 
 from judge_engine import jsonio
 from judge_engine.providers.base import (
+    ITEM_MARKERS,
     ErrorClass,
     ErrorKind,
     ProviderRequest,
     ProviderResponse,
+    is_unreachable,
+    item_code,
     kept_headers,
     parse_retry_after,
     redact,
 )
 from judge_engine.providers.litellm import cost_per_token, openai_body_params, openai_route
 
-_ITEM_MARKERS = ("context_length_exceeded", "maximum context length", "context window",
-                 "content_filter", "content_policy", "content management policy")
 _RETRY_STATUSES = frozenset({408, 409, 425})
 _FATAL_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 415, 422})
 
@@ -111,16 +112,16 @@ class OpenAIHTTPProvider:
             if status in _RETRY_STATUSES or status >= 500:
                 return ErrorClass(ErrorKind.RETRY, message, status)
             lowered = error.provider_message.lower()
-            if status in (400, 403, 422) and any(marker in lowered for marker in _ITEM_MARKERS):
-                return ErrorClass(ErrorKind.ITEM, message, status)
+            if status in (400, 403, 422) and any(marker in lowered for marker in ITEM_MARKERS):
+                return ErrorClass(ErrorKind.ITEM, message, status, code=item_code(lowered))
             if status in _FATAL_STATUSES:
                 return ErrorClass(ErrorKind.FATAL, message, status)
-            return ErrorClass(ErrorKind.ITEM, message, status)
+            return ErrorClass(ErrorKind.ITEM, message, status, code=item_code(lowered))
         if isinstance(error, (MalformedResponseError, aiohttp.ClientError, TimeoutError, ConnectionError, OSError)):
-            return ErrorClass(ErrorKind.RETRY, message)
+            return ErrorClass(ErrorKind.RETRY, message, unreachable=is_unreachable(error))
         # A bug or an unknown failure: retrying blindly could spend money in a loop, so it fails
         # the task (recorded) but not the judge.
-        return ErrorClass(ErrorKind.ITEM, message)
+        return ErrorClass(ErrorKind.ITEM, message, code=item_code(message))
 
     async def aclose(self) -> None:
         """Close the connection pool (the runner calls this when the run ends)."""
