@@ -31,14 +31,16 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=300)
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # should anything import litellm
+    from judge_engine.attempts import TaskLog, attempt_record
     from judge_engine.cache import AnswerCache
     from judge_engine.config import load_config
     from judge_engine.fake.answers import AnswerBook
-    from judge_engine.judging import JudgeRuntime, TaskLog, _attempt_record, outcome
+    from judge_engine.judging import outcome
     from judge_engine.lanes import Lane, rough_prompt_tokens
     from judge_engine.plan import build_protocol, iter_tasks
     from judge_engine.providers.base import ProviderResponse
     from judge_engine.runner import template_hashes
+    from judge_engine.runtime import JudgeRuntime
     from judge_engine.store import RunStore
 
     work = Path(tempfile.mkdtemp(prefix="engine-work-"))
@@ -57,7 +59,7 @@ def main() -> None:
                                   cost=1e-4, headers={"x-ratelimit-limit-requests": "3000"}, model="gpt-4o-mini")
                  for a in answers]
     verdicts = [protocol.parse(a, t.item, t.variant) for a, t in zip(answers, tasks, strict=True)]
-    records = [_attempt_record(t, TaskLog(), r, response=p, latency=0.5) for t, r, p in zip(tasks, requests, responses, strict=True)]
+    records = [attempt_record(t, TaskLog(), r, response=p, latency=0.5) for t, r, p in zip(tasks, requests, responses, strict=True)]
     outcomes = [outcome(runtime, t, TaskLog(), verdict=v.model_dump(mode="json"), score=1.0, scores={})
                 for t, v in zip(tasks, verdicts, strict=True)]
     cache = AnswerCache(work / "cache")
@@ -74,7 +76,7 @@ def main() -> None:
         ("parse the answer", lambda i: protocol.parse(answers[i], tasks[i].item, tasks[i].variant)),
         ("score", lambda i: protocol.score(verdicts[i], tasks[i].item, tasks[i].variant)),
         ("verdict to JSON", lambda i: verdicts[i].model_dump(mode="json")),
-        ("transcript record", lambda i: _attempt_record(tasks[i], TaskLog(), requests[i], response=responses[i], latency=0.5)),
+        ("transcript record", lambda i: attempt_record(tasks[i], TaskLog(), requests[i], response=responses[i], latency=0.5)),
         ("write the transcript line", lambda i: store.write_transcript(records[i])),
         ("outcome record", lambda i: outcome(runtime, tasks[i], TaskLog(), verdict={"a": 1}, score=1.0, scores={})),
         ("write the outcome line", lambda i: store.write_outcome(outcomes[i])),

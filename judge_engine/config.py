@@ -63,6 +63,11 @@ class Retries(BaseModel):
     """Cap of the exponential backoff with jitter between transport retries."""
     rate_limit_max: int = Field(default=1000, ge=1)
     """Most 429s one task may receive before it is recorded as unscored."""
+    stop_after_exhausted: int = Field(default=10, ge=1)
+    """Tasks in a row that use up their transport retries, with no answer in between, before
+    the judge stops (exit 1) instead of recording more of them: the endpoint is failing, which
+    says nothing about the items. (A task whose every attempt failed to connect stops the judge
+    at once.) With 5% 500s and 6 retries a task is exhausted once in ~10^9."""
 
 
 class JudgeConfig(BaseModel):

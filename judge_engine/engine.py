@@ -8,8 +8,10 @@ feeder (lazy task stream, skips finished tasks; renders prompts and looks them u
 
 Each judge has its own feeder, queue, workers and lane, so a slow or rate-limited judge never
 stalls another. Coroutines alive at any moment are bounded by the judges' concurrency, never by
-the job size. :meth:`Engine.request_stop` stops dispatching; in-flight calls finish (the caller
-decides how long to wait before cancelling them), so the run directory stays consistent.
+the job size. :meth:`Engine.request_stop` stops dispatching at once: tasks waiting for their lane
+or for a retry's backoff are abandoned (no outcome: resume redoes them), tasks in a provider call
+finish and are recorded (the caller decides how long to wait before cancelling them), so the run
+directory stays consistent and nothing is sent after the request.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from dataclasses import dataclass
 from judge_engine.cache import AnswerCache
 from judge_engine.config import DatasetConfig
 from judge_engine.errors import FatalProviderError
-from judge_engine.judging import JudgeRuntime, PreparedTask, judge_task, prepare_task
+from judge_engine.judging import PreparedTask, judge_task, prepare_task
 from judge_engine.plan import Task, iter_tasks
+from judge_engine.runtime import Abandoned, JudgeRuntime
 from judge_engine.store import RunStore
 
 _YIELD_EVERY = 512
@@ -50,17 +53,36 @@ class Engine:
         store: RunStore,
         cache: AnswerCache,
         done: set[str],
+        again: set[str] | None = None,
     ) -> None:
         self.judges = list(judges)
         self._dataset = dataset
         self._store = store
         self._cache = cache
         self._done = done
+        self._again = again or set()
         self._stopping = asyncio.Event()
 
+    @property
+    def done_count(self) -> int:
+        """Tasks finished before this session and left as they are."""
+        return len(self._done)
+
+    @property
+    def retry_count(self) -> int:
+        """Finished tasks this session judges again (``resume --retry``)."""
+        return len(self._again)
+
     def request_stop(self) -> None:
-        """Stop dispatching new tasks; tasks already sent finish and are recorded."""
+        """Stop dispatching: no new provider call starts; calls in flight finish and are recorded."""
         self._stopping.set()
+        for judge in self.judges:
+            judge.abandon_waiting()
+
+    @property
+    def in_flight(self) -> int:
+        """Provider calls under way, over every judge."""
+        return sum(j.counters.in_flight for j in self.judges)
 
     @property
     def stopping(self) -> bool:
@@ -131,4 +153,12 @@ class Engine:
                 if judge.stopped is None:
                     judge.stopped = f"{judge.config.name} ({judge.config.model}) stopped: {exc}"
                 continue
+            except Abandoned:
+                continue
+            except asyncio.CancelledError:
+                if judge.was_abandoned(asyncio.current_task()):
+                    continue  # cancelled by the stop while waiting: left undone
+                raise
+            finally:
+                judge.interruptible(False)
             self._store.write_outcome(record)

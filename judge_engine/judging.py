@@ -1,119 +1,47 @@
 """One task, start to finish: cache -> lane -> provider -> parse -> re-ask -> outcome record.
 
-Two budgets, never mixed: transport retries (tenacity, in :func:`call_provider`) and re-asks for
-unusable answers (:func:`judge_task`). 429s belong to neither: the lane waits them out.
-Everything that happens is data: one transcript line per attempt, one outcome line per task.
+Two budgets, never mixed: transport retries (tenacity, in
+:func:`~judge_engine.attempts.call_provider`) and re-asks for unusable answers (:func:`judge_task`). 429s belong to neither: the lane waits them out.
+Everything that happens is data: one transcript line per attempt, one outcome line per task, and
+an unscored outcome says why in a :class:`~judge_engine.errors.ReasonCode`.
+
+What is *not* a verdict about an item is not recorded as one: a task whose every attempt failed to
+connect stops its judge (:class:`EndpointUnreachable`), and so do ``retries.stop_after_exhausted``
+tasks in a row that used up their transport retries; their tasks stay undone for ``resume``. A
+stop request (Ctrl-C) abandons every task that is not in a provider call at that moment
+(:class:`~judge_engine.runtime.Abandoned`): no new first attempt, retry or re-ask goes out after it.
+
+Protocol code is a plug-in: an exception it raises (render, parse, score, re-ask) is recorded as
+``protocol_error`` with the traceback in the transcript, and the run goes on.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Callable, Mapping, Sequence
+import math
+import traceback
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge_engine.cache import AnswerCache, cache_key
-from judge_engine.config import JudgeConfig
+from judge_engine.attempts import ItemFailure, TaskLog, Writer, attempt_record, call_provider
+from judge_engine.cache import AnswerCache
 from judge_engine.errors import (
     DatasetError,
     FatalProviderError,
-    ProviderError,
+    ReasonCode,
     TemplateError,
     VerdictError,
 )
-from judge_engine.lanes import Lane, rough_prompt_tokens
 from judge_engine.plan import Task
 from judge_engine.protocols import Message, Protocol
-from judge_engine.providers.base import (
-    ErrorClass,
-    ErrorKind,
-    Provider,
-    ProviderRequest,
-    ProviderResponse,
-)
-from judge_engine.retry import TransientError, with_transport_retries
+from judge_engine.providers.base import ProviderRequest, ProviderResponse
+from judge_engine.retry import TransientError
+from judge_engine.runtime import JudgeRuntime
 from judge_engine.store import utc_now
 
 
-class ItemFailure(ProviderError):
-    """This request cannot succeed (context too long, content filter, too many 429s)."""
-
-
-@dataclass(slots=True)
-class JudgeCounters:
-    """Live counters of one judge, read by the progress display."""
-
-    total: int = 0
-    done: int = 0
-    resumed: int = 0
-    scored: int = 0
-    unscored: int = 0
-    cache_hits: int = 0
-    calls: int = 0
-    retries: int = 0
-    reasks: int = 0
-    in_flight: int = 0
-    cost: float = 0.0
-
-
-@dataclass(slots=True)
-class JudgeRuntime:
-    """Everything the engine holds for one judge while it runs."""
-
-    config: JudgeConfig
-    protocol: Protocol
-    lane: Lane
-    provider: Provider
-    template_hashes: list[str]
-    counters: JudgeCounters = field(default_factory=JudgeCounters)
-    stopped: str | None = None
-    """Set when a fatal provider error stopped this judge (the message says why)."""
-    endpoint: tuple[str, str | None] | None = None
-    """(model, api_base) actually called when they differ from the config's (``--demo`` points
-    every judge at the fake server); cache keys keep the config's, so they stay stable."""
-
-    def request(self, messages: Sequence[Message], temperature: float) -> ProviderRequest:
-        model, api_base = self.endpoint or (self.config.model, self.config.api_base)
-        return ProviderRequest(
-            model=model,
-            messages=messages,
-            temperature=temperature,
-            max_tokens=self.config.max_tokens,
-            response_format=self.protocol.response_format(),
-            params=self.config.params,
-            api_base=api_base,
-            timeout_s=self.config.timeout_s,
-        )
-
-    def key(self, request: ProviderRequest, repeat: int) -> str:
-        sampling = {"temperature": request.temperature, "max_tokens": request.max_tokens, **request.params}
-        if self.config.api_base:
-            sampling["api_base"] = self.config.api_base  # another server is another model
-        return cache_key(
-            model=self.config.model,
-            messages=request.messages,
-            sampling=sampling,
-            response_format=request.response_format,
-            protocol=self.protocol.name,
-            protocol_version=self.protocol.version,
-            template_hashes=self.template_hashes,
-            repeat=repeat,
-        )
-
-
-@dataclass(slots=True)
-class TaskLog:
-    """What one task did, accumulated for its outcome line."""
-
-    attempts: int = 0
-    reasks: int = 0
-    cache_hits: int = 0
-    cost: float = 0.0
-    latency_s: float = 0.0
-
-
-Writer = Callable[[Mapping[str, Any]], None]
+class EndpointUnreachable(FatalProviderError):
+    """Every attempt of a task failed to connect: the endpoint is down or wrong, not the item."""
 
 
 @dataclass(slots=True)
@@ -130,15 +58,16 @@ class PreparedTask:
     request: ProviderRequest | None = None
     key: str = ""
     cached: dict[str, Any] | None = None
-    render_error: DatasetError | TemplateError | None = None
-    """Why the prompt could not be rendered (the scan should have caught it)."""
+    render_error: Exception | None = None
+    """Why the prompt could not be rendered: a dataset or template problem the scan should have
+    caught, or any other exception from the protocol's ``render`` (a protocol bug)."""
 
 
 def prepare_task(judge: JudgeRuntime, task: Task, cache: AnswerCache) -> PreparedTask:
     """Render a task's prompt and look its first request up in the answer cache."""
     try:
         messages: list[Message] = judge.protocol.render(task.item, task.variant)
-    except (DatasetError, TemplateError) as exc:  # the scan should have caught it; never crash a run
+    except Exception as exc:  # never crash a run: the task is unscored with the reason
         return PreparedTask(task, render_error=exc)
     request = judge.request(messages, task.temperature)
     key = judge.key(request, task.repeat)
@@ -152,13 +81,15 @@ async def judge_task(
     raises for per-item failures).
 
     Raises:
-        FatalProviderError: the judge must stop (auth, bad request); no outcome is recorded.
+        FatalProviderError: the judge must stop (auth, bad request, unreachable endpoint); no
+            outcome is recorded.
+        Abandoned: the run is stopping; no outcome is recorded.
     """
     task = prepared.task
     protocol = judge.protocol
     log = TaskLog()
     if prepared.render_error is not None:
-        return outcome(judge, task, log, reason=f"could not render the prompt: {prepared.render_error}")
+        return _render_failure(judge, task, log, prepared.render_error, transcript)
     request = prepared.request
     assert request is not None, "a prepared task has a request or a render error"
     messages = prepared.messages
@@ -167,34 +98,105 @@ async def judge_task(
     while True:
         try:
             response = await _answer(judge, task, request, key, cached, cache=cache, transcript=transcript, log=log)
-        except (ItemFailure, TransientError) as exc:
-            return outcome(judge, task, log, reason=f"provider error: {exc}")
+        except ItemFailure as exc:
+            return outcome(judge, task, log, reason=f"provider error: {exc}", code=exc.code)
+        except TransientError as exc:
+            return _exhausted(judge, task, log, exc)
+        if response.finish_reason == "content_filter":
+            return outcome(judge, task, log, reason="the provider's content filter blocked the answer",
+                           code=ReasonCode.CONTENT_FILTER)
         try:
             verdict = _read(protocol, response, task)
         except VerdictError as error:
             if log.reasks >= budget:
-                return outcome(judge, task, log, reason=f"unusable answer after {log.reasks} re-asks: {error}")
+                return outcome(judge, task, log, reason=f"unusable answer after {log.reasks} re-asks: {error}",
+                               code=error.code)
+            try:
+                reask = protocol.reask(error)
+            except Exception as exc:
+                return _protocol_failure(judge, task, log, "reask", exc, transcript)
             log.reasks += 1
             judge.counters.reasks += 1
-            messages = [
-                *messages,
-                {"role": "assistant", "content": response.content or ""},
-                {"role": "user", "content": protocol.reask(error)},
-            ]
+            messages = [*messages, {"role": "assistant", "content": response.content or ""},
+                        {"role": "user", "content": reask}]
             request = judge.request(messages, task.temperature)
             key = judge.key(request, task.repeat)
             cached = cache.get(key)
             continue
-        score = protocol.score(verdict, task.item, task.variant)
+        except Exception as exc:
+            return _protocol_failure(judge, task, log, "parse", exc, transcript)
+        try:
+            score = protocol.score(verdict, task.item, task.variant)
+            _check_score(protocol, score.score)
+        except Exception as exc:
+            return _protocol_failure(judge, task, log, "score", exc, transcript)
         return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), score=score.score, scores=dict(score.scores))
 
 
 def _read(protocol: Protocol, response: ProviderResponse, task: Task) -> Any:
     if response.finish_reason == "length":
-        raise VerdictError("the answer was cut off at max_tokens; answer more briefly", raw=response.content or "")
+        raise VerdictError("the answer was cut off at max_tokens; answer more briefly", raw=response.content or "",
+                           code=ReasonCode.INCOMPLETE)
     if not response.content or not response.content.strip():
         raise VerdictError("the answer was empty", raw="")
     return protocol.parse(response.content, task.item, task.variant)
+
+
+def _check_score(protocol: Protocol, score: float | None) -> None:
+    """A score the protocol computed must be a number within its own range (a bug otherwise)."""
+    if score is None:
+        return
+    if not math.isfinite(score):
+        raise ValueError(f"the protocol computed a score of {score}")
+    bounds = protocol.score_range()
+    if bounds is not None and not bounds[0] <= score <= bounds[1]:
+        raise ValueError(f"the protocol computed {score}, outside its range {bounds[0]:g}..{bounds[1]:g}")
+
+
+def _exhausted(judge: JudgeRuntime, task: Task, log: TaskLog, error: TransientError) -> dict[str, Any]:
+    """A task whose transport retries ran out: recorded ``transport_exhausted``, unless nothing
+    ever reached the endpoint (the judge stops instead), or this is the
+    ``retries.stop_after_exhausted``-th such task in a row (recorded, and the judge stops)."""
+    name, model = judge.config.name, judge.config.model
+    if not log.reached:
+        raise EndpointUnreachable(
+            f"cannot reach {judge.endpoint_label}: all {log.attempts} attempts of a "
+            f"task failed to connect (last: {error}). Nothing was recorded for the tasks in progress; "
+            "check the endpoint, network or api_base, then resume the run", model=model)
+    judge.exhausted_in_row += 1
+    record = outcome(judge, task, log, reason=f"transport retries exhausted: {error}",
+                     code=ReasonCode.TRANSPORT_EXHAUSTED)
+    limit = judge.config.retries.stop_after_exhausted
+    if judge.exhausted_in_row >= limit and judge.stopped is None:
+        judge.stopped = (
+            f"{name} ({model}) stopped: {judge.exhausted_in_row} tasks in a row used up their transport "
+            f"retries at {judge.endpoint_label} (last: {error}); the endpoint is failing. Resume later with "
+            "--retry transport_exhausted")
+    return record
+
+
+def _render_failure(judge: JudgeRuntime, task: Task, log: TaskLog, error: Exception,
+                    transcript: Writer) -> dict[str, Any]:
+    if isinstance(error, (DatasetError, TemplateError)):
+        return outcome(judge, task, log, reason=f"could not render the prompt: {error}", code=ReasonCode.RENDER_ERROR)
+    return _protocol_failure(judge, task, log, "render", error, transcript)
+
+
+def _protocol_failure(judge: JudgeRuntime, task: Task, log: TaskLog, stage: str, error: Exception,
+                      transcript: Writer) -> dict[str, Any]:
+    """An exception from the protocol's own code: recorded with its traceback, never raised."""
+    transcript({
+        "task_id": task.task_id,
+        "judge": task.judge,
+        "item_id": task.item_id,
+        "at": utc_now(),
+        "event": "protocol_error",
+        "stage": stage,
+        "error": f"{type(error).__name__}: {error}",
+        "traceback": "".join(traceback.format_exception(error)),
+    })
+    return outcome(judge, task, log, reason=f"the protocol's {stage} raised {type(error).__name__}: {error}",
+                   code=ReasonCode.PROTOCOL_ERROR)
 
 
 async def _answer(
@@ -210,109 +212,14 @@ async def _answer(
 ) -> ProviderResponse:
     if cached is not None:
         log.cache_hits += 1
+        log.reached = True
         judge.counters.cache_hits += 1
         response = ProviderResponse.from_record(cached)
-        transcript(_attempt_record(task, log, request, response=response, cache_hit=True))
+        transcript(attempt_record(task, log, request, response=response, cache_hit=True))
         return response
     response = await call_provider(judge, task, request, transcript=transcript, log=log)
     cache.set(key, response.to_record())
     return response
-
-
-async def call_provider(
-    judge: JudgeRuntime, task: Task, request: ProviderRequest, *, transcript: Writer, log: TaskLog
-) -> ProviderResponse:
-    """One request through the lane and the provider, with the transport retry budget."""
-    lane: Lane = judge.lane
-    counters = judge.counters
-    # ~1 us; a lane may start pacing tokens at any answer (a declared limit), so always sized.
-    rough_prompt = rough_prompt_tokens(request.messages)
-    limit_429 = judge.config.retries.rate_limit_max
-
-    async def attempt() -> ProviderResponse:
-        rate_limited = 0
-        while True:
-            if judge.stopped:
-                raise FatalProviderError(judge.stopped, model=request.model)
-            admission = await lane.admit(rough_prompt, request.max_tokens)
-            started = time.perf_counter()
-            counters.in_flight += 1
-            counters.calls += 1
-            try:
-                # litellm's timeout covers connect and read; this guard also covers a stalled
-                # body or a provider SDK that ignores the timeout.
-                async with asyncio.timeout(request.timeout_s * 1.5 + 1.0):
-                    response = await judge.provider.complete(request)
-            except Exception as exc:  # classified below; CancelledError is not an Exception
-                latency = time.perf_counter() - started
-                if isinstance(exc, TimeoutError):  # our own guard fired
-                    failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s")
-                else:
-                    failure = judge.provider.classify(exc)
-                transcript(_attempt_record(task, log, request, latency=latency, error={
-                    "kind": failure.kind.value, "status": failure.status, "message": failure.message}))
-                if failure.kind is ErrorKind.RATE_LIMITED:
-                    lane.on_rate_limited(failure.retry_after_s)
-                    rate_limited += 1
-                    if rate_limited >= limit_429:
-                        raise ItemFailure(f"{rate_limited} rate-limit answers in a row", model=request.model) from None
-                    continue
-                if failure.kind is ErrorKind.RETRY:
-                    raise TransientError(failure.message, model=request.model, status=failure.status) from None
-                if failure.kind is ErrorKind.ITEM:
-                    raise ItemFailure(failure.message, model=request.model, status=failure.status) from None
-                raise FatalProviderError(failure.message, model=request.model, status=failure.status) from None
-            finally:
-                counters.in_flight -= 1
-            latency = time.perf_counter() - started
-            lane.on_success(admission, response.prompt_tokens, response.completion_tokens, response.headers)
-            log.cost += response.cost
-            counters.cost += response.cost
-            log.latency_s += latency
-            transcript(_attempt_record(task, log, request, response=response, latency=latency))
-            return response
-
-    def on_retry(error: BaseException, attempt_number: int) -> None:
-        counters.retries += 1
-        lane.stats.retries += 1
-
-    return await with_transport_retries(
-        attempt,
-        retries=judge.config.retries.transport,
-        backoff_max_s=judge.config.retries.backoff_max_s,
-        on_retry=on_retry,
-    )
-
-
-def _attempt_record(
-    task: Task,
-    log: TaskLog,
-    request: ProviderRequest,
-    *,
-    response: ProviderResponse | None = None,
-    error: Mapping[str, Any] | None = None,
-    latency: float = 0.0,
-    cache_hit: bool = False,
-) -> dict[str, Any]:
-    log.attempts += 1
-    record: dict[str, Any] = {
-        "task_id": task.task_id,
-        "judge": task.judge,
-        "item_id": task.item_id,
-        "attempt": log.attempts,
-        "reask": log.reasks,
-        "at": utc_now(),
-        "request": request.as_sent(),
-        "cache_hit": cache_hit,
-        "latency_s": round(latency, 4),
-    }
-    if response is not None:
-        record["response"] = response.to_record()
-        record["usage"] = {"prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens}
-        record["cost"] = 0.0 if cache_hit else response.cost
-    if error is not None:
-        record["error"] = dict(error)
-    return record
 
 
 def outcome(
@@ -324,8 +231,10 @@ def outcome(
     score: float | None = None,
     scores: Mapping[str, float] | None = None,
     reason: str | None = None,
+    code: ReasonCode | None = None,
 ) -> dict[str, Any]:
-    """The outcome line of one task: scored with its verdict, or unscored with the reason."""
+    """The outcome line of one task: scored with its verdict, or unscored with the reason and
+    its code."""
     scored = reason is None
     counters = judge.counters
     counters.done += 1
@@ -348,6 +257,7 @@ def outcome(
         "scores": dict(scores or {}),
         "verdict": dict(verdict) if verdict is not None else None,
         "reason": reason,
+        "reason_code": None if scored else str(code or ReasonCode.UNREADABLE),
         "attempts": log.attempts,
         "reasks": log.reasks,
         "cache_hits": log.cache_hits,

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from judge_engine.config import JudgeConfig
-from judge_engine.judging import JudgeRuntime
 from judge_engine.lanes import Lane
 from judge_engine.plan import build_protocol
+from judge_engine.runtime import JudgeRuntime
 
 MESSAGES = [{"role": "user", "content": "judge this"}]
 

@@ -12,10 +12,11 @@ import pytest
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JudgeConfig
 from judge_engine.errors import TemplateError
-from judge_engine.judging import JudgeRuntime, judge_task, prepare_task
+from judge_engine.judging import judge_task, prepare_task
 from judge_engine.lanes import Lane
 from judge_engine.plan import Task, build_protocol
 from judge_engine.providers.base import ProviderResponse
+from judge_engine.runtime import JudgeRuntime
 
 ITEM = {"id": "s1", "source": "Der Hund schläft.", "target": "The dog sleeps.", "source_lang": "de", "target_lang": "en"}
 ANSWER = 'Critical:\nno-error\nMajor:\naccuracy/mistranslation - "dog"\nMinor:\nno-error'

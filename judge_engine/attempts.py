@@ -1,0 +1,154 @@
+"""One provider attempt, and the transport retry budget around it.
+
+A request waits for its lane, goes to the provider, and becomes a transcript line whatever
+happens; the adapter's :class:`~judge_engine.providers.base.ErrorClass` decides what follows: a
+429 goes back to the lane, a transient failure to tenacity's backoff (``retries.transport``), a
+per-request rejection ends the task (:class:`ItemFailure`), anything else stops the judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from judge_engine.errors import FatalProviderError, ProviderError, ReasonCode
+from judge_engine.lanes import Lane, rough_prompt_tokens
+from judge_engine.plan import Task
+from judge_engine.providers.base import ErrorClass, ErrorKind, ProviderRequest, ProviderResponse
+from judge_engine.retry import TransientError, with_transport_retries
+from judge_engine.runtime import Abandoned, JudgeRuntime
+from judge_engine.store import utc_now
+
+
+class ItemFailure(ProviderError):
+    """This request cannot succeed (context too long, content filter, too many 429s)."""
+
+    def __init__(self, message: str, *, code: ReasonCode, model: str = "", status: int | None = None) -> None:
+        super().__init__(message, model=model, status=status)
+        self.code = code
+
+
+@dataclass(slots=True)
+class TaskLog:
+    """What one task did, accumulated for its outcome line."""
+
+    attempts: int = 0
+    reasks: int = 0
+    cache_hits: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    reached: bool = False
+    """Some attempt got an answer from the provider (any HTTP status, or a cached answer)."""
+
+
+Writer = Callable[[Mapping[str, Any]], None]
+"""Where transcript lines go (the run store's ``write_transcript``)."""
+
+
+async def call_provider(
+    judge: JudgeRuntime, task: Task, request: ProviderRequest, *, transcript: Writer, log: TaskLog
+) -> ProviderResponse:
+    """One request through the lane and the provider, with the transport retry budget."""
+    lane: Lane = judge.lane
+    counters = judge.counters
+    # ~1 us; a lane may start pacing tokens at any answer (a declared limit), so always sized.
+    rough_prompt = rough_prompt_tokens(request.messages)
+    limit_429 = judge.config.retries.rate_limit_max
+
+    async def attempt() -> ProviderResponse:
+        rate_limited = 0
+        while True:
+            if judge.stopped:
+                raise FatalProviderError(judge.stopped, model=request.model)
+            if judge.stopping:
+                raise Abandoned()
+            judge.interruptible(True)  # waiting for the lane: a stop cancels this task
+            admission = await lane.admit(rough_prompt, request.max_tokens)
+            judge.interruptible(False)
+            started = time.perf_counter()
+            counters.in_flight += 1
+            counters.calls += 1
+            try:
+                # litellm's timeout covers connect and read; this guard also covers a stalled
+                # body or a provider SDK that ignores the timeout.
+                async with asyncio.timeout(request.timeout_s * 1.5 + 1.0):
+                    response = await judge.provider.complete(request)
+            except Exception as exc:  # classified below; CancelledError is not an Exception
+                latency = time.perf_counter() - started
+                if isinstance(exc, TimeoutError):  # our own guard fired
+                    failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s")
+                else:
+                    failure = judge.provider.classify(exc)
+                log.reached = log.reached or not failure.unreachable
+                transcript(attempt_record(task, log, request, latency=latency, error={
+                    "kind": failure.kind.value, "status": failure.status, "message": failure.message}))
+                if failure.kind is ErrorKind.RATE_LIMITED:
+                    lane.on_rate_limited(failure.retry_after_s)
+                    rate_limited += 1
+                    if rate_limited >= limit_429:
+                        raise ItemFailure(f"{rate_limited} rate-limit answers in a row", model=request.model,
+                                          code=ReasonCode.RATE_LIMITED) from None
+                    continue
+                if failure.kind is ErrorKind.RETRY:
+                    judge.interruptible(True)  # the backoff before the retry: a stop cancels it
+                    raise TransientError(failure.message, model=request.model, status=failure.status) from None
+                if failure.kind is ErrorKind.ITEM:
+                    raise ItemFailure(failure.message, model=request.model, status=failure.status,
+                                      code=failure.code or ReasonCode.PROVIDER_REJECTED) from None
+                raise FatalProviderError(failure.message, model=request.model, status=failure.status) from None
+            finally:
+                counters.in_flight -= 1
+            log.reached = True
+            judge.exhausted_in_row = 0
+            latency = time.perf_counter() - started
+            lane.on_success(admission, response.prompt_tokens, response.completion_tokens, response.headers)
+            log.cost += response.cost
+            counters.cost += response.cost
+            log.latency_s += latency
+            transcript(attempt_record(task, log, request, response=response, latency=latency))
+            return response
+
+    def on_retry(error: BaseException, attempt_number: int) -> None:
+        counters.retries += 1
+        lane.stats.retries += 1
+
+    return await with_transport_retries(
+        attempt,
+        retries=judge.config.retries.transport,
+        backoff_max_s=judge.config.retries.backoff_max_s,
+        on_retry=on_retry,
+    )
+
+
+def attempt_record(
+    task: Task,
+    log: TaskLog,
+    request: ProviderRequest,
+    *,
+    response: ProviderResponse | None = None,
+    error: Mapping[str, Any] | None = None,
+    latency: float = 0.0,
+    cache_hit: bool = False,
+) -> dict[str, Any]:
+    log.attempts += 1
+    record: dict[str, Any] = {
+        "task_id": task.task_id,
+        "judge": task.judge,
+        "item_id": task.item_id,
+        "attempt": log.attempts,
+        "reask": log.reasks,
+        "at": utc_now(),
+        "request": request.as_sent(),
+        "cache_hit": cache_hit,
+        "latency_s": round(latency, 4),
+    }
+    if response is not None:
+        record["response"] = response.to_record()
+        record["usage"] = {"prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens}
+        record["cost"] = 0.0 if cache_hit else response.cost
+    if error is not None:
+        record["error"] = dict(error)
+    return record
