@@ -1,7 +1,9 @@
 """The command line: thin wrappers over runner, planning, store readers and stats.
 
-Exit codes: 0 done; 1 a judge stopped on a provider error (auth, bad request); 2 bad input
-(config, dataset, template, run directory); 130 cancelled (resume it).
+Exit codes: 0 done, every task scored; 1 a judge stopped (auth, bad request, an endpoint that
+cannot be reached or keeps failing: resume it); 2 bad input (config, dataset, template, run
+directory, a missing API key); 3 the run completed with unscored tasks (``--allow-unscored``
+makes it 0); 130 cancelled (resume it).
 Heavy modules (litellm, the engine) are imported inside the commands, so ``--help`` is instant.
 """
 
@@ -17,25 +19,33 @@ from typing import Any
 from judge_engine import __version__
 from judge_engine.memory import configure_process
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSCORED, EXIT_CANCELLED = 0, 1, 2, 3, 130
+EPILOG = ("exit codes: 0 done, every task scored; 1 a judge stopped (provider error, unreachable or "
+          "failing endpoint: resume it); 2 bad input or a missing API key; 3 completed with unscored "
+          "tasks (see --allow-unscored); 130 cancelled (resume it)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="judge-engine", description="Run LLM judges at scale, and measure how far they can be trusted.")
+    parser = argparse.ArgumentParser(prog="judge-engine", description="Run LLM judges at scale, and measure how far they can be trusted.",
+                                     epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"judge-engine {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = commands.add_parser("run", help="judge a dataset (resumes a run of the same config)")
+    run = commands.add_parser("run", help="judge a dataset (resumes a run of the same config)", epilog=EPILOG)
     run.add_argument("config", type=Path)
     _overrides(run)
     run.add_argument("--demo", action="store_true", help="answer with the built-in fake server (synthetic answers, no API key)")
     run.add_argument("--new-run", action="store_true", help="start a fresh run directory even if this config ran before")
-    run.add_argument("--no-live", action="store_true", help="no live display (logs and CI)")
+    _session_options(run)
     run.set_defaults(handler=_cmd_run)
 
-    resume = commands.add_parser("resume", help="finish a killed or cancelled run")
+    resume = commands.add_parser("resume", help="finish a killed, cancelled or stopped run, or --retry its unscored tasks",
+                                 epilog=EPILOG)
     resume.add_argument("run_dir", type=Path)
-    resume.add_argument("--no-live", action="store_true")
+    resume.add_argument("--retry", metavar="CODES",
+                        help="judge again the tasks left unscored: 'unscored' for all, or reason codes separated by "
+                             "commas (e.g. transport_exhausted,rate_limited); cached answers are re-read, not re-bought")
+    _session_options(resume)
     resume.set_defaults(handler=_cmd_resume)
 
     plan = commands.add_parser("plan", help="dry run: tasks, tokens, cost and time; renders every prompt")
@@ -74,6 +84,15 @@ def _overrides(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, help="answer cache directory")
 
 
+def _session_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-live", action="store_true", help="no live display: a progress line every "
+                        "--progress-every seconds instead (also when stderr is not a terminal)")
+    parser.add_argument("--progress-every", type=float, default=30.0, metavar="SECONDS",
+                        help="seconds between progress lines without a live display (default 30)")
+    parser.add_argument("--allow-unscored", action="store_true",
+                        help="exit 0 even when some tasks end unscored (default: exit 3)")
+
+
 def _override_values(args: argparse.Namespace) -> dict[str, Any]:
     return {"model": args.model, "limit": args.limit, "output_dir": args.output, "cache_dir": args.cache_dir}
 
@@ -104,13 +123,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
         from judge_engine.running import DEMO_API_BASE
 
         overrides["api_base"] = DEMO_API_BASE
-    return run_job(args.config, overrides=overrides, demo=args.demo, new_run=args.new_run, live=not args.no_live)
+    return run_job(args.config, overrides=overrides, demo=args.demo, new_run=args.new_run, live=not args.no_live,
+                   allow_unscored=args.allow_unscored, progress_every_s=args.progress_every)
 
 
 def _cmd_resume(args: argparse.Namespace) -> int:
     from judge_engine.running import resume_job
 
-    return resume_job(args.run_dir, live=not args.no_live)
+    return resume_job(args.run_dir, live=not args.no_live, retry=args.retry, allow_unscored=args.allow_unscored,
+                      progress_every_s=args.progress_every)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:

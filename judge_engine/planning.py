@@ -12,10 +12,11 @@ from typing import Any
 
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JudgeConfig
-from judge_engine.judging import JudgeRuntime, prepare_task
+from judge_engine.judging import prepare_task
 from judge_engine.lanes import Lane
 from judge_engine.plan import iter_tasks
 from judge_engine.runner import PreparedRun, template_hashes
+from judge_engine.runtime import JudgeRuntime
 
 TYPICAL_COMPLETION_TOKENS = 200
 """Completion estimate when nothing better is known (capped at the judge's max_tokens)."""

@@ -25,14 +25,23 @@ class FakeServerProcess:
         config: the behaviour; default: no limits, no faults, no latency.
         port: 0 lets the OS choose a free port.
         startup_timeout_s: how long to wait for the ready line.
+        own_session: start the child in a session of its own, so a Ctrl-C at the terminal
+            reaches only the parent, which stops the child when it is done with it
+            (``--demo``: calls in flight must still get their answers).
     """
 
     def __init__(
-        self, config: FakeConfig | None = None, *, port: int = 0, startup_timeout_s: float = 30.0
+        self,
+        config: FakeConfig | None = None,
+        *,
+        port: int = 0,
+        startup_timeout_s: float = 30.0,
+        own_session: bool = False,
     ) -> None:
         self.config = config if config is not None else FakeConfig()
         self._port = port
         self._timeout = startup_timeout_s
+        self._own_session = own_session
         self._process: subprocess.Popen[str] | None = None
         self._base_url: str | None = None
 
@@ -49,7 +58,9 @@ class FakeServerProcess:
             "--parent",
             str(os.getpid()),
         ]
-        self._process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+        self._process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, text=True, start_new_session=self._own_session
+        )
         line = _read_line(self._process, self._timeout)
         if not line.startswith(READY_PREFIX):
             self.stop()

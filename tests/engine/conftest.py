@@ -65,7 +65,7 @@ class Job:
         return self.dir / "runs"
 
     def run_dirs(self) -> list[Path]:
-        return sorted(p for p in self.runs.iterdir() if p.is_dir()) if self.runs.exists() else []
+        return sorted(p for p in self.runs.iterdir() if p.is_dir() and not p.is_symlink()) if self.runs.exists() else []
 
     def only_run(self) -> Path:
         dirs = self.run_dirs()

@@ -96,8 +96,9 @@ def test_plan_shows_template_problems_before_any_call(tmp_path: Path, capsys) ->
 def test_show_prints_the_transcript_of_an_item(tmp_path: Path, fake_server: FakeServer, capsys) -> None:
     fake_server.update(malformed_rate=0.5, seed=1)
     job = make_job(tmp_path, fake_server, items=6)
-    assert main(["run", str(job.config), "--no-live"]) == 0
+    code = main(["run", str(job.config), "--no-live"])
     outcomes = read_lines(job.only_run() / "outcomes.jsonl")
+    assert code == (3 if any(o["status"] == "unscored" for o in outcomes) else 0)
     reasked = next(o for o in outcomes if o["reasks"] > 0)
     capsys.readouterr()
     assert main(["show", str(job.only_run()), "--item", reasked["item_id"]]) == 0

@@ -24,7 +24,7 @@ def test_end_to_end_job_scores_every_item_correctly(tmp_path: Path, fake_server:
     transcripts = read_lines(run / "transcripts.jsonl")
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["status"] == "completed"
-    assert manifest["counts"]["total"] == {"scored": 30, "unscored": 0}
+    assert manifest["counts"]["total"] == {"tasks": 30, "scored": 30, "unscored": 0, "unscored_by_code": {}}
     assert len(outcomes) == 30 and len({o["task_id"] for o in outcomes}) == 30
     assert len(transcripts) == 30 == fake_server.stats()["requests_total"]
     items = _items(tmp_path)
@@ -109,12 +109,13 @@ def test_faults_500s_and_malformed_answers_end_scored_and_correct(transport: str
 def test_unreadable_answers_are_reasked_then_unscored_never_scored(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(malformed_rate=1.0)
     job = make_job(tmp_path, fake_server, items=3, judge={"retries": {"reasks": 2}})
-    assert main(["run", str(job.config), "--no-live"]) == 0
+    assert main(["run", str(job.config), "--no-live"]) == 3  # completed, with unscored tasks
     outcomes = read_lines(job.only_run() / "outcomes.jsonl")
     assert [o["status"] for o in outcomes] == ["unscored"] * 3
     for outcome in outcomes:
         assert outcome["score"] is None and outcome["reasks"] == 2
         assert "no 'Critical:'" in outcome["reason"]
+        assert outcome["reason_code"] == "unreadable"
     assert fake_server.stats()["requests_total"] == 9  # 1 + 2 re-asks each
     transcripts = read_lines(job.only_run() / "transcripts.jsonl")
     last_request = transcripts[-1]["request"]["messages"]
@@ -124,14 +125,15 @@ def test_unreadable_answers_are_reasked_then_unscored_never_scored(tmp_path: Pat
 def test_cut_off_answer_is_reasked(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(cut_off_rate=0.5, seed=3)
     job = make_job(tmp_path, fake_server, items=20)
-    assert main(["run", str(job.config), "--no-live"]) == 0
+    code = main(["run", str(job.config), "--no-live"])
     outcomes = read_lines(job.only_run() / "outcomes.jsonl")
+    assert code == (3 if any(o["status"] == "unscored" for o in outcomes) else 0)
     items = _items(tmp_path)
     for outcome in outcomes:
         if outcome["status"] == "scored":
             assert outcome["score"] == expected_gemba_score(items[outcome["item_id"]], 0.0)
         else:
-            assert "cut off" in outcome["reason"]
+            assert "cut off" in outcome["reason"] and outcome["reason_code"] == "incomplete"
     assert any(o["reasks"] > 0 for o in outcomes)
 
 

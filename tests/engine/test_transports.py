@@ -23,10 +23,10 @@ from aiohttp import web
 from judge_engine.cli import main
 from judge_engine.config import JudgeConfig
 from judge_engine.fake import FakeConfig, FakeServer
+from judge_engine.providers import provider_for_endpoint
 from judge_engine.providers.base import ErrorKind, ProviderRequest
 from judge_engine.providers.litellm import LiteLLMProvider
 from judge_engine.providers.openai_http import OpenAIHTTPProvider
-from judge_engine.runner import provider_for_endpoint
 from tests.engine.conftest import make_job
 from tests.engine.test_provider_overhead import _requests as sdk_check_requests
 
