@@ -94,7 +94,13 @@ def _session_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _override_values(args: argparse.Namespace) -> dict[str, Any]:
-    return {"model": args.model, "limit": args.limit, "output_dir": args.output, "cache_dir": args.cache_dir}
+    # Paths typed on the command line are relative to the working directory (paths in the config
+    # file are relative to the file); absolute, they also mean the same thing when resumed.
+    def absolute(path: Path | None) -> Path | None:
+        return None if path is None else path.resolve()
+
+    return {"model": args.model, "limit": args.limit, "output_dir": absolute(args.output),
+            "cache_dir": absolute(args.cache_dir)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

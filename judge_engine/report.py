@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -89,14 +90,28 @@ def _compact(number: float) -> str:
     return f"{number:,.0f}"
 
 
-WIDE_COLUMNS = 110
-"""From this many columns the live display is one table row per judge; below, two lines each."""
+def packed(parts: Sequence[str], width: int, *, indent: str = "  ", separator: str = " · ") -> str:
+    """``parts`` joined on as few lines of ``width`` as possible, breaking only between parts
+    (a figure and its label are never split); continuation lines are indented."""
+    lines: list[str] = []
+    line = ""
+    for part in parts:
+        candidate = f"{line}{separator}{part}" if line else part
+        if line and len(candidate) > width:
+            lines.append(line)
+            line = indent + part
+        else:
+            line = candidate
+    if line:
+        lines.append(line)
+    return "\n".join(lines)
 
 
 class LiveDisplay:
     """A live view per judge: done/total, in flight, req/min, tok/min, 429s, retries, re-asks,
-    cache hits, unscored, cost so far and ETA. On a terminal of :data:`WIDE_COLUMNS` or more it
-    is a table; on a narrower one (80 columns) each judge takes two lines, so nothing is cut."""
+    cache hits, unscored, cost so far and ETA. A table when the terminal is wide enough for it
+    whole; otherwise (80 columns) a few lines per judge, broken between figures, so nothing is
+    ever cut."""
 
     def __init__(self, judges: Sequence[JudgeRuntime], *, console: Console | None = None, banner: str = "") -> None:
         self._judges = list(judges)
@@ -118,39 +133,52 @@ class LiveDisplay:
 
     def __rich__(self) -> Group:
         parts: list[Any] = [Text(self._banner, style="bold yellow")] if self._banner else []
-        parts.append(self.table() if self._console.width >= WIDE_COLUMNS else self.lines())
+        rows = [self._row(judge) for judge in self._judges]
+        table = self.table(rows)
+        # Measured unconstrained: a table measured within the terminal's width always "fits", by
+        # cutting its cells short.
+        wanted = Measurement.get(self._console, self._console.options.update(max_width=10_000), table).maximum
+        fits = wanted <= self._console.width
+        parts.append(table if fits else self.lines(rows))
         if self.message:
             parts.append(Text(self.message, style="yellow"))
         return Group(*parts)
 
-    def table(self) -> Table:
+    def _row(self, judge: JudgeRuntime) -> dict[str, str]:
+        c = judge.counters
+        rpm, tpm, per_s = self._meters[judge.config.name].sample(judge)
+        return {
+            "judge": judge.config.name + _state(judge), "done": f"{c.done:,}", "total": f"{c.total:,}",
+            "share": f"{c.done / c.total if c.total else 1.0:.0%}", "in flight": str(c.in_flight),
+            "req/min": _compact(rpm), "tok/min": _compact(tpm), "429s": str(judge.lane.stats.rate_limited),
+            "retries": str(c.retries), "re-asks": str(c.reasks), "cache hits": str(c.cache_hits),
+            "unscored": str(c.unscored), "cost": f"{c.cost:.4f}", "ETA": _duration(_eta(judge, per_s)),
+        }
+
+    def table(self, rows: Sequence[dict[str, str]]) -> Table:
         table = Table(title="judge-engine", expand=False)
-        for column in ("judge", "done/total", "in flight", "req/min", "tok/min", "429s", "retries",
-                       "re-asks", "cache hits", "unscored", "cost $", "ETA"):
+        columns = ("judge", "done/total", "in flight", "req/min", "tok/min", "429s", "retries", "re-asks",
+                   "cache hits", "unscored", "cost $", "ETA")
+        for column in columns:
             table.add_column(column, justify="right" if column != "judge" else "left", no_wrap=True)
-        for judge in self._judges:
-            c = judge.counters
-            rpm, tpm, per_s = self._meters[judge.config.name].sample(judge)
-            table.add_row(
-                judge.config.name + _state(judge), f"{c.done:,}/{c.total:,}", str(c.in_flight),
-                f"{rpm:,.0f}", f"{tpm:,.0f}", str(judge.lane.stats.rate_limited), str(c.retries),
-                str(c.reasks), str(c.cache_hits), str(c.unscored), f"{c.cost:.4f}", _duration(_eta(judge, per_s)),
-            )
+        for row in rows:
+            table.add_row(row["judge"], f"{row['done']}/{row['total']}", row["in flight"], row["req/min"],
+                          row["tok/min"], row["429s"], row["retries"], row["re-asks"], row["cache hits"],
+                          row["unscored"], row["cost"], row["ETA"])
         return table
 
-    def lines(self) -> Text:
-        """Two lines per judge, for terminals narrower than :data:`WIDE_COLUMNS`."""
+    def lines(self, rows: Sequence[dict[str, str]]) -> Text:
+        """A few lines per judge, for terminals too narrow for the table."""
+        width = max(40, self._console.width - 1)
         text = Text()
-        for judge in self._judges:
-            c = judge.counters
-            rpm, tpm, per_s = self._meters[judge.config.name].sample(judge)
-            share = c.done / c.total if c.total else 1.0
-            text.append(judge.config.name + _state(judge), style="bold")
-            text.append(f"  {c.done:,}/{c.total:,} ({share:.0%})  in flight {c.in_flight}  "
-                        f"ETA {_duration(_eta(judge, per_s))}  ${c.cost:.4f}\n")
-            text.append(f"  {_compact(rpm)} req/min · {_compact(tpm)} tok/min · {judge.lane.stats.rate_limited} 429s · "
-                        f"{c.retries} retries · {c.reasks} re-asks · {c.cache_hits} cached · {c.unscored} unscored\n",
-                        style="dim")
+        for row in rows:
+            text.append(packed([row["judge"], f"{row['done']}/{row['total']} ({row['share']})",
+                                f"in flight {row['in flight']}", f"ETA {row['ETA']}", f"${row['cost']}"],
+                               width, separator="  ") + "\n", style="bold")
+            figures = packed([f"{row['req/min']} req/min", f"{row['tok/min']} tok/min", f"{row['429s']} 429s",
+                              f"{row['retries']} retries", f"{row['re-asks']} re-asks", f"{row['cache hits']} cached",
+                              f"{row['unscored']} unscored"], width - 2, indent="")
+            text.append("".join(f"  {line}\n" for line in figures.splitlines()), style="dim")
         text.rstrip()
         return text
 
@@ -201,7 +229,8 @@ def _codes(by_code: Mapping[str, int]) -> str:
     return ", ".join(f"{code} {n:,}" for code, n in sorted(by_code.items(), key=lambda kv: -kv[1]))
 
 
-def summary_table(manifest: Mapping[str, Any], judges: Sequence[JudgeRuntime], elapsed_s: float) -> Group:
+def summary_table(manifest: Mapping[str, Any], judges: Sequence[JudgeRuntime], elapsed_s: float,
+                  *, width: int = 80) -> Group:
     """The end-of-run summary: per judge, the whole run's outcomes and spend; then this session's
     share and the whole run's totals on two lines (they differ after a resume)."""
     counts = (manifest.get("counts") or {}).get("judges", {})
@@ -214,36 +243,37 @@ def summary_table(manifest: Mapping[str, Any], judges: Sequence[JudgeRuntime], e
         name = judge.config.name
         per, paid = counts.get(name, {}), spend.get(name, {})
         label = Text(name, style="bold")
-        label.append(f"\n{judge.config.model} · {judge.protocol.name}", style="dim")
+        label.append(f"\n{judge.config.model}\n{judge.protocol.name}", style="dim")
         table.add_row(label, f"{per.get('scored', 0):,}", f"{per.get('unscored', 0):,}", f"{paid.get('calls', 0):,}",
                       f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}",
                       f"{paid.get('cost', 0.0):.4f}")
-    return Group(table, *(Text(line) for line in totals_lines(manifest, judges)))
+    return Group(table, *(Text(line) for line in totals_lines(manifest, judges, width=width)))
 
 
-def totals_lines(manifest: Mapping[str, Any], judges: Sequence[JudgeRuntime]) -> list[str]:
-    """'this session: ...' and 'whole run: ...' lines."""
+def totals_lines(manifest: Mapping[str, Any], judges: Sequence[JudgeRuntime], *, width: int = 80) -> list[str]:
+    """'this session: ...' and 'whole run: ...', each broken between figures to fit ``width``."""
     sessions = manifest.get("sessions") or [{}]
     session = sessions[-1]
     mine = (session.get("spend") or {}).get("total", {})
     retries = sum(j.counters.retries for j in judges)
     reasks = sum(j.counters.reasks for j in judges)
     limited = sum(j.lane.stats.rate_limited for j in judges)
-    lines = [
-        f"this session: {session.get('judged', 0):,} tasks judged · {mine.get('calls', 0):,} calls "
-        f"({limited:,} 429s, {retries:,} retries, {reasks:,} re-asks, {mine.get('cache_hits', 0):,} from the cache) · "
-        f"{mine.get('prompt_tokens', 0) + mine.get('completion_tokens', 0):,} tokens · ${mine.get('cost', 0.0):.4f}"
-    ]
     total = (manifest.get("counts") or {}).get("total", {})
     paid = (manifest.get("spend") or {}).get("total", {})
     unscored = total.get("unscored", 0)
     why = f" ({_codes(total.get('unscored_by_code') or {})})" if unscored else ""
-    lines.append(
-        f"whole run ({len(sessions)} session{'s' if len(sessions) != 1 else ''}): {total.get('tasks', 0):,} tasks · "
-        f"{total.get('scored', 0):,} scored · {unscored:,} unscored{why} · {paid.get('calls', 0):,} calls · "
-        f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,} tokens · ${paid.get('cost', 0.0):.4f}"
-    )
-    return lines
+    plural = "s" if len(sessions) != 1 else ""
+    return [
+        packed([f"this session: {session.get('judged', 0):,} tasks judged", f"{mine.get('calls', 0):,} calls",
+                f"{limited:,} 429s", f"{retries:,} retries", f"{reasks:,} re-asks",
+                f"{mine.get('cache_hits', 0):,} from the cache",
+                f"{mine.get('prompt_tokens', 0) + mine.get('completion_tokens', 0):,} tokens",
+                f"${mine.get('cost', 0.0):.4f}"], width - 1),
+        packed([f"whole run ({len(sessions)} session{plural}): {total.get('tasks', 0):,} tasks",
+                f"{total.get('scored', 0):,} scored", f"{unscored:,} unscored{why}", f"{paid.get('calls', 0):,} calls",
+                f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,} tokens",
+                f"${paid.get('cost', 0.0):.4f}"], width - 1),
+    ]
 
 
 def plan_table(rows: Sequence[Mapping[str, Any]]) -> Table:

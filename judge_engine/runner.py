@@ -95,7 +95,8 @@ def run_id_for(config: JobConfig, protocols: Mapping[str, Protocol], dataset: Da
 
 
 def build_manifest(prepared_config: JobConfig, protocols: Mapping[str, Protocol], dataset: DatasetSummary,
-                   run_id: str, *, config_path: Path, run_dir: Path, demo: bool) -> dict[str, Any]:
+                   run_id: str, *, config_path: Path, run_dir: Path, demo: bool,
+                   overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     judges = []
     for judge in prepared_config.judges:
         protocol = protocols[judge.name]
@@ -127,6 +128,8 @@ def build_manifest(prepared_config: JobConfig, protocols: Mapping[str, Protocol]
         "config_path": str(config_path.resolve()),
         "config_path_from_run": os.path.relpath(config_path.resolve(), run_dir.resolve()),
         "config": prepared_config.manifest_view(),
+        "overrides": {key: str(value) if isinstance(value, Path) else value
+                      for key, value in (overrides or {}).items() if value is not None and key != "api_base"},
         "dataset": {"path": str(prepared_config.dataset.path), "fingerprint": dataset.fingerprint, "items": dataset.items},
         "judges": judges,
         "counts": {},
@@ -142,8 +145,16 @@ def _version(package: str) -> str | None:
         return None
 
 
-def prepare(config_path: Path, *, overrides: Mapping[str, Any], demo: bool, new_run: bool) -> PreparedRun:
-    """Validate everything that can be validated offline and find or create the run directory."""
+def prepare(config_path: Path, *, overrides: Mapping[str, Any], demo: bool, new_run: bool,
+            run_dir: Path | None = None) -> PreparedRun:
+    """Validate everything that can be validated offline and find or create the run directory.
+
+    Args:
+        overrides: command-line overrides (see :func:`~judge_engine.config.load_config`); they
+            are recorded in the manifest, so ``resume`` applies them again.
+        run_dir: resume this run directory (its name must still match the config and data:
+            the run id, plus the suffix of a ``--new-run``).
+    """
     config = load_config(config_path, overrides=overrides)
     protocols = protocols_for(config)
     required = sorted({f for p in protocols.values() for f in p.required_fields})
@@ -151,12 +162,19 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any], demo: bool, new_
     stem = config_path.stem if config_path.stem != "config" else config_path.resolve().parent.name or "run"
     # A demo's run says so in its name: its answers are synthetic, never to be mistaken for a model's.
     run_id = run_id_for(config, protocols, dataset, stem=f"{stem}-demo" if demo else stem)
-    if new_run:
-        run_id = f"{run_id}-{utc_now().replace(':', '').replace('-', '')[:15]}"
-    run_dir = config.output.dir / run_id
+    if run_dir is not None:
+        run_dir = run_dir.resolve()  # runs/latest is a symlink: name the run itself
+        if run_dir.name != run_id and not run_dir.name.startswith(f"{run_id}-"):
+            raise RunDirError(f"{run_dir}: its config or dataset changed since the run started (they now make "
+                              f"run {run_id}); run the config to start a new run")
+    else:
+        if new_run:
+            run_id = f"{run_id}-{utc_now().replace(':', '').replace('-', '')[:15]}"
+        run_dir = config.output.dir / run_id
     resumed = (run_dir / MANIFEST).exists()
     manifest = read_manifest(run_dir) if resumed else build_manifest(
-        config, protocols, dataset, run_id, config_path=config_path, run_dir=run_dir, demo=demo)
+        config, protocols, dataset, run_id, config_path=config_path, run_dir=run_dir, demo=demo,
+        overrides=overrides)
     return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed)
 
 
@@ -178,18 +196,13 @@ def recorded_config_path(run_dir: Path, manifest: Mapping[str, Any]) -> Path:
 
 
 def prepare_resume(run_dir: Path, *, overrides: Mapping[str, Any]) -> PreparedRun:
-    """Rebuild a prepared run from a run directory's manifest (config path as recorded), from
-    any working directory."""
+    """Rebuild a prepared run from a run directory's manifest, from any working directory: the
+    config as recorded, with the command-line overrides it was started with (``--model``,
+    ``--limit``, ``--cache-dir``...) and then ``overrides``."""
     manifest = read_manifest(run_dir)
     config_path = recorded_config_path(run_dir, manifest)
-    merged = dict(overrides)
-    prepared = prepare(config_path, overrides=merged, demo=bool(manifest.get("demo")), new_run=False)
-    if prepared.run_dir.resolve() != run_dir.resolve():
-        raise RunDirError(
-            f"{run_dir}: its config or dataset changed since the run started "
-            f"(it now maps to {prepared.run_dir.name}); run the config to start a new run"
-        )
-    return prepared
+    merged = {**(manifest.get("overrides") or {}), **overrides}
+    return prepare(config_path, overrides=merged, demo=bool(manifest.get("demo")), new_run=False, run_dir=run_dir)
 
 
 def retry_codes(retry: str | None) -> frozenset[str] | None:
@@ -337,6 +350,7 @@ async def _checkpoint(store: RunStore, manifest: dict[str, Any]) -> None:
 def point_latest(run_dir: Path) -> None:
     """Point ``<runs dir>/latest`` at ``run_dir`` (atomically; skipped where symlinks are not
     possible: the run directory is printed anyway)."""
+    run_dir = run_dir.resolve()
     link = run_dir.parent / LATEST
     temporary = run_dir.parent / f".{LATEST}.{os.getpid()}"
     try:

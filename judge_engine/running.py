@@ -138,7 +138,7 @@ async def _execute(prepared: PreparedRun, *, demo_url: str | None, live: bool, c
         result, manifest = await execute(prepared, provider_factory=provider_for, on_start=on_start,
                                          on_stop=on_stop, retry=retry)
     judges = engines[0].judges if engines else []
-    console.print(summary_table(manifest, judges, time.monotonic() - started))
+    console.print(summary_table(manifest, judges, time.monotonic() - started, width=console.width))
     for message in result.failures.values():
         console.print(f"[red]{message}[/red]")
     if banner:

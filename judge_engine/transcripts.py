@@ -14,11 +14,18 @@ from judge_engine.jsonio import pretty
 from judge_engine.report import make_console
 from judge_engine.store import OUTCOMES, TRANSCRIPTS, read_jsonl, read_manifest
 
+DEMO_LINE = "DEMO RUN: answers come from judge-engine's built-in fake server; they are synthetic, not a model's judgments."
+
 
 def print_item(run_dir: Path, *, item_id: str | None, judge: str | None, console: Console | None = None) -> int:
-    """Print every task of one item: messages sent, raw answers, verdict, score, attempts, re-asks."""
-    read_manifest(run_dir)
+    """Print every task of one item: messages sent, raw answers, verdict, score, attempts, re-asks.
+
+    A task judged again (``resume --retry``) shows every attempt it ever made and its last outcome.
+    """
+    manifest = read_manifest(run_dir)
     console = console or make_console()
+    if manifest.get("demo"):
+        console.print(f"[bold yellow]{DEMO_LINE}[/bold yellow]")
     outcomes = [o for o in read_jsonl(run_dir / OUTCOMES) if judge is None or o.get("judge") == judge]
     if item_id is None:
         if not outcomes:
@@ -42,6 +49,10 @@ def _print_task(console: Console, result: dict[str, Any], attempts: list[dict[st
     console.rule(head)
     shown_messages = 0
     for attempt in attempts:
+        if attempt.get("event") == "protocol_error":
+            console.print(Panel(Text(attempt.get("traceback") or attempt.get("error") or ""),
+                                title=f"protocol error in {attempt.get('stage')}", title_align="left", border_style="red"))
+            continue
         request = attempt.get("request", {})
         messages = request.get("messages", [])
         for message in messages[shown_messages:]:
@@ -58,5 +69,6 @@ def _print_task(console: Console, result: dict[str, Any], attempts: list[dict[st
         console.print(Panel(Text(pretty(result.get("verdict"))), title="verdict", title_align="left", border_style="cyan"))
         console.print(f"score: [bold]{result.get('score')}[/bold]  {result.get('scores') or ''}")
     else:
-        console.print(f"[red]unscored[/red]: {result.get('reason')}")
+        code = result.get("reason_code")
+        console.print(f"[red]unscored[/red]{f' ({code})' if code else ''}: {result.get('reason')}", highlight=False)
     console.print(f"attempts: {result.get('attempts')} · re-asks: {result.get('reasks')} · cache hits: {result.get('cache_hits')} · cost ${result.get('cost')}")
