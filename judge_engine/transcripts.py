@@ -31,22 +31,45 @@ def print_item(run_dir: Path, *, item_id: str | None, judge: str | None, console
         if not outcomes:
             raise RunDirError(f"{run_dir}: no outcomes yet")
         item_id = str(outcomes[0]["item_id"])
-    chosen = {o["task_id"]: o for o in outcomes if str(o.get("item_id")) == item_id}
-    if not chosen:
-        raise RunDirError(f"{run_dir}: no outcome for item {item_id!r}")
+    chosen = {o["task_id"]: o for o in outcomes if str(o.get("item_id")) == item_id}  # the last line wins
     attempts: dict[str, list[dict[str, Any]]] = {}
     for record in read_jsonl(run_dir / TRANSCRIPTS):
-        if record.get("task_id") in chosen:
+        if str(record.get("item_id")) == item_id and (judge is None or record.get("judge") == judge):
             attempts.setdefault(record["task_id"], []).append(record)
+    if not chosen and not attempts:
+        raise RunDirError(f"{run_dir}: no outcome or attempt for item {item_id!r}")
     for task_id, result in chosen.items():
         _print_task(console, result, attempts.get(task_id, []))
+    for task_id, undone in attempts.items():
+        if task_id not in chosen:  # attempts, but the run stopped before the task finished
+            _print_undone(console, undone)
     return 0
+
+
+def _print_undone(console: Console, attempts: list[dict[str, Any]]) -> None:
+    first = attempts[0]
+    console.rule(f"item {first.get('item_id')} · judge {first.get('judge')} · task {first.get('task_id', '')[:15]}")
+    _print_attempts(console, attempts)
+    console.print("[yellow]no outcome[/yellow]: the run stopped before this task finished; "
+                  "judge-engine resume finishes it", highlight=False)
 
 
 def _print_task(console: Console, result: dict[str, Any], attempts: list[dict[str, Any]]) -> None:
     head = (f"item {result['item_id']} · judge {result['judge']} ({result['model']}, {result['protocol']}) · "
             f"T={result['temperature']} · repeat {result['repeat']}" + (f" · {result['variant']}" if result.get("variant") else ""))
     console.rule(head)
+    _print_attempts(console, attempts)
+    if result["status"] == "scored":
+        console.print(Panel(Text(pretty(result.get("verdict"))), title="verdict", title_align="left", border_style="cyan"))
+        console.print(f"score: [bold]{result.get('score')}[/bold]  {result.get('scores') or ''}")
+    else:
+        code = result.get("reason_code")
+        console.print(f"[red]unscored[/red]{f' ({code})' if code else ''}: {result.get('reason')}", highlight=False)
+    console.print(f"attempts: {result.get('attempts')} · re-asks: {result.get('reasks')} · cache hits: {result.get('cache_hits')} · cost ${result.get('cost')}")
+
+
+def _print_attempts(console: Console, attempts: list[dict[str, Any]]) -> None:
+    """Messages as sent (each once), then every answer or error, and protocol errors."""
     shown_messages = 0
     for attempt in attempts:
         if attempt.get("event") == "protocol_error":
@@ -65,10 +88,3 @@ def _print_task(console: Console, result: dict[str, Any], attempts: list[dict[st
         else:
             error = attempt.get("error", {})
             console.print(Panel(Text(f"{error.get('kind')}: {error.get('message')}"), title=f"error · {label}", title_align="left", border_style="red"))
-    if result["status"] == "scored":
-        console.print(Panel(Text(pretty(result.get("verdict"))), title="verdict", title_align="left", border_style="cyan"))
-        console.print(f"score: [bold]{result.get('score')}[/bold]  {result.get('scores') or ''}")
-    else:
-        code = result.get("reason_code")
-        console.print(f"[red]unscored[/red]{f' ({code})' if code else ''}: {result.get('reason')}", highlight=False)
-    console.print(f"attempts: {result.get('attempts')} · re-asks: {result.get('reasks')} · cache hits: {result.get('cache_hits')} · cost ${result.get('cost')}")

@@ -69,4 +69,58 @@ def test_a_prompt_that_cannot_be_rendered_is_unscored_with_the_reason(tmp_path: 
     record = asyncio.run(judge_task(runtime, prepared, cache=cache, transcript=lambda line: None))
     assert record["status"] == "unscored" and record["score"] is None
     assert record["reason"] == "could not render the prompt: user.j2: 'source_seg' is undefined"
+    assert record["reason_code"] == "render_error"
+    cache.close()
+
+
+def test_a_bug_in_render_is_a_protocol_error_with_its_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runtime, cache = _runtime(), AnswerCache(tmp_path / "cache")
+
+    def broken(item: Any, variant: str = "") -> Any:
+        return item["no such field"]
+
+    monkeypatch.setattr(runtime.protocol, "render", broken)
+    transcript: list[dict[str, Any]] = []
+    record = asyncio.run(judge_task(runtime, prepare_task(runtime, _task(), cache), cache=cache,
+                                    transcript=transcript.append))
+    assert record["status"] == "unscored" and record["reason_code"] == "protocol_error"
+    assert transcript[0]["event"] == "protocol_error" and "KeyError" in transcript[0]["traceback"]
+    cache.close()
+
+
+class FilteredProvider:
+    """A provider whose content filter blocks every answer (a 200 with finish_reason content_filter)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def complete(self, request: Any) -> ProviderResponse:
+        self.calls += 1
+        return ProviderResponse(content=None, finish_reason="content_filter", prompt_tokens=10, completion_tokens=0,
+                                cost=0.0, headers={}, model="m")
+
+
+def test_an_answer_blocked_by_the_content_filter_is_unscored_without_a_reask(tmp_path: Path) -> None:
+    runtime, cache = _runtime(), AnswerCache(tmp_path / "cache")
+    provider = FilteredProvider()
+    runtime.provider = provider  # type: ignore[assignment]
+    record = asyncio.run(judge_task(runtime, prepare_task(runtime, _task(), cache), cache=cache,
+                                    transcript=lambda line: None))
+    assert record["status"] == "unscored" and record["reason_code"] == "content_filter"
+    assert provider.calls == 1 and record["reasks"] == 0  # re-asking a filtered request cannot help
+    cache.close()
+
+
+def test_a_computed_score_outside_the_protocols_range_is_never_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from judge_engine.protocols.base import Score
+
+    runtime, cache = _runtime(), AnswerCache(tmp_path / "cache")
+    prepared = prepare_task(runtime, _task(), cache)
+    cache.set(prepared.key, ProviderResponse(content=ANSWER, finish_reason="stop", prompt_tokens=10,
+                                             completion_tokens=5, cost=0.0, headers={}, model="m").to_record())
+    monkeypatch.setattr(runtime.protocol, "score", lambda verdict, item, variant="": Score(-30.0))
+    record = asyncio.run(judge_task(runtime, prepare_task(runtime, _task(), cache), cache=cache,
+                                    transcript=lambda line: None))
+    assert record["status"] == "unscored" and record["reason_code"] == "protocol_error"
+    assert "outside its range -25..0" in record["reason"]
     cache.close()

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from judge_engine.cli import main
 from judge_engine.config import JudgeConfig
+from judge_engine.errors import ReasonCode
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.providers import provider_for_endpoint
 from judge_engine.providers.base import ErrorKind, ProviderRequest
@@ -111,25 +112,30 @@ def _error(message: str, code: str | None = None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("reply", "kind", "retry_after"),
+    ("reply", "kind", "retry_after", "code"),
     [
-        (_status_reply(429, _error("Rate limit reached"), {"retry-after": "7"}), ErrorKind.RATE_LIMITED, 7.0),
-        (_status_reply(429, _error("slow down"), {"retry-after-ms": "1500"}), ErrorKind.RATE_LIMITED, 1.5),
-        (_status_reply(401, _error("Incorrect API key provided: sk-abcdefghijklmnop", "invalid_api_key")), ErrorKind.FATAL, None),
-        (_status_reply(404, _error("The model does not exist", "model_not_found")), ErrorKind.FATAL, None),
+        (_status_reply(429, _error("Rate limit reached"), {"retry-after": "7"}), ErrorKind.RATE_LIMITED, 7.0, None),
+        (_status_reply(429, _error("slow down"), {"retry-after-ms": "1500"}), ErrorKind.RATE_LIMITED, 1.5, None),
+        (_status_reply(401, _error("Incorrect API key provided: sk-abcdefghijklmnop", "invalid_api_key")),
+         ErrorKind.FATAL, None, None),
+        (_status_reply(404, _error("The model does not exist", "model_not_found")), ErrorKind.FATAL, None, None),
         (_status_reply(400, _error("This model's maximum context length is 8192 tokens", "context_length_exceeded")),
-         ErrorKind.ITEM, None),
-        (_status_reply(400, _error("Unrecognized request argument supplied: foo")), ErrorKind.FATAL, None),
-        (_status_reply(500, _error("The server had an error")), ErrorKind.RETRY, None),
-        (_status_reply(503, "<html>overloaded</html>"), ErrorKind.RETRY, None),
-        (_status_reply(200, '{"choices": [{"message": {"content": "cut'), ErrorKind.RETRY, None),
-        (_status_reply(200, {"object": "error", "message": "no choices"}), ErrorKind.RETRY, None),
+         ErrorKind.ITEM, None, ReasonCode.CONTEXT_TOO_LONG),
+        (_status_reply(400, _error("The response was filtered due to the prompt triggering Azure OpenAI's "
+                                   "content management policy.", "content_filter")),
+         ErrorKind.ITEM, None, ReasonCode.CONTENT_FILTER),
+        (_status_reply(418, _error("I'm a teapot")), ErrorKind.ITEM, None, ReasonCode.PROVIDER_REJECTED),
+        (_status_reply(400, _error("Unrecognized request argument supplied: foo")), ErrorKind.FATAL, None, None),
+        (_status_reply(500, _error("The server had an error")), ErrorKind.RETRY, None, None),
+        (_status_reply(503, "<html>overloaded</html>"), ErrorKind.RETRY, None, None),
+        (_status_reply(200, '{"choices": [{"message": {"content": "cut'), ErrorKind.RETRY, None, None),
+        (_status_reply(200, {"object": "error", "message": "no choices"}), ErrorKind.RETRY, None, None),
     ],
-    ids=["429-seconds", "429-ms", "401", "404", "400-context", "400-bad-param", "500", "503-html",
-         "200-cut-body", "200-no-choices"],
+    ids=["429-seconds", "429-ms", "401", "404", "400-context", "400-content-filter", "418", "400-bad-param", "500",
+         "503-html", "200-cut-body", "200-no-choices"],
 )
 def test_direct_transport_classifies_failures(reply: Callable[[], web.Response], kind: ErrorKind,
-                                              retry_after: float | None) -> None:
+                                              retry_after: float | None, code: ReasonCode | None) -> None:
     async def scenario() -> BaseException:
         async with capture_server(reply) as (base_url, _seen):
             return await _failure_of(_hi(base_url))
@@ -138,15 +144,37 @@ def test_direct_transport_classifies_failures(reply: Callable[[], web.Response],
     verdict = OpenAIHTTPProvider(api_key=KEY).classify(error)
     assert verdict.kind is kind, verdict
     assert verdict.retry_after_s == retry_after
+    assert verdict.code == code
+    assert not verdict.unreachable  # each of these came from a server that answered
     assert KEY not in verdict.message and "sk-abcdefghijklmnop" not in verdict.message
 
 
 def test_direct_transport_cuts_a_hanging_request_and_a_refused_connection_is_retried() -> None:
     with FakeServer(FakeConfig(hang_rate=1.0, hang_s=30.0)) as server:
         error = asyncio.run(asyncio.wait_for(_failure_of(_hi(server.base_url, timeout_s=0.3)), timeout=5))
-        assert OpenAIHTTPProvider(api_key=KEY).classify(error).kind is ErrorKind.RETRY
+        hang = OpenAIHTTPProvider(api_key=KEY).classify(error)
+        assert hang.kind is ErrorKind.RETRY and not hang.unreachable  # the server was reached
     refused = asyncio.run(_failure_of(_hi(server.base_url)))  # the server is gone now
-    assert OpenAIHTTPProvider(api_key=KEY).classify(refused).kind is ErrorKind.RETRY
+    verdict = OpenAIHTTPProvider(api_key=KEY).classify(refused)
+    assert verdict.kind is ErrorKind.RETRY and verdict.unreachable
+
+
+@pytest.mark.parametrize("api_base", ["http://127.0.0.1:9/v1", "http://no-such-host.invalid/v1"],
+                         ids=["refused", "dns"])
+def test_litellm_says_when_nothing_reached_the_endpoint(api_base: str) -> None:
+    from judge_engine.providers.litellm import LiteLLMProvider
+
+    provider = LiteLLMProvider(api_key=KEY)
+
+    async def failure() -> BaseException:
+        try:
+            await provider.complete(_hi(api_base, timeout_s=5))
+        except Exception as exc:
+            return exc
+        raise AssertionError("the request should have failed")
+
+    verdict = provider.classify(asyncio.run(failure()))
+    assert verdict.kind is ErrorKind.RETRY and verdict.unreachable, verdict
 
 
 def _hi(base_url: str, *, timeout_s: float = 120.0) -> ProviderRequest:

@@ -47,6 +47,10 @@ def test_an_unreachable_endpoint_stops_the_judge_records_nothing_and_resume_fini
     run = job.only_run()
     assert read_lines(run / "outcomes.jsonl") == []  # no task was turned into an "unscored" verdict
     assert _manifest(run)["status"] == "failed"
+    capsys.readouterr()
+    assert main(["show", str(run), "--item", "item-00000"]) == 0  # its attempts are there to read
+    shown = capsys.readouterr().out
+    assert "no outcome" in shown and "resume finishes it" in shown and "retry:" in shown
 
     # The endpoint comes back (the config now points at the fake server): resume finishes it.
     config = job.config.read_text().replace(f"http://127.0.0.1:{port}/v1", fake_server.base_url)
