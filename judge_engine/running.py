@@ -87,10 +87,11 @@ def resume_job(run_dir: Path, *, live: bool, retry: str | None = None, allow_uns
 
 def _run(prepared: PreparedRun, *, demo: bool, live: bool, console: Console, retry: frozenset[str] | None = None,
          allow_unscored: bool, progress_every_s: float) -> int:
+    live = live and console.is_terminal
     with demo_server() if demo else contextlib.nullcontext(None) as demo_url:
-        if demo:
+        if demo and not live:  # the live display shows it above its figures
             console.print(f"[bold yellow]{DEMO_BANNER}[/bold yellow]")
-        return asyncio.run(_execute(prepared, demo_url=demo_url, live=live and console.is_terminal, console=console,
+        return asyncio.run(_execute(prepared, demo_url=demo_url, live=live, console=console,
                                     retry=retry, allow_unscored=allow_unscored, progress_every_s=progress_every_s))
 
 
@@ -128,8 +129,9 @@ async def _execute(prepared: PreparedRun, *, demo_url: str | None, live: bool, c
                 stack.enter_context(ProgressLines(engine.judges, console=console, every_s=progress_every_s))
 
         def on_stop(engine: Engine) -> None:
-            message = (f"Stopping: no new calls go out; finishing {engine.in_flight} calls in flight "
-                       f"(at most {GRACE_S:g}s). Ctrl-C again to abort them.")
+            calls = engine.in_flight
+            message = (f"Stopping: no new calls go out; finishing {calls} call{'s' if calls != 1 else ''} in flight "
+                       f"(at most {GRACE_S:g}s). Ctrl-C again to abort {'them' if calls != 1 else 'it'}.")
             if displays:
                 displays[0].message = message
             else:
@@ -145,10 +147,11 @@ async def _execute(prepared: PreparedRun, *, demo_url: str | None, live: bool, c
         console.print(f"[yellow]{banner}[/yellow]")
     console.print(f"Run directory: {prepared.run_dir}")
     if result.status == "cancelled":
-        console.print(f"Cancelled. Finish it with: judge-engine resume {prepared.run_dir}")
+        console.print(f"Cancelled. Finish it with:\n  judge-engine resume {prepared.run_dir}", highlight=False)
         return EXIT_CANCELLED
     if result.status == "failed":
-        console.print(f"Fix the cause above, then finish the run with: judge-engine resume {prepared.run_dir}")
+        console.print(f"Fix the cause above, then finish the run with:\n  judge-engine resume {prepared.run_dir}",
+                      highlight=False)
         return EXIT_FAILED
     return _completed_code(manifest, prepared.run_dir, console, allow_unscored)
 
@@ -175,9 +178,9 @@ def _completed_code(manifest: Mapping[str, Any], run_dir: Path, console: Console
     by_code = total.get("unscored_by_code") or {}
     codes = ",".join(sorted(by_code)) or RETRY_ALL
     console.print(f"{unscored:,} of {int(total.get('tasks') or 0):,} tasks are unscored "
-                  f"({', '.join(f'{c} {n:,}' for c, n in sorted(by_code.items()))}); "
-                  f"see judge-engine stats {run_dir}; judge them again with: "
-                  f"judge-engine resume {run_dir} --retry {codes}")
+                  f"({', '.join(f'{c} {n:,}' for c, n in sorted(by_code.items()))}). Why, per judge:\n"
+                  f"  judge-engine stats {run_dir}\nJudge them again (cached answers are re-read, not bought again):\n"
+                  f"  judge-engine resume {run_dir} --retry {codes}", highlight=False)
     if allow_unscored:
         return EXIT_OK
     console.print(f"Exit code {EXIT_UNSCORED}: the run is complete but not every task is scored "

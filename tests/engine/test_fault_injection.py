@@ -1,0 +1,96 @@
+"""Fault injection (issue 13, acceptance): under 5% HTTP 500s and 2% malformed answers, in every
+malformed shape the fake server produces, every task ends scored with exactly the score its
+well-formed answer implies, or re-asked and then unscored with a reason code; no score ever comes
+from a malformed answer. Checked on 2,000 GEMBA-MQM items, and on every protocol's example."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from judge_engine.cli import main
+from judge_engine.config import load_config
+from judge_engine.dataset import iter_items
+from judge_engine.fake import FakeServer
+from judge_engine.fake.answers import AnswerBook
+from judge_engine.plan import build_protocol
+from tests.engine.conftest import make_job, read_lines
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((REPO / "examples").glob("*/config.yaml"))
+ANSWER_CODES = {"unreadable", "incomplete", "out_of_range", "refused"}
+
+
+def expected_scores(config_path: Path) -> dict[tuple[str, str, str], tuple[float | None, dict[str, float]]]:
+    """(judge, item id, variant) -> the score and breakdown the fake server's well-formed answer
+    implies at temperature 0 (the answer is then a function of the prompt alone)."""
+    config = load_config(config_path)
+    book = AnswerBook()
+    expected = {}
+    for judge in config.judges:
+        protocol = build_protocol(judge)
+        for item in iter_items(config.dataset, protocol.required_fields):
+            for variant in protocol.variants(item):
+                answer, _ = book.answer(protocol.render(item, variant), temperature=0.0, json_mode=protocol.json_mode)
+                score = protocol.score(protocol.parse(answer, item, variant), item, variant)
+                expected[(judge.name, str(item["id"]), variant)] = (score.score, dict(score.scores))
+    return expected
+
+
+def check_run(run: Path, config_path: Path, served_malformed: int) -> dict[str, int]:
+    """Every outcome is right or honestly unscored; every malformed answer served was rejected."""
+    expected = expected_scores(config_path)
+    latest = {o["task_id"]: o for o in read_lines(run / "outcomes.jsonl")}
+    assert len(latest) == sum(1 for _ in read_lines(run / "outcomes.jsonl"))  # one line per task
+    wrong, unscored, reasks = [], 0, 0
+    for outcome in latest.values():
+        reasks += outcome["reasks"]
+        if outcome["status"] == "unscored":
+            unscored += 1
+            assert outcome["reason_code"] in ANSWER_CODES | {"transport_exhausted"}, outcome
+            continue
+        score, scores = expected[(outcome["judge"], outcome["item_id"], outcome["variant"])]
+        if outcome["score"] != score or outcome["scores"] != pytest.approx(scores):
+            wrong.append(outcome)
+    assert wrong == [], wrong[:3]
+    rejected = reasks + sum(1 for o in latest.values() if o.get("reason_code") in ANSWER_CODES)
+    # A well-formed fake answer always parses, so each rejection is one malformed answer, and each
+    # malformed answer served was rejected: none slipped through into a score.
+    assert rejected == served_malformed
+    return {"tasks": len(latest), "unscored": unscored, "reasks": reasks}
+
+
+def _served_malformed(server: FakeServer) -> int:
+    faults = server.stats()["by_fault"]
+    return int(faults.get("malformed", 0)) + int(faults.get("cut_off", 0))
+
+
+def test_2000_gemba_items_under_500s_and_every_malformed_shape(tmp_path: Path, fake_server: FakeServer) -> None:
+    fake_server.update(error_500_rate=0.05, malformed_rate=0.02, cut_off_rate=0.005, seed=11)
+    job = make_job(tmp_path, fake_server, items=2000, judge={"limits": {"concurrency": 64}})
+    code = main(["run", str(job.config), "--no-live"])
+    stats = fake_server.stats()
+    assert stats["by_status"].get("500", 0) > 50 and _served_malformed(fake_server) > 20, stats
+    figures = check_run(job.only_run(), job.config, _served_malformed(fake_server))
+    assert code == (3 if figures["unscored"] else 0)
+    assert figures["tasks"] == 2000 and figures["reasks"] > 20
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
+def test_every_protocol_under_faults(example: Path, tmp_path: Path, fake_server: FakeServer) -> None:
+    raw: dict[str, Any] = yaml.safe_load(example.read_text(encoding="utf-8"))
+    raw["dataset"]["path"] = str(example.parent / raw["dataset"]["path"])
+    for judge in raw["judges"]:
+        judge.update(api_base=fake_server.base_url, api_key_env="JUDGE_ENGINE_TEST_KEY", temperatures=[0.0],
+                     retries={"transport": 6, "reasks": 2, "backoff_max_s": 0.01})
+    raw.update(output={"dir": str(tmp_path / "runs")}, cache={"dir": str(tmp_path / "cache")})
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    fake_server.update(error_500_rate=0.05, malformed_rate=0.15, cut_off_rate=0.05, seed=5)
+    main(["run", str(config), "--no-live", "--allow-unscored"])
+    run = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
+    assert _served_malformed(fake_server) > 0
+    check_run(run, config, _served_malformed(fake_server))
