@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from judge_engine.errors import ConfigError, VerdictError
+from judge_engine.errors import ConfigError, ReasonCode, VerdictError
 
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
@@ -166,7 +166,7 @@ class Protocol(ABC):
             problems = [
                 f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()
             ]
-            raise VerdictError(problems, raw=answer) from None
+            raise VerdictError(problems, raw=answer, code=validation_code(exc)) from None
 
     # --- the project's fake server (tests, --demo, benchmarks) ----------------------------
 
@@ -176,6 +176,35 @@ class Protocol(ABC):
         """A plausible, well-formed answer to ``messages`` if they are this protocol's prompt,
         else None. Deterministic in (``seed``, ``temperature``); used only by the fake server."""
         return None
+
+
+_OUT_OF_RANGE_ERRORS = frozenset(
+    {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "literal_error", "enum"}
+)
+
+
+def validation_code(exc: ValidationError) -> ReasonCode:
+    """The reason code of a rejected JSON answer: ``unreadable`` when it is not the verdict's
+    shape at all, else ``out_of_range`` for a value outside its scale or closed set, else
+    ``incomplete`` for a required field that is missing or JSON that ends too soon."""
+    kinds = [e["type"] for e in exc.errors()]
+    if any(k == "json_invalid" for k in kinds):
+        eof = any("EOF" in e["msg"] for e in exc.errors() if e["type"] == "json_invalid")
+        return ReasonCode.INCOMPLETE if eof else ReasonCode.UNREADABLE
+    if all(k == "missing" for k in kinds):
+        return ReasonCode.INCOMPLETE
+    if all(k in _OUT_OF_RANGE_ERRORS or k == "missing" for k in kinds):
+        return ReasonCode.OUT_OF_RANGE
+    return ReasonCode.UNREADABLE
+
+
+def json_error_code(exc: ValueError, text: str) -> ReasonCode:
+    """``incomplete`` when JSON text ends before its value does (an answer that stopped early),
+    else ``unreadable``."""
+    position = getattr(exc, "pos", None)
+    if position is not None and position >= len(text.rstrip()):
+        return ReasonCode.INCOMPLETE
+    return ReasonCode.UNREADABLE
 
 
 def strip_code_fence(text: str) -> str:

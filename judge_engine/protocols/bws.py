@@ -35,13 +35,14 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from judge_engine import templating
-from judge_engine.errors import DatasetError, VerdictError
+from judge_engine.errors import DatasetError, ReasonCode, VerdictError
 from judge_engine.protocols.base import (
     Item,
     Message,
     Protocol,
     ProtocolOptions,
     Score,
+    json_error_code,
     stable_seed,
     strip_code_fence,
 )
@@ -165,19 +166,19 @@ class BestWorstScaling(Protocol):
         order = [cid for cid, _ in self.displayed(item, variant)]
         labels = tuple(LABELS[: len(order)])
         is_json = strip_code_fence(answer).startswith("{")
-        picks, problems = _json_picks(answer) if is_json else _text_picks(answer)
-        for kind in ("best", "worst"):
-            label = picks.get(kind)
-            if label is None:
-                problems.append(
-                    f"no {kind} translation given (answer '{kind.capitalize()}: <label>')"
-                )
-            elif label not in labels:
-                problems.append(f"{kind}: {label!r} is not one of the labels {', '.join(labels)}")
+        picks, problems, code = _json_picks(answer) if is_json else _text_picks(answer)
+        missing = [kind for kind in ("best", "worst") if kind not in picks]
+        problems += [f"no {kind} translation given (answer '{kind.capitalize()}: <label>')" for kind in missing]
+        unknown = [(kind, label) for kind, label in picks.items() if label not in labels]
+        problems += [f"{kind}: {label!r} is not one of the labels {', '.join(labels)}" for kind, label in unknown]
         if not problems and picks["best"] == picks["worst"]:
             problems.append("the best and the worst translation must be different")
         if problems:
-            raise VerdictError(problems, raw=answer)
+            if code is None:
+                # Both picks are the answer: with one missing it is incomplete, whatever else.
+                code = (ReasonCode.UNREADABLE if len(missing) == 2 else ReasonCode.INCOMPLETE if missing
+                        else ReasonCode.OUT_OF_RANGE if unknown else ReasonCode.UNREADABLE)
+            raise VerdictError(problems, raw=answer, code=code)
         best, worst = picks["best"], picks["worst"]
         return BWSVerdict(
             best=best,
@@ -257,7 +258,7 @@ def _order_index(variant: str) -> int:
     return int(variant.removeprefix("order") or 0)
 
 
-def _text_picks(answer: str) -> tuple[dict[str, str], list[str]]:
+def _text_picks(answer: str) -> tuple[dict[str, str], list[str], ReasonCode | None]:
     picks: dict[str, str] = {}
     problems: list[str] = []
     for line in answer.splitlines():
@@ -270,22 +271,23 @@ def _text_picks(answer: str) -> tuple[dict[str, str], list[str]]:
             continue
         if picks.setdefault(kind, label) != label:
             problems.append(f"two different {kind} translations given")
-    return picks, problems
+    return picks, problems, ReasonCode.UNREADABLE if problems else None
 
 
-def _json_picks(answer: str) -> tuple[dict[str, str], list[str]]:
+def _json_picks(answer: str) -> tuple[dict[str, str], list[str], ReasonCode | None]:
+    text = strip_code_fence(answer)
     try:
-        raw = json.loads(strip_code_fence(answer))
+        raw = json.loads(text)
     except json.JSONDecodeError as exc:
-        return {}, [f"the answer is not valid JSON: {exc}"]
+        return {}, [f"the answer is not valid JSON: {exc}"], json_error_code(exc, text)
     if not isinstance(raw, dict):
-        return {}, ["the JSON answer is not an object"]
+        return {}, ["the JSON answer is not an object"], ReasonCode.UNREADABLE
     picks: dict[str, str] = {}
     for key, value in raw.items():
         kind = str(key).strip().lower()
         if kind in ("best", "worst") and (label := _label(str(value))) is not None:
             picks[kind] = label
-    return picks, []
+    return picks, [], None
 
 
 def _label(text: str) -> str | None:

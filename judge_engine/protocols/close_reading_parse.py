@@ -25,7 +25,7 @@ from typing import Any
 
 from unidecode import unidecode
 
-from judge_engine.errors import VerdictError
+from judge_engine.errors import ReasonCode, VerdictError
 
 Record = dict[str, str]
 """One expression as the judge wrote it: ``{"expression": ..., "justification": ...}``."""
@@ -68,13 +68,34 @@ def read_expressions(answer: str) -> list[Record]:
             'answer with one valid JSON list of {"expression", "justification"} objects',
             raw=answer,
         )
+    if best and not _closed(text):
+        # The tolerant layers would read the records before the break and drop the rest.
+        raise VerdictError(
+            "the list of expressions is not closed: the answer looks cut off",
+            raw=answer,
+            code=ReasonCode.INCOMPLETE,
+        )
     return _checked(best, found_empty, answer)
+
+
+def _closed(text: str) -> bool:
+    """Whether the last record is followed by its ``}`` and, for a list, by the list's ``]``."""
+    keys = list(_KEY.finditer(text))
+    if not keys:
+        return True
+    first, last = keys[0].start(), keys[-1].end()
+    tail = text[last:]
+    if "}" not in tail:
+        return False
+    return "[" not in text[:first] or "]" in tail[tail.find("}") :]
 
 
 def _checked(records: list[Record], found_empty: bool, answer: str) -> list[Record]:
     errors = [r["error"] for r in records if "error" in r and not r.get("expression")]
     if errors:
-        raise VerdictError(f"the judge refused or reported an error: {errors[0]!r}", raw=answer)
+        raise VerdictError(
+            f"the judge refused or reported an error: {errors[0]!r}", raw=answer, code=ReasonCode.REFUSED
+        )
     if not records:
         if found_empty:
             return []

@@ -16,8 +16,10 @@ critical 25, major 5, minor 1)``, with ``non-translation`` always critical.
 Two parsers:
 
 * ``strict`` (default): reads headers in any case, with Markdown emphasis, and inline
-  (``Major: accuracy/omission - "x"``); an answer with no severity section, an unknown category or a
-  cut-off last line is a :class:`VerdictError` (re-asked, then unscored), never a perfect score.
+  (``Major: accuracy/omission - "x"``). The format always has all three sections (``no-error``
+  under an empty one), so an answer with a section missing or empty, or a cut-off last line, is
+  ``incomplete``; prose, an unreadable line or an unknown category is ``unreadable``. Either is a
+  :class:`VerdictError` (re-asked, then unscored), never a score from partial information.
 * ``legacy-gemba`` (opt-in): the reference ``parse_mqm_answer`` rules exactly, quirks included:
   anything unreadable scores 0. Use it only to reproduce published numbers.
 """
@@ -35,7 +37,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from judge_engine import templating
-from judge_engine.errors import VerdictError
+from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.protocols.base import (
     Item,
     Message,
@@ -191,7 +193,10 @@ class GembaMQM(Protocol):
 
     def _parse_text(self, answer: str) -> list[MQMError]:
         severity: Severity | None = None
-        seen_header = False
+        # Lines under each section header seen so far: the format always writes all three
+        # sections, with "no-error" under an empty one, so a missing or empty section means the
+        # answer stopped early (or never followed the format) and must not be scored.
+        sections: dict[Severity, int] = {}
         errors: list[MQMError] = []
         problems: list[str] = []
         lines = [ln.strip() for ln in answer.strip().splitlines()]
@@ -202,14 +207,16 @@ class GembaMQM(Protocol):
             header = _HEADER.match(line.lower())
             if header:
                 severity = header.group(1)  # type: ignore[assignment]
-                seen_header = True
+                assert severity is not None
+                sections.setdefault(severity, 0)
                 line = _undecorate(line[len(line) - len(header.group(2)) :])
                 if not line:
                     continue
-            if "no-error" in line.lower() or "no error" in line.lower():
-                continue
             if severity is None:
                 continue  # preamble before the first section ("Here are the errors:")
+            sections[severity] += 1
+            if "no-error" in line.lower() or "no error" in line.lower():
+                continue
             error = self._error_from_line(line, severity)
             if error is None:
                 problems.append(f"line {number} is not 'category/subcategory - \"span\"': {raw_line!r}")
@@ -218,12 +225,18 @@ class GembaMQM(Protocol):
                 problems.append(f"line {number}: {problem}")
                 continue
             errors.append(error)
-        if not seen_header:
-            problems.insert(0, "no 'Critical:', 'Major:' or 'Minor:' section found")
-        if lines and lines[-1].count('"') % 2 == 1:
-            problems.append("the last line has an unclosed quote: the answer looks cut off")
+        if not sections:
+            raise VerdictError(["no 'Critical:', 'Major:' or 'Minor:' section found", *problems], raw=answer)
         if problems:
             raise VerdictError(problems, raw=answer)
+        incomplete = [f"no '{s.capitalize()}:' section: write all three sections, with 'no-error' under one "
+                      "that has no errors" for s in SEVERITIES if s not in sections]
+        incomplete += [f"the '{s.capitalize()}:' section is empty: write 'no-error' when it has no errors"
+                       for s, count in sections.items() if count == 0]
+        if lines and lines[-1].count('"') % 2 == 1:
+            incomplete.append("the last line has an unclosed quote: the answer looks cut off")
+        if incomplete:
+            raise VerdictError(incomplete, raw=answer, code=ReasonCode.INCOMPLETE)
         return errors
 
     def _error_from_line(self, line: str, severity: Severity) -> MQMError | None:

@@ -38,6 +38,7 @@ from judge_engine.protocols.prometheus_parse import (
     AbsoluteVerdict,
     RelativeVerdict,
     Winner,
+    check_feedback,
     check_score,
     read_score,
     read_winner,
@@ -277,6 +278,7 @@ class PrometheusRelative(Protocol):
         if strip_code_fence(answer).startswith("{"):
             verdict = self.verdict_from_json(answer)
             assert isinstance(verdict, RelativeVerdict)
+            verdict = check_feedback(verdict, answer)
         else:
             verdict = read_winner(answer)
         if _swapped(variant):

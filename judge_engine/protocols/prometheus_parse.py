@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from judge_engine.errors import VerdictError
+from judge_engine.errors import ReasonCode, VerdictError
 
 Winner = Literal["A", "B"]
 
@@ -44,6 +44,8 @@ class RelativeVerdict(BaseModel):
     """The better response. In stored outcomes this is always the item's own label: when the
     pair was shown swapped (variant ``BA``) the judge's letter is mapped back."""
 
+
+_Verdict = TypeVar("_Verdict", AbsoluteVerdict, RelativeVerdict)
 
 # The library's absolute pattern, with its two "/5" suffixes left open for the scale's top.
 _ABSOLUTE = (
@@ -89,28 +91,46 @@ def read_score(answer: str, low: int, high: int) -> AbsoluteVerdict:
     """Read a text answer ``<feedback> [RESULT] <score>`` on the scale ``low..high``.
 
     Raises:
-        VerdictError: no score at the end of the answer, or a score outside ``low..high``.
+        VerdictError: no score at the end of the answer (``incomplete`` when it stops at the
+            marker), a score outside ``low..high`` (``out_of_range``), or no feedback before
+            the score (``incomplete``: the format has both parts).
     """
     match = absolute_pattern(high).search(answer)
     if match is None:
         raise VerdictError(
             [f"no score found: end the answer with '[RESULT] <an integer between {low} and {high}>'"],
             raw=answer,
+            code=_missing_result_code(answer),
         )
     score = int(match.group(1))
     if not low <= score <= high:
         raise VerdictError(
             [f"score {score} is outside the rubric's scale: give an integer between {low} and {high}"],
             raw=answer,
+            code=ReasonCode.OUT_OF_RANGE,
         )
-    return AbsoluteVerdict(feedback=_feedback(answer[: match.start()]), score=score)
+    return check_feedback(AbsoluteVerdict(feedback=_feedback(answer[: match.start()]), score=score), answer)
 
 
 def check_score(verdict: AbsoluteVerdict, low: int, high: int, raw: str) -> AbsoluteVerdict:
-    """Reject a JSON verdict whose score lies outside ``low..high``."""
+    """Reject a JSON verdict whose score lies outside ``low..high`` or that has no feedback."""
     if not low <= verdict.score <= high:
         raise VerdictError(
-            [f"score: {verdict.score} is outside the rubric's scale {low}..{high}"], raw=raw
+            [f"score: {verdict.score} is outside the rubric's scale {low}..{high}"],
+            raw=raw,
+            code=ReasonCode.OUT_OF_RANGE,
+        )
+    return check_feedback(verdict, raw)
+
+
+def check_feedback(verdict: _Verdict, raw: str) -> _Verdict:
+    """Reject a verdict without feedback: Prometheus answers are feedback, then the result,
+    and a bare result is an answer that skipped (or lost) half of what was asked."""
+    if not verdict.feedback.strip():
+        raise VerdictError(
+            ["no feedback: write the feedback first, then '[RESULT]' and the verdict"],
+            raw=raw,
+            code=ReasonCode.INCOMPLETE,
         )
     return verdict
 
@@ -119,15 +139,24 @@ def read_winner(answer: str) -> RelativeVerdict:
     """Read a text answer ``<feedback> [RESULT] A|B``.
 
     Raises:
-        VerdictError: no verdict at the end of the answer.
+        VerdictError: no verdict at the end of the answer, or no feedback before it.
     """
     match = _RELATIVE.search(answer) if answer else None
     if match is None:
         raise VerdictError(
-            ['no verdict found: end the answer with \'[RESULT] A\' or \'[RESULT] B\''], raw=answer
+            ['no verdict found: end the answer with \'[RESULT] A\' or \'[RESULT] B\''],
+            raw=answer,
+            code=_missing_result_code(answer),
         )
     winner: Winner = "A" if match.group(1).upper() == "A" else "B"
-    return RelativeVerdict(feedback=_feedback(answer[: match.start()]), winner=winner)
+    return check_feedback(RelativeVerdict(feedback=_feedback(answer[: match.start()]), winner=winner), answer)
+
+
+def _missing_result_code(answer: str) -> ReasonCode:
+    """``incomplete`` for an answer that ends at (or just after) its result marker, i.e. stopped
+    before the verdict; ``unreadable`` for one that never got to the format."""
+    tail = answer.rstrip()[-12:].lower()
+    return ReasonCode.INCOMPLETE if "[result" in tail or tail.endswith("result:") else ReasonCode.UNREADABLE
 
 
 def _feedback(text: str) -> str:

@@ -40,13 +40,14 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from judge_engine import templating
-from judge_engine.errors import VerdictError
+from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.protocols.base import (
     Item,
     Message,
     Protocol,
     ProtocolOptions,
     Score,
+    json_error_code,
     strip_code_fence,
 )
 
@@ -152,7 +153,9 @@ class TTCT(Protocol):
         try:
             raw = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise VerdictError(f"the answer is not valid JSON: {exc}", raw=answer) from None
+            raise VerdictError(
+                f"the answer is not valid JSON: {exc}", raw=answer, code=json_error_code(exc, text)
+            ) from None
         if not isinstance(raw, dict):
             raise VerdictError("the JSON answer is not an object", raw=answer)
         # "Q1" and "q1" are the same question; everything else goes to the model's checks.
@@ -165,6 +168,7 @@ class TTCT(Protocol):
         ratings: dict[str, int] = {}
         unreadable: set[str] = set()
         problems: list[str] = []
+        out_of_range = False
         for line in answer.splitlines():
             match = _LINE.match(_DECORATION.sub("", line).strip().lstrip("-• ").strip())
             if match is None:
@@ -178,13 +182,21 @@ class TTCT(Protocol):
             if rating is None:
                 unreadable.add(question)
                 problems.append(f"{question.upper()}: {token!r} is not an integer from 1 to 5")
+                out_of_range = out_of_range or token.rstrip(".").strip().isdigit()
             elif ratings.setdefault(question, rating) != rating:
                 problems.append(f"{question.upper()} is rated twice, differently")
+        unread = bool(problems)
         missing = [q.upper() for q in QUESTIONS if q not in ratings and q not in unreadable]
         if missing:
+            # Every question must be answered: a dimension rated from some of its questions is
+            # another measure, and an answer that stopped early looks just like this.
             problems.append(f"no rating for {', '.join(missing)} (answer 'Q<n>: <1-5>' per line)")
         if problems:
-            raise VerdictError(problems, raw=answer)
+            if len(missing) == len(QUESTIONS) or (unread and not out_of_range):
+                code = ReasonCode.UNREADABLE
+            else:
+                code = ReasonCode.OUT_OF_RANGE if out_of_range else ReasonCode.INCOMPLETE
+            raise VerdictError(problems, raw=answer, code=code)
         return TTCTVerdict(**ratings)
 
     def score_range(self) -> tuple[float, float] | None:

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from judge_engine.errors import VerdictError
+from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.protocols.gemba_mqm import GembaMQM, gemba_score, legacy_parse
+from judge_engine.protocols.gemba_mqm_literary import GembaMQMLiterary
 
 ITEM = {"id": "1", "source": "a", "target": "b", "source_lang": "English", "target_lang": "German"}
+EMPTY_ABOVE_MINOR = "Critical:\nno-error\nMajor:\nno-error\nMinor:\n"
 
 
 def _reference_messages(shared_reference: Path) -> list[tuple[str, str]]:
@@ -61,12 +63,12 @@ def test_legacy_parser_reproduces_reference_fixtures(answer: str, expected: floa
 @pytest.mark.parametrize(
     ("answer", "expected"),
     [
-        ("Minor:\n" + "\n".join(f'fluency/grammar - "w{i}"' for i in range(6)), -5.0),  # first five count
-        ('Minor:\nnon-translation - "abc"', -25.0),  # non-translation is critical
+        (EMPTY_ABOVE_MINOR + "\n".join(f'fluency/grammar - "w{i}"' for i in range(6)), -5.0),  # first five count
+        (EMPTY_ABOVE_MINOR + 'non-translation - "abc"', -25.0),  # non-translation is critical
         ("Critical:\nno-error\nMajor:\nno-error\nMinor:\nno-error", 0.0),
         ('Critical: no-error\nMajor: accuracy/mistranslation - "x"\nMinor: fluency/grammar - "y"', -6.0),  # inline read
-        ('**Critical:**\naccuracy/addition - "x"', -25.0),  # markdown read
-        ('Here is my annotation.\nMajor:\n- accuracy/omission - "the"', -5.0),
+        ('**Critical:**\naccuracy/addition - "x"\n**Major:**\nno-error\n**Minor:**\nno-error', -25.0),  # markdown read
+        ('Here is my annotation.\nCritical:\nno-error\nMajor:\n- accuracy/omission - "the"\nMinor:\nno-error', -5.0),
         ('Critical:\naccuracy/addition - "a"\nMajor:\naccuracy/omission - "b"\nMinor:\nstyle/awkward - "c"', -25.0),  # capped
     ],
 )
@@ -80,7 +82,7 @@ def test_strict_parser_reads_what_models_write(answer: str, expected: float) -> 
     [
         ("The translation is quite good.", "no 'Critical:'"),
         ("", "no 'Critical:'"),
-        ('Major:\naccuracy/omission - "the acc', "cut off"),
+        ('Critical:\nno-error\nMajor:\nno-error\nMinor:\naccuracy/omission - "the acc', "cut off"),
         ('Major:\nbanana/split - "x"', "unknown error category"),
         ("Major:\nthis line is prose without any structure", "is not 'category/subcategory"),
     ],
@@ -88,6 +90,50 @@ def test_strict_parser_reads_what_models_write(answer: str, expected: float) -> 
 def test_strict_parser_rejects_unreadable_answers(answer: str, problem: str) -> None:
     with pytest.raises(VerdictError, match=re.escape(problem)):
         GembaMQM().parse(answer, ITEM)
+
+
+@pytest.mark.parametrize("protocol", [GembaMQM(), GembaMQMLiterary()], ids=["gemba-mqm", "gemba-mqm-literary"])
+@pytest.mark.parametrize(
+    ("answer", "problem"),
+    [
+        # Issue 13, item 1: cut off cleanly after the Major section; it used to score -5.
+        ('Critical:\nno-error\nMajor:\naccuracy/mistranslation - "x"', "no 'Minor:' section"),
+        ('Critical:\nno-error\nMinor:\nfluency/grammar - "y"', "no 'Major:' section"),
+        ('Major:\nno-error\nMinor:\nno-error', "no 'Critical:' section"),
+        ('Critical:\nno-error\nMajor:\nno-error\nMinor:', "'Minor:' section is empty"),
+        ('Critical:\nno-error\nMajor:\nno-error\nMinor:\nfluency/grammar - "wä', "cut off"),
+    ],
+)
+def test_an_answer_missing_a_section_is_incomplete_never_scored(protocol: GembaMQM, answer: str, problem: str) -> None:
+    with pytest.raises(VerdictError, match=re.escape(problem)) as caught:
+        protocol.parse(answer, ITEM)
+    assert caught.value.code == ReasonCode.INCOMPLETE
+
+
+def test_an_answer_stopped_at_any_section_boundary_is_rejected() -> None:
+    """Whichever section an answer stops before (or inside, before its first line), what it has
+    is never scored as if it were all. (A stop between two error lines of the last section
+    cannot be told from a complete answer; the provider's finish reason is the only sign.)"""
+    protocol = GembaMQM()
+    for seed in range(40):
+        answer = protocol.fake_answer(protocol.render(ITEM), seed=seed, temperature=0.0, json_mode=False)
+        assert answer is not None
+        lines = answer.strip().splitlines()
+        protocol.parse(answer, ITEM)
+        headers = [n for n, line in enumerate(lines) if line.endswith(":")]
+        for stop in [*headers[1:], *(n + 1 for n in headers)]:
+            with pytest.raises(VerdictError):
+                protocol.parse("\n".join(lines[:stop]), ITEM)
+
+
+def test_json_answer_codes() -> None:
+    protocol = GembaMQM.from_options({"output": "json"})
+    with pytest.raises(VerdictError) as cut:
+        protocol.parse('{"errors": [{"severity": "major", "category": "accuracy", "sp', ITEM)
+    assert cut.value.code == ReasonCode.INCOMPLETE
+    with pytest.raises(VerdictError) as bad:
+        protocol.parse('{"errors": [{"severity": "fatal", "category": "accuracy", "span": "b"}]}', ITEM)
+    assert bad.value.code == ReasonCode.OUT_OF_RANGE
 
 
 def test_json_mode_answers() -> None:

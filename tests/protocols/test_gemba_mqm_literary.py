@@ -123,6 +123,11 @@ def test_reference_fixtures_with_the_strict_parser(answer: str, gemba: float, co
         with pytest.raises(VerdictError, match="no 'Critical:'"):
             STRICT.parse(answer, ITEM)
         return
+    if not all(header in answer.lower() for header in ("critical:", "major:", "minor:")):
+        # The strict parser never scores an answer with a section missing (issue 13, item 1).
+        with pytest.raises(VerdictError, match="section"):
+            STRICT.parse(answer, ITEM)
+        return
     verdict = STRICT.parse(answer, ITEM)
     strict_penalty = {"Critical: no-error": 6, "**Critical:**": 25}.get(answer.split("\n")[0], penalty)
     assert STRICT.score(verdict, {**ITEM, "target": "One."}).score == -strict_penalty

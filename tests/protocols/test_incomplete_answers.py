@@ -1,0 +1,106 @@
+"""Every protocol whose answer has a fixed set of parts rejects an answer that lacks one (issue 13,
+item 1), and says why in a reason code: ``incomplete`` for a missing part, ``out_of_range`` for a
+value off the scale, ``unreadable`` for an answer not in the format, ``refused`` for a refusal.
+
+The last test takes every example's well-formed fake answers and stops each one early at every
+boundary the fake server's ``stop_early`` fault can pick: none of them may parse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judge_engine.config import load_config
+from judge_engine.dataset import iter_items
+from judge_engine.errors import ReasonCode, VerdictError
+from judge_engine.fake.answers import AnswerBook, stopped_early
+from judge_engine.plan import build_protocol
+from judge_engine.protocols import get_protocol
+
+REPO = Path(__file__).resolve().parents[2]
+TTCT_ITEM = {"id": "t1", "text": "The moon folded its light.", "topic": "longing"}
+BWS_ITEM = {
+    "id": "b1", "source": "Der Schnee.", "source_lang": "German", "target_lang": "English",
+    "candidates": ["Snow.", "The snow.", "Snows.", "A snow."],
+}  # fmt: skip
+ABSOLUTE_ITEM = {"id": "a1", "instruction": "Say hi.", "response": "Hi!"}
+RELATIVE_ITEM = {
+    "id": "r1", "instruction": "Name a colour.", "response_a": "Blue.", "response_b": "A colour.",
+    "criteria": "Is the answer specific?",
+}  # fmt: skip
+PASSAGE_ITEM = {"id": "c1", "passage": "The keeper counted gulls instead of ships."}
+HELPFUL = {"rubric": "helpfulness"}
+ALL_TWELVE = "".join(f"Q{n}: 3\n" for n in range(1, 13))
+
+CASES: list[tuple[str, dict[str, Any], dict[str, Any], str, ReasonCode]] = [
+    # protocol, options, item, answer, expected code
+    ("ttct", {}, TTCT_ITEM, ALL_TWELVE.replace("Q12: 3\n", ""), ReasonCode.INCOMPLETE),
+    ("ttct", {}, TTCT_ITEM, ALL_TWELVE.replace("Q3: 3", "Q3: 7"), ReasonCode.OUT_OF_RANGE),
+    ("ttct", {}, TTCT_ITEM, "A lovely, creative sentence.", ReasonCode.UNREADABLE),
+    ("ttct", {"output": "json"}, TTCT_ITEM, '{"q1": 3, "q2": 3}', ReasonCode.INCOMPLETE),
+    ("ttct", {"output": "json"}, TTCT_ITEM, '{"q1": 3, "q2": 3, "q3"', ReasonCode.INCOMPLETE),
+    ("bws", {}, BWS_ITEM, "Best: B", ReasonCode.INCOMPLETE),
+    ("bws", {}, BWS_ITEM, "Worst: C\n", ReasonCode.INCOMPLETE),
+    ("bws", {}, BWS_ITEM, "Best: B\nWorst: Q", ReasonCode.OUT_OF_RANGE),
+    ("bws", {}, BWS_ITEM, "I like the second one.", ReasonCode.UNREADABLE),
+    ("bws", {"output": "json"}, BWS_ITEM, '{"best": "B", "worst":', ReasonCode.INCOMPLETE),
+    ("prometheus-absolute", HELPFUL, ABSOLUTE_ITEM, "[RESULT] 4", ReasonCode.INCOMPLETE),
+    ("prometheus-absolute", HELPFUL, ABSOLUTE_ITEM, "Feedback: clear and kind. [RESULT]", ReasonCode.INCOMPLETE),
+    ("prometheus-absolute", HELPFUL, ABSOLUTE_ITEM, "Clear and kind. [RESULT] 9", ReasonCode.OUT_OF_RANGE),
+    ("prometheus-absolute", HELPFUL, ABSOLUTE_ITEM, "A fine answer overall.", ReasonCode.UNREADABLE),
+    ("prometheus-absolute", {**HELPFUL, "output": "json"}, ABSOLUTE_ITEM, '{"feedback": " ", "score": 3}', ReasonCode.INCOMPLETE),
+    ("prometheus-absolute", {**HELPFUL, "output": "json"}, ABSOLUTE_ITEM, '{"score": 3}', ReasonCode.INCOMPLETE),
+    ("prometheus-relative", {}, RELATIVE_ITEM, "[RESULT] A", ReasonCode.INCOMPLETE),
+    ("prometheus-relative", {}, RELATIVE_ITEM, "Feedback: A is precise. [RESULT]", ReasonCode.INCOMPLETE),
+    ("prometheus-relative", {"output": "json"}, RELATIVE_ITEM, '{"feedback": "", "winner": "A"}', ReasonCode.INCOMPLETE),
+    ("novel-spans", {}, PASSAGE_ITEM,
+     '[{"expression": "counted gulls", "justification": "odd"}, {"expression": "instead of', ReasonCode.INCOMPLETE),
+    ("novel-spans", {}, PASSAGE_ITEM,
+     '[{"expression": "counted gulls", "justification": "odd"}, ', ReasonCode.INCOMPLETE),
+    ("novel-spans", {}, PASSAGE_ITEM, '[{"error": "I cannot help with that."}]', ReasonCode.REFUSED),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "options", "item", "answer", "code"), CASES)
+def test_a_missing_or_wrong_part_is_rejected_with_its_code(
+    name: str, options: dict[str, Any], item: dict[str, Any], answer: str, code: ReasonCode
+) -> None:
+    protocol = get_protocol(name).from_options(options)
+    with pytest.raises(VerdictError) as caught:
+        protocol.parse(answer, item)
+    assert caught.value.code == code, caught.value.problems
+
+
+def _fake_answers() -> list[tuple[str, Any, Any, str, str]]:
+    """(example/judge, protocol, item, variant, well-formed answer) for every example task."""
+    book = AnswerBook()
+    found = []
+    for config_path in sorted((REPO / "examples").glob("*/config.yaml")):
+        config = load_config(config_path)
+        for judge in config.judges:
+            protocol = build_protocol(judge)
+            for item in iter_items(config.dataset, protocol.required_fields):
+                for variant in protocol.variants(item):
+                    for temperature in (0.0, 1.0):
+                        answer, _ = book.answer(protocol.render(item, variant), temperature=temperature,
+                                                json_mode=protocol.json_mode)  # fmt: skip
+                        found.append((f"{config_path.parent.name}/{judge.name}", protocol, item, variant, answer))
+    return found
+
+
+def test_every_example_answer_stopped_early_is_rejected() -> None:
+    answers = _fake_answers()
+    assert len({a[0] for a in answers}) >= 10  # every example judge, text and JSON modes
+    slipped = []
+    for where, protocol, item, variant, answer in answers:
+        protocol.parse(answer, item, variant)  # the whole answer is fine
+        for draw in (0.0, 0.3, 0.6, 0.99):
+            stopped = stopped_early(answer, draw)
+            try:
+                protocol.parse(stopped, item, variant)
+            except VerdictError:
+                continue
+            slipped.append((where, answer, stopped))
+    assert slipped == []
