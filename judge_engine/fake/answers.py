@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -148,12 +149,14 @@ def finish(
     *,
     malformed: float | None = None,
     cut_off: bool = False,
+    stop_early: float | None = None,
     max_tokens: int | None = None,
     chars_per_token: float = 4.0,
 ) -> Answer:
     """Apply the content faults and ``max_tokens`` to an answer and count its tokens.
 
-    ``malformed`` is the uniform draw that picks the prose (None: no malformed fault).
+    ``malformed`` is the uniform draw that picks the prose (None: no malformed fault);
+    ``stop_early`` the one that picks where the answer stops (see :func:`stopped_early`).
     """
     finish_reason = "stop"
     if malformed is not None:
@@ -161,6 +164,8 @@ def finish(
     elif cut_off:
         content = content[: len(content) // 2]
         finish_reason = "length"
+    elif stop_early is not None:
+        content = stopped_early(content, stop_early)
     if max_tokens is not None and completion_tokens(content, chars_per_token) > max_tokens:
         content = content[: int(max(0, max_tokens) * chars_per_token)]
         finish_reason = "length"
@@ -171,6 +176,24 @@ def finish(
         completion_tokens=completion_tokens(content, chars_per_token),
         protocol=protocol,
     )
+
+
+_PART_START = re.compile(r"^\W*[A-Za-z][A-Za-z0-9 ]{0,20}\W*:", re.MULTILINE)
+
+
+def stopped_early(content: str, draw: float) -> str:
+    """The answer as if the judge had stopped before one of its later parts, cleanly.
+
+    A part starts at a ``Label:`` line after the first line (``Major:``, ``Q7: 3``,
+    ``Worst: B``); ``draw`` in [0, 1) picks which. An answer with no such line loses its last
+    word instead (``... [RESULT] 4`` -> ``... [RESULT]``; a one-line JSON answer loses its end).
+    """
+    text = content.rstrip()
+    starts = [m.start() for m in _PART_START.finditer(text) if m.start() > 0]
+    if starts:
+        return text[: starts[int(draw * len(starts))]]
+    head, _, _ = text.rpartition(" ")
+    return head
 
 
 def body_digest(body: bytes) -> bytes:

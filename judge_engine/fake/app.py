@@ -216,7 +216,7 @@ class FakeApp:
         if fault is not None:
             self.stats.by_fault[fault] += 1
         if fault in (None, "truncate"):
-            for content_fault in ("malformed", "cut_off"):
+            for content_fault in ("malformed", "cut_off", "stop_early"):
                 if content_fault in faults:
                     self.stats.by_fault[content_fault] += 1
                     break
@@ -243,6 +243,7 @@ class FakeApp:
             protocol,
             malformed=faults.get("malformed"),
             cut_off="cut_off" in faults,
+            stop_early=faults.get("stop_early"),
             max_tokens=payload["max_tokens"],
             chars_per_token=config.chars_per_token,
         )

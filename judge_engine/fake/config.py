@@ -30,7 +30,8 @@ class FakeConfig(BaseModel):
     (request body, how many times that body was seen before, :attr:`seed`), so an identical retry
     gets a fresh draw and a rerun of the same traffic gets the same faults. When several faults
     are drawn for one request, the first of ``reset, error_500, error_503, truncate`` applies;
-    ``malformed`` beats ``cut_off``; ``hang`` delays whatever answer the request gets.
+    ``malformed`` beats ``cut_off``, which beats ``stop_early``; ``hang`` delays whatever answer
+    the request gets.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -68,6 +69,11 @@ class FakeConfig(BaseModel):
     """Probability of a 200 whose content is prose no protocol can read."""
     cut_off_rate: float = Field(default=0.0, ge=0, le=1)
     """Probability of ``finish_reason: "length"`` with the content cut in half."""
+    stop_early_rate: float = Field(default=0.0, ge=0, le=1)
+    """Probability of an answer that stops cleanly before its last part, with ``finish_reason:
+    "stop"``: before a later ``Label:`` line (a GEMBA section, a TTCT question, the BWS worst
+    pick), or, in a one-line answer, before its last word (a Prometheus result, a JSON value's
+    end). Only the protocol's own checks can catch it."""
     storm: Storm | None = None
     """An optional window of forced 429s, timed from server start."""
     require_api_key: str | None = None

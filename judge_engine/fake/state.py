@@ -12,14 +12,14 @@ from typing import Any
 
 from judge_engine.fake.config import FakeConfig
 
-FAULT_KINDS = ("reset", "error_500", "error_503", "truncate", "hang", "malformed", "cut_off")
+FAULT_KINDS = ("reset", "error_500", "error_503", "truncate", "hang", "malformed", "cut_off", "stop_early")
 _UNIT = float(1 << 64)
 
 
 @dataclass(frozen=True, slots=True)
 class Draw:
-    """One request's fault draws: a uniform in [0, 1) per fault kind, plus one for jitter and one
-    spare for picking among variants (e.g. which malformed prose)."""
+    """One request's fault draws: a uniform in [0, 1) per fault kind, one for jitter (draw 7)
+    and spares (the uniform of a fired fault also picks among its variants, e.g. which prose)."""
 
     uniforms: tuple[float, ...]
 
@@ -27,7 +27,10 @@ class Draw:
     def of(cls, digest: bytes, seen_before: int, seed: int) -> Draw:
         material = digest + f":{seen_before}:{seed}".encode()
         raw = hashlib.blake2b(material, digest_size=64).digest()
-        return cls(tuple(int.from_bytes(raw[i : i + 8], "big") / _UNIT for i in range(0, 64, 8)))
+        # Faults added later draw from a second hash, so the first eight draws (and every
+        # seeded test's traffic) stay what they were.
+        raw += hashlib.blake2b(material, digest_size=64, person=b"more-faults").digest()
+        return cls(tuple(int.from_bytes(raw[i : i + 8], "big") / _UNIT for i in range(0, len(raw), 8)))
 
     def fired(self, config: FakeConfig) -> dict[str, float]:
         """The fault kinds whose independent draw fell under their rate, with their draws."""
@@ -39,8 +42,11 @@ class Draw:
             config.hang_rate,
             config.malformed_rate,
             config.cut_off_rate,
+            config.stop_early_rate,
         )
-        return {k: u for k, u, r in zip(FAULT_KINDS, self.uniforms, rates, strict=False) if u < r}
+        # Draw 7 is the jitter; the fault after it takes draw 8.
+        uniforms = (*self.uniforms[:7], self.uniforms[8])
+        return {k: u for k, u, r in zip(FAULT_KINDS, uniforms, rates, strict=True) if u < r}
 
     @property
     def jitter(self) -> float:

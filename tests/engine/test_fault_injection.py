@@ -65,15 +65,16 @@ def check_run(run: Path, config_path: Path, served_malformed: int) -> dict[str, 
 
 def _served_malformed(server: FakeServer) -> int:
     faults = server.stats()["by_fault"]
-    return int(faults.get("malformed", 0)) + int(faults.get("cut_off", 0))
+    return sum(int(faults.get(kind, 0)) for kind in ("malformed", "cut_off", "stop_early"))
 
 
 def test_2000_gemba_items_under_500s_and_every_malformed_shape(tmp_path: Path, fake_server: FakeServer) -> None:
-    fake_server.update(error_500_rate=0.05, malformed_rate=0.02, cut_off_rate=0.005, seed=11)
+    fake_server.update(error_500_rate=0.05, malformed_rate=0.02, cut_off_rate=0.005, stop_early_rate=0.01, seed=11)
     job = make_job(tmp_path, fake_server, items=2000, judge={"limits": {"concurrency": 64}})
     code = main(["run", str(job.config), "--no-live"])
     stats = fake_server.stats()
     assert stats["by_status"].get("500", 0) > 50 and _served_malformed(fake_server) > 20, stats
+    assert stats["by_fault"].get("stop_early", 0) > 5, stats  # answers cut at a section boundary
     figures = check_run(job.only_run(), job.config, _served_malformed(fake_server))
     assert code == (3 if figures["unscored"] else 0)
     assert figures["tasks"] == 2000 and figures["reasks"] > 20
@@ -89,8 +90,8 @@ def test_every_protocol_under_faults(example: Path, tmp_path: Path, fake_server:
     raw.update(output={"dir": str(tmp_path / "runs")}, cache={"dir": str(tmp_path / "cache")})
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
-    fake_server.update(error_500_rate=0.05, malformed_rate=0.15, cut_off_rate=0.05, seed=5)
+    fake_server.update(error_500_rate=0.05, malformed_rate=0.1, cut_off_rate=0.05, stop_early_rate=0.1, seed=5)
     main(["run", str(config), "--no-live", "--allow-unscored"])
     run = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
-    assert _served_malformed(fake_server) > 0
+    assert _served_malformed(fake_server) > 0 and fake_server.stats()["by_fault"].get("stop_early", 0) > 0
     check_run(run, config, _served_malformed(fake_server))
