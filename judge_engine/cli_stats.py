@@ -65,7 +65,9 @@ def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "table", help="judge scores: a run directory or a .csv/.tsv/.jsonl/.json table"
     )
     meta.add_argument("--human-table", metavar="PATH", help="human judgments, joined on --key")
-    meta.add_argument("--key", nargs="+", metavar="COL", help="join key in TABLE (run: item_id)")
+    meta.add_argument("--key", nargs="+", metavar="COL",
+                      help="join key in TABLE; for a run directory, the item id column of "
+                           "--human-table (default item_id)")  # fmt: skip
     meta.add_argument(
         "--human-key", nargs="+", metavar="COL", help="join key in --human-table (default: --key)"
     )
@@ -180,16 +182,19 @@ def _load_meta_table(args: argparse.Namespace) -> tuple[Table, list[str]]:
 
     source = Path(args.table)
     if source.is_dir():
+        # A run's rows are keyed by the item id; --key then names the human table's id column
+        # (as the dataset names it, e.g. "id"), unless --human-key does.
         run = read_run(source)
-        table, key = run_table(run, temperature=args.temperature), args.key or ["item_id"]
+        table, key = run_table(run, temperature=args.temperature), ["item_id"]
+        human_key = args.human_key or args.key or key
         pred = args.pred or run.judges
     else:
         table, key, pred = read_table(source), args.key, args.pred
+        human_key = args.human_key or key
     if args.human_table and not args.spans:
         if not key:
             raise TableError("--human-table needs --key (the join column)")
-        table = join(table, read_table(args.human_table), left_key=key,
-                     right_key=args.human_key or key)  # fmt: skip
+        table = join(table, read_table(args.human_table), left_key=key, right_key=human_key)
     if args.subset:
         subset_key = args.subset_key or args.item
         if not subset_key:
@@ -260,11 +265,13 @@ def _span_section(args: argparse.Namespace, table: Table) -> Section:
     from judge_engine.stats.tables import read_table
 
     human_col, sep, judge_col = args.spans.partition("=")
-    if not (sep and args.human_table and args.key):
+    from_run = Path(args.table).is_dir()
+    if not (sep and args.human_table and (args.key or from_run)):
         raise ValueError("--spans HUMAN=JUDGE needs --human-table and --key")
+    pred_key = ["item_id"] if from_run else args.key
     return span_section(
-        table, read_table(args.human_table), pred_key=args.key,
-        ref_key=args.human_key or args.key, pred_col=judge_col, ref_col=human_col,
+        table, read_table(args.human_table), pred_key=pred_key,
+        ref_key=args.human_key or args.key or pred_key, pred_col=judge_col, ref_col=human_col,
         group=args.group,
     )  # fmt: skip
 

@@ -15,6 +15,11 @@ from typing import Any
 
 from judge_engine.stats.tables import Table, TableError, read_jsonl
 
+DEMO_NOTE = (
+    "DEMO RUN: answers come from judge-engine's built-in fake server; they are synthetic, "
+    "not a model's judgments."
+)
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -97,6 +102,9 @@ def read_run(path: str | Path) -> Run:
         notes.append(f"{root / 'run.json'}: missing; reading outcomes only")
     except (OSError, json.JSONDecodeError) as exc:
         notes.append(f"{root / 'run.json'}: unreadable ({exc}); reading outcomes only")
+    if manifest.get("demo"):
+        # Said first, whatever the command prints after it: these numbers describe no model.
+        notes.insert(0, DEMO_NOTE)
     outcomes_path = root / "outcomes.jsonl"
     if not outcomes_path.is_file():
         raise TableError(f"{outcomes_path}: not found (is {root} a run directory?)")

@@ -266,7 +266,7 @@ def test_every_run_prints_its_directory_first_and_points_latest_at_it(
     assert (job.runs / "latest").resolve() == job.only_run().resolve()
 
 
-def test_demo_runs_are_marked_synthetic_in_name_manifest_and_show(tmp_path: Path, capsys) -> None:
+def test_demo_runs_are_marked_synthetic_in_name_manifest_show_stats_and_meta(tmp_path: Path, capsys) -> None:
     config = Path(__file__).resolve().parents[2] / "examples" / "literary_mt" / "config.yaml"
     assert main(["run", str(config), "--demo", "--no-live", "--limit", "2",
                  "--output", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache")]) == 0
@@ -277,6 +277,13 @@ def test_demo_runs_are_marked_synthetic_in_name_manifest_and_show(tmp_path: Path
     capsys.readouterr()
     assert main(["show", str(run)]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("DEMO RUN: answers come from")
+    humans = tmp_path / "humans.csv"
+    humans.write_text("id,mqm\nlit-001,-1\nlit-002,0\n", encoding="utf-8")
+    for command in (["stats", str(run)], ["meta", str(run), "--human-table", str(humans), "--key", "id",
+                                           "--human", "mqm"]):
+        assert main(command) == 0
+        first = capsys.readouterr().out.strip().splitlines()[0]
+        assert "DEMO RUN: answers come from" in first, (command, first)
 
 
 def test_resume_keeps_the_command_line_overrides_and_the_new_run_suffix(
