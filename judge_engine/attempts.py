@@ -14,21 +14,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from judge_engine.errors import FatalProviderError, ProviderError, ReasonCode
+from judge_engine.errors import (
+    Abandoned,
+    FatalProviderError,
+    ItemFailure,
+    ReasonCode,
+    TransientError,
+)
 from judge_engine.lanes import Lane, rough_prompt_tokens
 from judge_engine.plan import Task
 from judge_engine.providers.base import ErrorClass, ErrorKind, ProviderRequest, ProviderResponse
-from judge_engine.retry import TransientError, with_transport_retries
-from judge_engine.runtime import Abandoned, JudgeRuntime
+from judge_engine.retry import with_transport_retries
+from judge_engine.runtime import JudgeRuntime
 from judge_engine.store import utc_now
-
-
-class ItemFailure(ProviderError):
-    """This request cannot succeed (context too long, content filter, too many 429s)."""
-
-    def __init__(self, message: str, *, code: ReasonCode, model: str = "", status: int | None = None) -> None:
-        super().__init__(message, model=model, status=status)
-        self.code = code
 
 
 @dataclass(slots=True)

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 
 from judge_engine.cache import AnswerCache
 from judge_engine.config import DatasetConfig
-from judge_engine.errors import FatalProviderError
+from judge_engine.errors import Abandoned, FatalProviderError
 from judge_engine.judging import PreparedTask, judge_task, prepare_task
 from judge_engine.plan import Task, iter_tasks
-from judge_engine.runtime import Abandoned, JudgeRuntime
+from judge_engine.runtime import JudgeRuntime
 from judge_engine.store import RunStore
 
 _YIELD_EVERY = 512

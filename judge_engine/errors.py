@@ -1,25 +1,36 @@
-"""The exception tree: every error says whose fault it is.
+"""The exception tree: every exception judge-engine raises, and whose fault it is.
 
 ```
-JudgeEngineError                 root; catch this to catch everything we raise
-├── ConfigError                  "you did this": bad config key/type/value (names field and file)
-├── DatasetError                 "your data": a bad dataset line/row (names file and line)
-├── TemplateError                a prompt template failed to render (names template and variable)
-├── RunDirError                  a run directory is missing, foreign or unreadable
-├── ProviderError                "the provider did this": carries model, status, body (secrets redacted)
-│   └── FatalProviderError       auth / bad request / not found: stop this judge, do not retry
-└── VerdictError                 "the judge answered badly": carries raw text and the problems found
+JudgeEngineError                  root; catch this to catch everything we raise
+├── ConfigError                   "you did this": bad config key/type/value (names field and file)
+├── DatasetError                  "your data": a bad dataset line/row (names file and line)
+├── TemplateError                 a prompt template failed to render (names template and variable)
+├── RunDirError                   a run directory is missing, foreign, locked or unreadable
+├── TableError (also ValueError)  a stats/meta input table: unreadable, missing column, no join match
+├── ProviderError                 "the provider did this": carries model, status, body (secrets redacted)
+│   ├── FatalProviderError        auth / bad request / not found: stop this judge, do not retry
+│   │   └── EndpointUnreachable   no attempt of a task ever connected: the endpoint, not the item
+│   ├── TransientError            5xx, timeout, reset: retried within ``retries.transport``
+│   ├── ItemFailure               this one request cannot succeed (context too long, content
+│   │                             filter, too many 429s): the task ends unscored with its code
+│   ├── HTTPStatusError           the direct transport got a non-200 answer (classified, then
+│   │                             one of the above)
+│   └── MalformedResponseError    a 200 whose body is not a chat completion (retried)
+├── VerdictError                  "the judge answered badly": carries raw text and the problems found
+└── FakeRequestError (ValueError) the fake server cannot read a request (it answers HTTP 400)
+
+Abandoned (not an error)          a stop request: the task is left undone, with no outcome
 ```
 
-Per-item failures (a VerdictError after its re-asks, a provider error after its retries) are
-recorded as data in ``outcomes.jsonl`` and never raised through the run: an unscored outcome
-carries a human ``reason`` and a machine-readable :class:`ReasonCode`, so users can count, filter
-and retry by cause (``judge-engine resume RUN_DIR --retry transport_exhausted``).
+Per-item failures (a VerdictError after its re-asks, an ItemFailure, a TransientError after its
+retries) are recorded as data in ``outcomes.jsonl`` and never raised through the run: an unscored
+outcome carries a human ``reason`` and a machine-readable :class:`ReasonCode`, so users can count,
+filter and retry by cause (``judge-engine resume RUN_DIR --retry transport_exhausted``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 
@@ -77,6 +88,10 @@ class RunDirError(JudgeEngineError):
     """A run directory is missing, unreadable, or not a judge-engine run."""
 
 
+class TableError(JudgeEngineError, ValueError):
+    """Bad tabular input to ``stats`` or ``meta``: unreadable file, missing column, no join matches."""
+
+
 class ProviderError(JudgeEngineError):
     """A provider call failed.
 
@@ -95,6 +110,49 @@ class ProviderError(JudgeEngineError):
 
 class FatalProviderError(ProviderError):
     """Auth, bad-request or not-found errors: retrying cannot help, the judge stops."""
+
+
+class EndpointUnreachable(FatalProviderError):
+    """Every attempt of a task failed to connect: the endpoint is down or wrong, not the item."""
+
+
+class TransientError(ProviderError):
+    """A transport failure worth retrying (raised by the engine from the adapter's verdict)."""
+
+
+class ItemFailure(ProviderError):
+    """This request cannot succeed (context too long, content filter, too many 429s).
+
+    Attributes:
+        code: the outcome's reason code.
+    """
+
+    def __init__(self, message: str, *, code: ReasonCode, model: str = "", status: int | None = None) -> None:
+        super().__init__(message, model=model, status=status)
+        self.code = code
+
+
+_STATUS_NAMES = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
+                 404: "NotFoundError", 408: "Timeout", 409: "ConflictError", 422: "UnprocessableEntityError",
+                 429: "RateLimitError", 500: "InternalServerError", 502: "BadGatewayError",
+                 503: "ServiceUnavailableError", 504: "GatewayTimeoutError"}
+
+
+class HTTPStatusError(ProviderError):
+    """A non-200 answer to the direct transport, before it is classified. ``provider_message``
+    holds the provider's own error text (redacted); the text names the error as OpenAI's SDK does
+    (``AuthenticationError (HTTP 401): ...``)."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str]) -> None:
+        super().__init__(f"{_STATUS_NAMES.get(status, 'APIError')} (HTTP {status}): {message}",
+                         status=status, body=message)
+        self.status_code = status
+        self.provider_message = message
+        self.headers = dict(headers)
+
+
+class MalformedResponseError(ProviderError):
+    """A 200 answer whose body is not a chat completion (cut short, not JSON, no choices)."""
 
 
 class VerdictError(JudgeEngineError):
@@ -118,3 +176,13 @@ class VerdictError(JudgeEngineError):
         self.raw = raw
         self.code = code
         super().__init__("; ".join(self.problems))
+
+
+class FakeRequestError(JudgeEngineError, ValueError):
+    """The fake server cannot read a request body as a chat completion request (HTTP 400)."""
+
+
+class Abandoned(Exception):
+    """Not an error: the run is stopping, and this task is left undone with no outcome
+    (``resume`` redoes it). Deliberately outside :class:`JudgeEngineError`, so code that catches
+    every judge-engine error never swallows a stop."""

@@ -23,25 +23,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge_engine.attempts import ItemFailure, TaskLog, Writer, attempt_record, call_provider
+from judge_engine.attempts import TaskLog, Writer, attempt_record, call_provider
 from judge_engine.cache import AnswerCache
 from judge_engine.errors import (
     DatasetError,
-    FatalProviderError,
+    EndpointUnreachable,
+    ItemFailure,
     ReasonCode,
     TemplateError,
+    TransientError,
     VerdictError,
 )
 from judge_engine.plan import Task
 from judge_engine.protocols import Message, Protocol
 from judge_engine.providers.base import ProviderRequest, ProviderResponse
-from judge_engine.retry import TransientError
 from judge_engine.runtime import JudgeRuntime
 from judge_engine.store import utc_now
-
-
-class EndpointUnreachable(FatalProviderError):
-    """Every attempt of a task failed to connect: the endpoint is down or wrong, not the item."""
 
 
 @dataclass(slots=True)

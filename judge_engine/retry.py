@@ -18,13 +18,9 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from judge_engine.errors import ProviderError
+from judge_engine.errors import TransientError
 
 T = TypeVar("T")
-
-
-class TransientError(ProviderError):
-    """A transport failure worth retrying (raised by the engine from the adapter's verdict)."""
 
 
 async def with_transport_retries(

@@ -16,10 +16,6 @@ from judge_engine.protocols import Message, Protocol
 from judge_engine.providers.base import Provider, ProviderRequest
 
 
-class Abandoned(Exception):
-    """The run is stopping: this task is left undone, with no outcome (``resume`` redoes it)."""
-
-
 @dataclass(slots=True)
 class JudgeCounters:
     """Live counters of one judge, read by the progress display."""

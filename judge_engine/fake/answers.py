@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge_engine import jsonio
+from judge_engine.errors import FakeRequestError
 from judge_engine.protocols import available, get_protocol
 from judge_engine.protocols.base import REASK_MARKER, Message, Protocol, stable_seed
 
@@ -33,10 +34,6 @@ MALFORMED_ANSWERS = (
     "Hard to say. Parts of it are fine and parts of it are not.",
 )
 """Prose no protocol can read, served when the ``malformed`` fault fires."""
-
-
-class BadRequest(ValueError):
-    """The request body is not a chat completion request this server can read (HTTP 400)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,18 +65,18 @@ def completion_tokens(answer: str, chars_per_token: float = 4.0) -> int:
 def read_messages(raw: Any) -> list[Message]:
     """Chat messages with string content (OpenAI content-part lists are joined)."""
     if not isinstance(raw, list) or not raw:
-        raise BadRequest("'messages' must be a non-empty array")
+        raise FakeRequestError("'messages' must be a non-empty array")
     messages: list[Message] = []
     for index, message in enumerate(raw):
         if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-            raise BadRequest(f"messages[{index}] must be an object with a string 'role'")
+            raise FakeRequestError(f"messages[{index}] must be an object with a string 'role'")
         content = message.get("content")
         if content is None:
             content = ""
         elif isinstance(content, list):
             content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
         elif not isinstance(content, str):
-            raise BadRequest(f"messages[{index}].content must be a string or an array of parts")
+            raise FakeRequestError(f"messages[{index}].content must be a string or an array of parts")
         messages.append({"role": message["role"], "content": content})
     return messages
 

@@ -26,10 +26,10 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from judge_engine import jsonio
+from judge_engine.errors import FakeRequestError
 from judge_engine.fake.answers import (
     Answer,
     AnswerBook,
-    BadRequest,
     body_digest,
     finish,
     is_json_mode,
@@ -177,7 +177,7 @@ class FakeApp:
         try:
             payload = _read_payload(body)
             messages = read_messages(payload.get("messages"))
-        except BadRequest as exc:
+        except FakeRequestError as exc:
             return _json(400, error_body(str(exc), "invalid_request_error"))
         model = payload["model"]
         self.stats.by_model[model] += 1
@@ -327,22 +327,22 @@ def _read_payload(body: bytes) -> dict[str, Any]:
     try:
         payload = jsonio.loads(body)
     except jsonio.JSONDecodeError as exc:
-        raise BadRequest(f"the request body is not valid JSON: {exc}") from None
+        raise FakeRequestError(f"the request body is not valid JSON: {exc}") from None
     if not isinstance(payload, dict):
-        raise BadRequest("the request body must be a JSON object")
+        raise FakeRequestError("the request body must be a JSON object")
     if payload.get("stream"):
-        raise BadRequest("streaming is not supported by the fake server")
+        raise FakeRequestError("streaming is not supported by the fake server")
     if not isinstance(payload.get("model"), str):
-        raise BadRequest("'model' must be a string")
+        raise FakeRequestError("'model' must be a string")
     temperature = payload.get("temperature")
     if temperature is None:
         temperature = 1.0
     if isinstance(temperature, bool) or not isinstance(temperature, int | float):
-        raise BadRequest("'temperature' must be a number")
+        raise FakeRequestError("'temperature' must be a number")
     payload["temperature"] = float(temperature)
     max_tokens = payload.get("max_completion_tokens", payload.get("max_tokens"))
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)):
-        raise BadRequest("'max_tokens' must be an integer")
+        raise FakeRequestError("'max_tokens' must be an integer")
     payload["max_tokens"] = max_tokens
     return payload
 

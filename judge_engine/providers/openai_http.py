@@ -22,6 +22,7 @@ from typing import Any
 import aiohttp
 
 from judge_engine import jsonio
+from judge_engine.errors import HTTPStatusError, MalformedResponseError
 from judge_engine.providers.base import (
     ITEM_MARKERS,
     ErrorClass,
@@ -38,27 +39,6 @@ from judge_engine.providers.litellm import cost_per_token, openai_body_params, o
 
 _RETRY_STATUSES = frozenset({408, 409, 425})
 _FATAL_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 415, 422})
-
-
-_STATUS_NAMES = {400: "BadRequestError", 401: "AuthenticationError", 403: "PermissionDeniedError",
-                 404: "NotFoundError", 408: "Timeout", 409: "ConflictError", 422: "UnprocessableEntityError",
-                 429: "RateLimitError", 500: "InternalServerError", 502: "BadGatewayError",
-                 503: "ServiceUnavailableError", 504: "GatewayTimeoutError"}
-
-
-class HTTPStatusError(Exception):
-    """A non-200 answer. ``provider_message`` holds the provider's own error text (redacted);
-    the text names the error as OpenAI's SDK does (``AuthenticationError (HTTP 401): ...``)."""
-
-    def __init__(self, status: int, message: str, headers: Mapping[str, str]) -> None:
-        super().__init__(f"{_STATUS_NAMES.get(status, 'APIError')} (HTTP {status}): {message}")
-        self.status_code = status
-        self.provider_message = message
-        self.headers = dict(headers)
-
-
-class MalformedResponseError(Exception):
-    """A 200 answer whose body is not a chat completion (cut short, not JSON, no choices)."""
 
 
 class OpenAIHTTPProvider:

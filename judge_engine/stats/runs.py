@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judge_engine.stats.tables import Table, TableError, read_jsonl
+from judge_engine.errors import TableError
+from judge_engine.stats.tables import Table, read_jsonl
 
 DEMO_NOTE = (
     "DEMO RUN: answers come from judge-engine's built-in fake server; they are synthetic, "

@@ -17,11 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from judge_engine.errors import TableError as TableError  # raised here; stats re-exports it
 from judge_engine.stats._arrays import FloatArray
-
-
-class TableError(ValueError):
-    """Bad tabular input: unreadable file, missing column, no join matches."""
 
 
 @dataclass
