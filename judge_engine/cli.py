@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("config", type=Path)
     _overrides(plan)
     plan.add_argument("--latency", type=float, default=2.0, help="assumed seconds per call for the time estimate")
+    plan.add_argument("--strict", action="store_true", help="exit 2 when a model or its price is unknown")
     plan.set_defaults(handler=_cmd_plan)
 
     show = commands.add_parser("show", help="print transcripts: messages, raw answer, verdict, score, attempts")
@@ -142,17 +143,18 @@ def _cmd_resume(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from judge_engine.planning import plan_rows
-    from judge_engine.report import make_console, plan_table
+    from judge_engine.report import make_console, plan_lines, plan_table
     from judge_engine.runner import prepare
 
     prepared = prepare(args.config, overrides=_override_values(args), demo=False, new_run=False)
-    rows = plan_rows(prepared, latency_s=args.latency)
+    plans = plan_rows(prepared, latency_s=args.latency)
     console = make_console()
-    console.print(plan_table(rows))
-    total = sum(r["cost"] or 0 for r in rows)
-    wall = max((r["wall_s"] for r in rows), default=0)
-    console.print(f"{prepared.dataset.items:,} items; every prompt rendered; estimated cost ${total:.4f}; "
-                  f"estimated wall time {wall / 60:.1f} min (judges run in parallel); run dir {prepared.run_dir}")
+    console.print(plan_table(plans))
+    for line in plan_lines(plans, items=prepared.dataset.items, run_dir=prepared.run_dir):
+        console.print(line, highlight=False)
+    if args.strict and any(p.warnings for p in plans):
+        console.print("plan --strict: exit 2 (see the warnings above)", highlight=False)
+        return EXIT_USAGE
     return EXIT_OK
 
 

@@ -16,11 +16,12 @@ import csv
 import json
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from judge_engine.stats.plots import Chart
     from judge_engine.stats.sections import Section
     from judge_engine.stats.tables import Table
 
@@ -169,7 +170,13 @@ def handle_stats(args: argparse.Namespace) -> int:
                 if args.plots
                 else (source / "plots" if source.is_dir() else Path("plots"))
             )
-            _stats_plots(sections, run if source.is_dir() else None, plot_dir)
+            from judge_engine.stats.plots import run_charts
+
+            if source.is_dir():
+                nothing = "no section with a chart has data (see above)"
+                _write_plots("stats", lambda: run_charts(sections, run.outcomes, plot_dir), nothing)
+            else:
+                _write_plots("stats", list, "the charts are drawn from a run directory")
     except ValueError as exc:  # TableError included
         return _fail("stats", str(exc))
     return 0
@@ -254,7 +261,13 @@ def handle_meta(args: argparse.Namespace) -> int:
         _emit(args, sections, table.notes)
         if args.plots is not None:
             default = Path(args.table) / "plots" if Path(args.table).is_dir() else Path("plots")
-            _meta_plots(sections, Path(args.plots) if args.plots else default)
+            from judge_engine.stats.plots import meta_charts
+
+            plot_dir = Path(args.plots) if args.plots else default
+            nothing = "charts are drawn for correlations (--human/--pred) and --adequacy"
+            if any(s.name in ("correlation", "adequacy") for s in sections):
+                nothing = "no section with a chart has data (see above)"
+            _write_plots("meta", lambda: meta_charts(sections, plot_dir), nothing)
     except ValueError as exc:  # TableError included
         return _fail("meta", str(exc))
     return 0
@@ -293,7 +306,8 @@ def _emit(args: argparse.Namespace, sections: Sequence[Section], notes: Sequence
             "notes": list(notes),
             "sections": {
                 s.name: {"title": s.title, "columns": s.columns,
-                         "rows": [{k: _clean(v) for k, v in r.items()} for r in s.rows]}
+                         "rows": [{k: _clean(v) for k, v in r.items()} for r in s.rows],
+                         "absent": s.absent or None, "notes": s.notes}
                 for s in sections
             },
         }  # fmt: skip
@@ -319,6 +333,9 @@ def _render(sections: Sequence[Section], notes: Sequence[str]) -> None:
     for note in notes:
         console.print(f"[yellow]note:[/] {note}", highlight=False)
     for s in sections:
+        if s.absent:  # one line saying why, instead of an empty table
+            console.print(f"{s.title}: [yellow]not shown[/]: {s.absent}", highlight=False)
+            continue
         table = RichTable(title=s.title, title_justify="left")
         for c in s.columns:
             left = c in ("group", "judge", "human", "judges")
@@ -326,6 +343,8 @@ def _render(sections: Sequence[Section], notes: Sequence[str]) -> None:
         for r in s.rows:
             table.add_row(*(_fmt(r.get(c)) for c in s.columns))
         console.print(table)
+        for note in s.notes:
+            console.print(f"  {note}", highlight=False)
 
 
 def _fmt(value: Any) -> str:
@@ -336,50 +355,23 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _stats_plots(sections: Sequence[Section], run: Any, plot_dir: Path) -> None:
+def _write_plots(command: str, charts: Callable[[], list[Chart]], nothing: str) -> None:
+    """Draw the charts and say where each went, or why it was not drawn (a section that is
+    absent was explained with the tables, so its chart is not mentioned again)."""
     from judge_engine.stats import plots
 
     if not plots.available():
-        print("judge-engine stats: matplotlib is not installed; no plots", file=sys.stderr)
+        print(f"judge-engine {command}: matplotlib is not installed, so no plots were written; "
+              f"install the plots extra: {plots.INSTALL_HINT}", file=sys.stderr)  # fmt: skip
         return
-    by_name = {s.name: s for s in sections}
-    if run is None or by_name["consistency"].rows:
-        if "judge" in by_name["consistency"].columns:
-            plots.consistency_chart(by_name["consistency"].rows, plot_dir / "consistency.png")
-    if run is not None:
-        scores: dict[str, dict[float, list[float]]] = {}
-        for o in run.outcomes:
-            if o.status == "scored":
-                scores.setdefault(o.judge, {}).setdefault(o.temperature, []).append(o.score)
-        plots.distribution_chart(scores, plot_dir / "distributions.png")
-    if "judge_agreement" in by_name:
-        plots.heatmap(by_name["judge_agreement"].rows, row_key="judges", col_key="temperature",
-                      value_key="kendall", path=plot_dir / "judge_agreement.png",
-                      title="Kendall tau between judges")  # fmt: skip
-
-
-def _meta_plots(sections: Sequence[Section], plot_dir: Path) -> None:
-    from judge_engine.stats import plots
-
-    if not plots.available():
-        print("judge-engine meta: matplotlib is not installed; no plots", file=sys.stderr)
-        return
-    for s in sections:
-        if s.name == "correlation":
-            rows = [
-                {**r, "pair": f"{r['human']} ~ {r['judge']}"}
-                for r in s.rows
-                if r["level"] == "segment"
-            ]
-            method = next(m for m in ("kendall", "spearman", "pearson") if m in s.columns)
-            plots.heatmap(rows, row_key="group", col_key="pair", value_key=method,
-                          path=plot_dir / "correlation.png", title=f"{method} with human scores")  # fmt: skip
-        if s.name == "adequacy":
-            for versus in ("top", "other"):
-                rows = [r for r in s.rows if r["versus"] == versus]
-                plots.heatmap(rows, row_key="group", col_key="metric", value_key="rate",
-                              path=plot_dir / f"adequacy_{versus}.png",
-                              title=f"human preferred over {versus} systems")  # fmt: skip
+    drawn = charts()
+    for chart in drawn:
+        if chart.written:
+            print(f"plot: {chart.path}")
+        else:
+            print(f"no plot {chart.path.name}: {chart.why_not}")
+    if not drawn:
+        print(f"judge-engine {command}: no plots: {nothing}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

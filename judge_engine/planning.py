@@ -1,67 +1,151 @@
 """``judge-engine plan``: a dry run that renders every prompt and says what the job will cost.
 
-Per judge: tasks, tasks already in the cache (free), prompt tokens counted with litellm's tokenizer
-for the judge's model, an estimate of completion tokens, the cost from litellm's bundled price
-table, and the wall time under the configured limits (whichever of RPM, TPM or
-latency x concurrency binds). Nothing is sent; a template or dataset problem fails here.
+Per judge: tasks, tasks already in the cache (free), prompt tokens counted with the tokenizer
+litellm selects for the judge's model (exact for OpenAI models, an estimate marked as such for
+providers with no offline tokenizer), completion tokens from the protocol's typical answer
+(capped at ``max_tokens``), the cost from litellm's bundled price table, and the wall time under
+the configured limits (whichever of RPM, TPM or latency x concurrency binds). Calls, tokens, cost
+and time are ranges: from no re-ask to every task using its whole ``retries.reasks`` budget.
+An unknown model or price is a warning (``plan --strict`` exits 2), never a silent $0.
+Nothing is sent; a template or dataset problem fails here.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Generic, NamedTuple, TypeVar
 
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JudgeConfig
+from judge_engine.errors import VerdictError
 from judge_engine.judging import prepare_task
 from judge_engine.lanes import Lane
 from judge_engine.plan import iter_tasks
+from judge_engine.protocols import Protocol
 from judge_engine.runner import PreparedRun, template_hashes
 from judge_engine.runtime import JudgeRuntime
 
-TYPICAL_COMPLETION_TOKENS = 200
-"""Completion estimate when nothing better is known (capped at the judge's max_tokens)."""
+N = TypeVar("N", int, float)
 
 
-def plan_rows(prepared: PreparedRun, *, latency_s: float = 2.0) -> list[dict[str, Any]]:
-    """One row per judge with counts, tokens, cost and wall-time estimates."""
-    from judge_engine.providers.litellm import cost_per_token, count_prompt_tokens
+class Span(NamedTuple, Generic[N]):
+    """An estimate from no re-ask (``low``) to every task re-asked its whole budget (``high``)."""
 
+    low: N
+    high: N
+
+
+@dataclass(frozen=True, slots=True)
+class JudgePlan:
+    """What one judge of the job will send, cost and take."""
+
+    judge: str
+    model: str
+    protocol: str
+    tasks: int
+    cached: int
+    """Tasks whose answer is in the cache: no call, no cost."""
+    reasks: int
+    """The judge's re-ask budget per task (``retries.reasks``)."""
+    completion_per_call: int
+    """The protocol's typical answer, capped at ``max_tokens``."""
+    calls: Span[int]
+    prompt_tokens: Span[int]
+    completion_tokens: Span[int]
+    cost: Span[float] | None
+    """None when litellm has no price for the model."""
+    wall_s: Span[float]
+    bound_by: str
+    """The ceiling that sets the wall time: ``RPM``, ``TPM`` or ``latency`` (x concurrency)."""
+    tokens_exact: bool
+    """False when the prompt tokens are an estimate (``token_note`` says why)."""
+    token_note: str
+    warnings: tuple[str, ...]
+    """An unknown model or price: ``plan --strict`` fails on these."""
+    notes: tuple[str, ...]
+    """Estimates and assumptions worth knowing."""
+
+
+def plan_rows(prepared: PreparedRun, *, latency_s: float = 2.0) -> list[JudgePlan]:
+    """One plan per judge: counts, tokens, cost and wall time, each with its re-ask range."""
     cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled and prepared.config.cache.dir.exists())
-    rows = []
     try:
-        for judge in prepared.config.judges:
-            protocol = prepared.protocols[judge.name]
-            runtime = JudgeRuntime(judge, protocol, Lane(judge.name, judge.limits), provider=None,  # type: ignore[arg-type]
-                                   template_hashes=template_hashes(protocol))
-            tasks = cached = prompt_tokens = 0
-            for task in iter_tasks(judge, protocol, prepared.config.dataset):
-                ready = prepare_task(runtime, task, cache)
-                if ready.render_error is not None:
-                    raise ready.render_error
-                tasks += 1
-                if ready.cached is not None:
-                    cached += 1
-                    continue
-                prompt_tokens += count_prompt_tokens(judge.model, ready.messages)
-            completion = min(judge.max_tokens or TYPICAL_COMPLETION_TOKENS, TYPICAL_COMPLETION_TOKENS)
-            completion_tokens = (tasks - cached) * completion
-            prices = cost_per_token(judge.model)
-            cost = None if prices is None else prompt_tokens * prices[0] + completion_tokens * prices[1]
-            wall, bound = wall_time(judge, tasks - cached, prompt_tokens + completion_tokens, latency_s)
-            rows.append({
-                "judge": judge.name, "model": judge.model, "protocol": protocol.name, "tasks": tasks,
-                "cached": cached, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                "cost": cost, "wall_s": wall, "bound_by": bound,
-            })
+        return [_plan_judge(prepared, judge, cache, latency_s) for judge in prepared.config.judges]
     finally:
         cache.close()
-    return rows
+
+
+def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, latency_s: float) -> JudgePlan:
+    from judge_engine.providers.litellm import cost_per_token, count_prompt_tokens, prompt_counter
+
+    protocol = prepared.protocols[judge.name]
+    runtime = JudgeRuntime(judge, protocol, Lane(judge.name, judge.limits), provider=None,  # type: ignore[arg-type]
+                           template_hashes=template_hashes(protocol))
+    tasks = cached = prompt = 0
+    for task in iter_tasks(judge, protocol, prepared.config.dataset):
+        ready = prepare_task(runtime, task, cache)
+        if ready.render_error is not None:
+            raise ready.render_error
+        tasks += 1
+        if ready.cached is not None:
+            cached += 1
+            continue
+        prompt += count_prompt_tokens(judge.model, ready.messages)
+    sent, budget = tasks - cached, judge.retries.reasks
+    answer = min(protocol.typical_completion_tokens, judge.max_tokens or protocol.typical_completion_tokens)
+    # Re-ask k resends the conversation plus k (answer, re-ask) turns: the prompt grows by
+    # `growth` per turn, so a task re-asked R times sends (R + 1) P + growth R (R + 1) / 2.
+    growth = answer + _reask_tokens(judge.model, protocol)
+    calls = Span(sent, sent * (budget + 1))
+    prompt_tokens = Span(prompt, prompt * (budget + 1) + sent * growth * budget * (budget + 1) // 2)
+    completion_tokens = Span(sent * answer, sent * answer * (budget + 1))
+    prices = cost_per_token(judge.model)
+    cost = None
+    if prices is not None:
+        cost = Span(prompt_tokens.low * prices[0] + completion_tokens.low * prices[1],
+                    prompt_tokens.high * prices[0] + completion_tokens.high * prices[1])
+    wall_low, bound = wall_time(judge, calls.low, prompt_tokens.low + completion_tokens.low, latency_s)
+    wall_high, _ = wall_time(judge, calls.high, prompt_tokens.high + completion_tokens.high, latency_s)
+    counter = prompt_counter(judge.model)
+    return JudgePlan(
+        judge=judge.name, model=judge.model, protocol=protocol.name, tasks=tasks, cached=cached, reasks=budget,
+        completion_per_call=answer, calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+        cost=cost, wall_s=Span(wall_low, wall_high), bound_by=bound, tokens_exact=counter.exact,
+        token_note=counter.note, warnings=_warnings(judge.model, counter.provider, prices is None),
+        notes=_notes(judge, protocol),
+    )
+
+
+def _reask_tokens(model: str, protocol: Protocol) -> int:
+    """Prompt tokens one re-ask turn adds besides the answer: the re-ask message (with one
+    problem stated) and the overhead of it and of the answer's message."""
+    from judge_engine.providers.litellm import count_prompt_tokens
+
+    reask = protocol.reask(VerdictError("the answer does not follow the requested format"))
+    return count_prompt_tokens(model, [{"role": "assistant", "content": ""}, {"role": "user", "content": reask}]) - 3
+
+
+def _warnings(model: str, provider: str, no_price: bool) -> tuple[str, ...]:
+    if not provider:
+        return (f"unknown model {model}: litellm knows no provider for it (name one, e.g. openai/{model}); "
+                "the run would fail and its cost is not counted",)
+    if no_price:
+        return (f"unknown price for {model}: not in litellm's price table, so its cost is not counted",)
+    return ()
+
+
+def _notes(judge: JudgeConfig, protocol: Protocol) -> tuple[str, ...]:
+    if judge.max_tokens is not None and judge.max_tokens < protocol.typical_completion_tokens:
+        return (f"{judge.name}: max_tokens {judge.max_tokens} is below {protocol.name}'s typical answer "
+                f"(~{protocol.typical_completion_tokens} tokens): answers may be cut off",)
+    return ()
 
 
 def wall_time(judge: JudgeConfig, requests: int, tokens: int, latency_s: float) -> tuple[float, str]:
-    """Lower bound on the wall time: the slowest of the three ceilings."""
+    """Lower bound on the wall time: the slowest of the three ceilings (``latency`` is the
+    assumed latency x ``requests`` / concurrency)."""
     limits = judge.limits
-    options = {"latency x concurrency": requests * latency_s / limits.concurrency}
+    options = {"latency": requests * latency_s / limits.concurrency}
     if limits.rpm:
         options["RPM"] = requests / limits.rpm * 60
     if limits.tpm:

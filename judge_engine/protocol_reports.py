@@ -14,15 +14,15 @@ from judge_engine.stats.sections import Section
 
 
 def protocol_sections(run: Run) -> list[Section]:
-    """Extra sections for the protocols present in ``run`` (empty when none applies)."""
+    """Extra sections for the protocols present in ``run`` (none when no protocol has any): a
+    protocol's section that cannot be computed for this run is there with its ``absent`` reason."""
     sections: list[Section] = []
-    scored = [o for o in run.outcomes if o.status == "scored"]
-    bws = [o for o in scored if o.protocol == "bws"]
-    if bws:
+    if any(o.protocol == "bws" for o in run.outcomes):
+        bws = [o for o in run.outcomes if o.protocol == "bws" and o.status == "scored"]
         sections += [_bws_scores(bws), _bws_position_bias(bws)]
-    pairwise = [o for o in run.outcomes if o.protocol == "prometheus-relative" and o.variant in ("AB", "BA")]
-    if pairwise:
-        sections.append(_position_consistency(pairwise))
+    relative = [o for o in run.outcomes if o.protocol == "prometheus-relative"]
+    if relative:
+        sections.append(_position_consistency([o for o in relative if o.variant in ("AB", "BA")]))
     return sections
 
 
@@ -47,7 +47,8 @@ def _bws_scores(outcomes: list[Outcome]) -> Section:
             rows.append({"judge": judge, "temperature": temperature, "candidate": candidate,
                          "bws": value, "shown": shown[candidate]})
     return Section("bws_scores", "BWS score per candidate: (best - worst) / shown",
-                   ["judge", "temperature", "candidate", "bws", "shown"], rows)
+                   ["judge", "temperature", "candidate", "bws", "shown"], rows,
+                   absent="" if rows else "no scored BWS outcome")
 
 
 def _bws_position_bias(outcomes: list[Outcome]) -> Section:
@@ -62,18 +63,31 @@ def _bws_position_bias(outcomes: list[Outcome]) -> Section:
                          "worst_ratio": bias.worst / bias.expected if bias.expected else float("nan")})
     return Section("bws_position_bias", "BWS position bias: picks per displayed position against chance (1.0 = none)",
                    ["judge", "temperature", "position", "shown", "best", "worst", "expected", "best_ratio", "worst_ratio"],
-                   rows)
+                   rows, absent="" if rows else "no scored BWS outcome")
 
 
 def _position_consistency(outcomes: list[Outcome]) -> Section:
     from judge_engine.protocols.prometheus import position_consistency
 
     rows: list[dict[str, Any]] = []
+    left_out: list[str] = []
     for (judge, temperature), group in _groups(outcomes).items():
         winners = [((o.item_id, o.repeat), o.variant, (o.verdict or {}).get("winner") if o.status == "scored" else None)
                    for o in group]
-        pairs = len({key for key, _, winner in winners if winner is not None})
-        rows.append({"judge": judge, "temperature": temperature, "pairs": pairs,
-                     "position_consistency": position_consistency(winners)})
-    return Section("position_consistency", "A/B position consistency: same winner in both orders",
-                   ["judge", "temperature", "pairs", "position_consistency"], rows)
+        consistency = position_consistency(winners)
+        if consistency is None:
+            left_out.append(f"{judge} T={temperature:g}")
+            continue
+        both = {key for key, variant, winner in winners if winner is not None and variant == "AB"}
+        both &= {key for key, variant, winner in winners if winner is not None and variant == "BA"}
+        rows.append({"judge": judge, "temperature": temperature, "pairs": len(both),
+                     "position_consistency": consistency})
+    section = Section("position_consistency", "A/B position consistency: same winner in both orders",
+                      ["judge", "temperature", "pairs", "position_consistency"], rows)
+    if not outcomes:
+        section.absent = "needs both orders of each pair (protocol_options: {both_orders: true})"
+    elif not rows:
+        section.absent = "no pair has a scored answer in both orders"
+    elif left_out:
+        section.notes.append(f"not shown: {', '.join(left_out)} (no pair scored in both orders)")
+    return section

@@ -6,11 +6,12 @@ display samples the judges' counters a few times a second and derives rates from
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -20,14 +21,18 @@ from rich.text import Text
 
 from judge_engine.runtime import JudgeRuntime
 
+if TYPE_CHECKING:
+    from judge_engine.planning import JudgePlan, Span
+
 RATE_WINDOW_S = 20.0
 PIPED_WIDTH = 160
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    """A console that stays readable when piped (rich would otherwise squeeze tables to 80 columns)."""
+    """A console that stays readable when piped (rich would otherwise squeeze tables to 80
+    columns), unless the width is asked for (``COLUMNS=80 judge-engine plan ... | less``)."""
     console = Console(stderr=stderr)
-    if not console.is_terminal:
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         console = Console(stderr=stderr, width=PIPED_WIDTH)
     return console
 
@@ -276,17 +281,55 @@ def totals_lines(manifest: Mapping[str, Any], judges: Sequence[JudgeRuntime], *,
     ]
 
 
-def plan_table(rows: Sequence[Mapping[str, Any]]) -> Table:
-    table = Table(title="plan (dry run: nothing sent)")
-    for column in ("judge", "model", "protocol", "tasks", "cached", "prompt tokens", "est. completion tokens",
-                   "est. cost $", "est. wall time", "bound by"):
-        table.add_column(column, justify="left" if column in ("judge", "model", "protocol", "bound by") else "right")
-    for row in rows:
-        cost = row["cost"]
-        table.add_row(
-            row["judge"], row["model"], row["protocol"], f"{row['tasks']:,}", f"{row['cached']:,}",
-            f"{row['prompt_tokens']:,}", f"{row['completion_tokens']:,}",
-            "unknown price" if cost is None else f"{cost:.4f}",
-            _duration(row["wall_s"]), row["bound_by"],
-        )
+def plan_table(plans: Sequence[JudgePlan]) -> Table:
+    """One row per judge, narrow enough for 80 columns: a range is two lines, low above high
+    ("to ..."); ``~`` marks a token count that is an estimate (the notes say why)."""
+    table = Table(title="plan (dry run: nothing sent)", title_justify="left", show_lines=len(plans) > 1)
+    table.add_column("judge\nmodel\nprotocol", overflow="fold")
+    for column in ("tasks", "prompt\ntokens", "completion\ntokens", "cost $", "wall\ntime"):
+        table.add_column(column, justify="right", no_wrap=True)  # figures whole; names fold
+    for plan in plans:
+        mark = "" if plan.tokens_exact else "~"
+        tasks = f"{plan.tasks:,}" + (f"\n{plan.cached:,} cached" if plan.cached else "")
+        cost = "[yellow]no price[/yellow]" if plan.cost is None else _span(plan.cost, "{:.4f}")
+        table.add_row(f"{plan.judge}\n{plan.model}\n{plan.protocol}", tasks,
+                      _span(plan.prompt_tokens, mark + "{:,}"), _span(plan.completion_tokens, "{:,}"),
+                      cost, f"{_span(plan.wall_s, None)}\n{plan.bound_by}")
     return table
+
+
+def _span(span: Span[Any], fmt: str | None) -> str:
+    def show(value: Any) -> str:
+        return _duration(value) if fmt is None else fmt.format(value)
+
+    low, high = show(span.low), show(span.high)
+    return low if low == high else f"{low}\nto {high}"
+
+
+def plan_lines(plans: Sequence[JudgePlan], *, items: int, run_dir: object) -> list[str]:
+    """What the table cannot say: estimates, warnings, assumptions and the totals."""
+    lines = [f"~ {p.judge}: {p.token_note}" for p in plans if p.token_note]
+    lines += [f"note: {note}" for p in plans for note in p.notes]
+    lines += [f"[yellow]warning: {warning}[/yellow]" for p in plans for warning in p.warnings]
+    typical: dict[str, int] = {}  # per protocol; a judge capped lower by max_tokens has a note
+    for p in plans:
+        typical[p.protocol] = max(typical.get(p.protocol, 0), p.completion_per_call)
+    answers = ", ".join(f"{protocol} ~{tokens}" for protocol, tokens in typical.items())
+    budgets = {p.judge: p.reasks for p in plans}
+    budget = (str(plans[0].reasks) if len(set(budgets.values())) == 1
+              else ", ".join(f"{judge} {n}" for judge, n in budgets.items()))  # fmt: skip
+    lines.append(f"completion tokens per answer ({answers}): the protocol's typical answer, at most max_tokens; "
+                 f"ranges: from no re-ask to every task re-asked its whole retries.reasks budget ({budget})")
+    priced = [p.cost for p in plans if p.cost is not None]
+    unpriced = [p.judge for p in plans if p.cost is None]
+    if priced:
+        low, high = sum(c.low for c in priced), sum(c.high for c in priced)
+        cost = f"estimated cost ${low:.4f}" + (f" to ${high:.4f}" if f"{high:.4f}" != f"{low:.4f}" else "")
+        cost += f" (without {', '.join(unpriced)}: no price)" if unpriced else ""
+    else:
+        cost = "estimated cost unknown (no judge's model has a price)"
+    fastest, slowest = (_duration(max((getattr(p.wall_s, end) for p in plans), default=0.0)) for end in ("low", "high"))
+    wall = fastest if fastest == slowest else f"{fastest} to {slowest}"
+    lines.append(f"{items:,} items; every prompt rendered; {cost}; estimated wall time {wall} "
+                 f"(judges run in parallel); run dir {run_dir}")
+    return lines

@@ -11,6 +11,7 @@ PACKAGE = Path(judge_engine.__file__).parent
 
 HOMES = {
     "litellm": {"providers/litellm.py"},
+    "tiktoken": {"providers/litellm.py"},
     "jinja2": {"templating.py"},
     "diskcache": {"cache.py"},
     "tenacity": {"retry.py"},

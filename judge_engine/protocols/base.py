@@ -76,6 +76,12 @@ class Protocol(ABC):
     judge_model: ClassVar[type[BaseModel] | None] = None
     """The JSON-mode schema sent to the provider when it differs from :attr:`output_model`
     (fields the protocol fills in itself, such as span offsets, are left out)."""
+    typical_completion_tokens: ClassVar[int] = 200
+    """Tokens in a typical well-formed answer: ``plan``'s completion estimate per call (capped at
+    the judge's ``max_tokens``). Protocols set it from real answers where the references hold
+    some. The default, a paragraph of feedback and a verdict, is what the Prometheus prompts ask
+    for ("write a detailed feedback" then ``[RESULT]``); the references hold no real Prometheus
+    answer and the fake server's one-sentence feedback (~25 tokens) is a floor, not typical."""
 
     def __init__(self, options: ProtocolOptions | None = None) -> None:
         self.options = options if options is not None else self.options_model()

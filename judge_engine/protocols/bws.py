@@ -111,6 +111,8 @@ class BestWorstScaling(Protocol):
     output_model: ClassVar[type[BaseModel]] = BWSVerdict
     judge_model: ClassVar[type[BaseModel] | None] = JudgedBestWorst
     options_model: ClassVar[type[ProtocolOptions]] = BWSOptions
+    # Two labels: 8 tokens as text, 13 as JSON (the fake server's answers, in the asked format).
+    typical_completion_tokens: ClassVar[int] = 15
     template: ClassVar[str] = "bws/user.j2"
     fake_signature: ClassVar[str] = "choose the single best translation and the single worst"
 

@@ -95,6 +95,9 @@ class CloseReading(Protocol):
     output_model: ClassVar[type[BaseModel]] = SpansVerdict
     judge_model: ClassVar[type[BaseModel] | None] = JudgedSpans
     options_model: ClassVar[type[ProtocolOptions]] = SpansOptions
+    # Real answers: Claude 4.1's 100 zero-shot non-pragmatic answers in the paper's repository
+    # (claude_prag_responses_ft.csv) have a median of 237 tokens (o200k; p90 383, max 532).
+    typical_completion_tokens: ClassVar[int] = 240
 
     template_dir: ClassVar[str]
     few_shot_ids: ClassVar[tuple[str, ...]]

@@ -124,6 +124,8 @@ class TTCT(Protocol):
     required_fields: ClassVar[tuple[str, ...]] = ("text",)
     output_model: ClassVar[type[BaseModel]] = TTCTVerdict
     options_model: ClassVar[type[ProtocolOptions]] = TTCTOptions
+    # Twelve "Qn: r" lines, as the prompt demands: 72 tokens (84 as JSON) from the fake server.
+    typical_completion_tokens: ClassVar[int] = 80
     template: ClassVar[str] = "ttct/user.j2"
     fake_signature: ClassVar[str] = "Torrance Tests of Creative Thinking (TTCT)"
 

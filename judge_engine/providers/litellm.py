@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from types import ModuleType
-from typing import Any, cast
+from typing import Any
 
 from judge_engine.errors import ReasonCode
 from judge_engine.memory import settle_after_import
@@ -166,11 +166,26 @@ class LiteLLMProvider:
         return ErrorClass(ErrorKind.ITEM, message, status, code=item_code(message))
 
 
+@dataclass(frozen=True, slots=True)
+class PromptCounter:
+    """How ``plan`` counts one model's prompt tokens, and whether that is the model's own count."""
+
+    provider: str
+    """The provider litellm routes the model to ("" when it cannot route it)."""
+    tokenizer: str
+    """What the tokens are counted with, e.g. ``o200k_base``."""
+    exact: bool
+    """True when that is the model's own tokenizer; False for an estimate (see :attr:`note`)."""
+    note: str
+    """Why the count is an estimate (empty when exact)."""
+    count: Callable[[str], int] = field(repr=False, compare=False)
+
+
 def count_prompt_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
-    """Prompt tokens of ``messages`` with litellm's tokenizer for ``model``, for ``plan``'s
-    estimates (a running lane sizes prompts without a tokenizer: see ``lanes``). Cached per text,
-    so the few-shot turns every item shares are counted once; a small cache, because item texts
-    never repeat and 65,536 of them held ~240 MB at 10^5 items."""
+    """Prompt tokens of ``messages`` with :func:`prompt_counter`'s tokenizer for ``model``, for
+    ``plan``'s estimates (a running lane sizes prompts without a tokenizer: see ``lanes``). Cached
+    per text, so the few-shot turns every item shares are counted once; a small cache, because
+    item texts never repeat and 65,536 of them held ~240 MB at 10^5 items."""
     total = 3
     for message in messages:
         total += 4 + _count_text(model, message.get("content") or "")
@@ -179,33 +194,70 @@ def count_prompt_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> in
 
 @lru_cache(maxsize=1024)
 def _count_text(model: str, text: str) -> int:
-    try:
-        return _text_counter(model)(text)
-    except Exception:  # an unknown model: fall back to the usual 4 characters per token
-        return max(1, len(text) // 4)
+    return prompt_counter(model).count(text)
+
+
+_OPENAI_PROVIDERS = ("openai", "azure")
+"""Providers whose models tiktoken can name an encoding for."""
 
 
 @lru_cache(maxsize=64)
-def _text_counter(model: str) -> Callable[[str], int]:
-    """Count a text's tokens with the tokenizer litellm selects for ``model``, called directly.
+def prompt_counter(model: str) -> PromptCounter:
+    """The tokenizer litellm selects for ``model``, chosen offline, and whether it is exact.
 
-    ``litellm.token_counter(text=...)`` selects that tokenizer again on every call and costs
-    ~0.67 ms for a 780-token text, four times the encoding itself (0.17 ms). Falls back to
-    ``token_counter`` when litellm's selection is not one of the two tokenizer kinds it documents.
+    litellm alone counts ``openai/gpt-4o-mini`` with cl100k_base, not its o200k_base: its model
+    tables hold bare names, so a route prefix makes ``token_counter`` fall back to gpt-3.5-turbo's
+    encoding (and ``_select_tokenizer`` names cl100k_base for every OpenAI model: the per-model
+    encoding is picked later, inside ``token_counter``). Llama and Command-R names make it
+    download a tokenizer from Hugging Face (~20 s of retries per model when offline). So the
+    prefix is removed with ``get_llm_provider``, the tokenizer kind is chosen here without a
+    download, and the text is counted with the encoding litellm picks for the bare name. Exact
+    only for OpenAI models whose encoding tiktoken names and litellm uses; Claude 3 and later have
+    no public tokenizer (litellm's packaged Anthropic one is Claude 2's) and open models need a
+    download: those counts are estimates, and say so in ``note``.
     """
     litellm = load_litellm()
     try:
-        from litellm.utils import _select_tokenizer
+        bare, provider, _key, _base = litellm.get_llm_provider(model=model)
+    except Exception:  # litellm cannot route it: the run would fail too (planning warns)
+        bare, provider = model, ""
+    from litellm.litellm_core_utils.token_counter import (
+        _encoding_count,
+        openai_tokenizer_encoding,
+        openai_tokenizer_encoding_name,
+    )
+    from litellm.utils import _select_tokenizer, huggingface_tokenizer_kind
 
-        selected = _select_tokenizer(model)
-        kind, tokenizer = selected["type"], cast(Any, selected["tokenizer"])
-    except Exception:
-        kind, tokenizer = None, None
-    if kind == "openai_tokenizer":
-        return lambda text: len(tokenizer.encode(text, disallowed_special=()))
-    if kind == "huggingface_tokenizer":
-        return lambda text: len(tokenizer.encode(text).ids)
-    return lambda text: int(litellm.token_counter(model=model, text=text))
+    kind = huggingface_tokenizer_kind(bare)
+    if kind == "anthropic":  # packaged with litellm: no download
+        tokenizer = _select_tokenizer(bare)
+        note = f"estimated: no offline tokenizer for {model} (litellm's Anthropic one is Claude 2's)"
+        return PromptCounter(provider, "Claude 2", False, note,
+                             lambda text: int(litellm.token_counter(model=bare, text=text, custom_tokenizer=tokenizer)))
+    # Any other kind would be downloaded: count with the OpenAI encoding litellm names instead,
+    # over the whole text (token_counter encodes 1,024-character chunks: ~1 token of drift each).
+    name = str(openai_tokenizer_encoding_name(bare))
+    encoding = openai_tokenizer_encoding(bare)
+
+    def count(text: str) -> int:
+        return int(_encoding_count(encoding, text))
+
+    if kind is not None:
+        note = f"estimated: {model}'s tokenizer is a Hugging Face download; counted with {name}"
+        return PromptCounter(provider, name, False, note, count)
+    exact = provider in _OPENAI_PROVIDERS and name == _tiktoken_encoding(bare)
+    note = "" if exact else f"estimated: no offline tokenizer for {model}; counted with {name}"
+    return PromptCounter(provider, name, exact, note, count)
+
+
+def _tiktoken_encoding(model: str) -> str | None:
+    """The encoding tiktoken names for an OpenAI model (None: a model it does not know)."""
+    import tiktoken.model
+
+    try:
+        return str(tiktoken.model.encoding_name_for_model(model))
+    except KeyError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,20 @@ def correlation_section(
                 rows.append(level)
     cols = ["group", "level", "human", "judge", "n", *methods]
     cols += ["ci_low", "ci_high"] if bootstrap else []
-    return Section("correlation", "Correlation with human scores", cols, rows)
+    section = Section("correlation", "Correlation with human scores", cols, rows)
+    return _absent_without_pairs(section, "n", comparisons)
+
+
+def _absent_without_pairs(
+    section: Section, count: str, comparisons: Sequence[tuple[str, str]]
+) -> Section:
+    """Mark ``section`` absent when no row has a single (human, judge) pair to compare: a table
+    of n = 0 rows would look like a result (e.g. a run of BWS judges, which score candidates)."""
+    if not any(r.get(count) for r in section.rows):
+        judges = ", ".join(dict.fromkeys(p for _, p in comparisons))
+        section.absent = f"no row has both a human score and a score in {judges}"
+        section.rows = []
+    return section
 
 
 def _stat(method: Method) -> Callable[[Any, Any], float]:
@@ -113,7 +126,8 @@ def agreement_section(
             })  # fmt: skip
     cols = ["group", "human", "judge", "n", "exact_agreement", "cohen_kappa",
             "kappa_quadratic", "alpha_ordinal", "alpha_interval", "icc_2_1"]  # fmt: skip
-    return Section("agreement", "Agreement with human scores", cols, rows)
+    section = Section("agreement", "Agreement with human scores", cols, rows)
+    return _absent_without_pairs(section, "n", comparisons)
 
 
 def adequacy_section(
@@ -163,7 +177,12 @@ def adequacy_section(
                 mean = float(np.mean(finite)) if finite else math.nan
                 rows.append({"group": "mean", "metric": metric, "versus": label, "rate": mean})
     cols = ["group", "metric", "versus", "preferred", "n_items", "rate", "ci_low", "ci_high"]
-    return Section("adequacy", "Adequacy: human translation preferred", cols, rows)
+    section = Section("adequacy", "Adequacy: human translation preferred", cols, rows)
+    if not any(r.get("n_items") for r in rows):
+        section.rows = []
+        section.absent = (f"no item has a human translation ({', '.join(human)}) and a "
+                          "compared system, both scored")  # fmt: skip
+    return section
 
 
 def _expressions(cell: Any) -> list[str]:
@@ -199,6 +218,7 @@ def span_section(
             _expressions(row.get(ref_col))
         )
     rows = []
+    expressions = 0
     for g, mask in _groups(predicted, group):
         preds: dict[tuple[str, ...], list[str]] = {}
         for row, keep in zip(predicted.rows, mask, strict=True):
@@ -206,6 +226,7 @@ def span_section(
                 key = tuple(str(row.get(k)) for k in pred_key)
                 preds.setdefault(key, []).extend(_expressions(row.get(pred_col)))
         s = span_prf(preds, refs)
+        expressions += s.tp + s.fp + s.fn
         rows.append({
             "group": g, "reference": ref_col, "judge": pred_col, "passages": len(preds),
             "tp": s.tp, "fp": s.fp, "fn": s.fn, "precision": s.precision, "recall": s.recall,
@@ -214,4 +235,8 @@ def span_section(
         })  # fmt: skip
     cols = ["group", "reference", "judge", "passages", "tp", "fp", "fn", "precision", "recall",
             "f1", "p_ci_low", "p_ci_high", "r_ci_low", "r_ci_high"]  # fmt: skip
-    return Section("spans", "Span agreement (close-reading matcher)", cols, rows)
+    section = Section("spans", "Span agreement (close-reading matcher)", cols, rows)
+    if not expressions:
+        section.rows = []
+        section.absent = f"no expression in {pred_col} or {ref_col}"
+    return section

@@ -1,16 +1,24 @@
 """PNG charts from report sections (matplotlib, an optional extra: imported lazily).
 
-Each function writes one file and returns its path. Call :func:`available` first to find out
-whether matplotlib is installed.
+Each function writes one file and returns its path, or returns None and writes nothing when its
+data holds no finite value (a chart of nothing would look like a result). Call :func:`available`
+first to find out whether matplotlib is installed.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from judge_engine.stats.runs import Outcome
+    from judge_engine.stats.sections import Section
+
+INSTALL_HINT = "pip install 'judge-engine[plots]'"
+"""How to get matplotlib, the ``plots`` extra."""
 
 
 def available() -> bool:
@@ -22,6 +30,13 @@ def available() -> bool:
     return True
 
 
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):  # None, text
+        return False
+
+
 def _pyplot() -> Any:
     import matplotlib
 
@@ -31,8 +46,12 @@ def _pyplot() -> Any:
     return plt
 
 
-def consistency_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path:
-    """Mean pairwise Spearman and |delta| shares against temperature, one line per judge."""
+def consistency_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
+    """Mean pairwise Spearman and |delta| shares against temperature, one line per judge
+    (None: no finite value to draw)."""
+    keys = ("mean_spearman", "share_small", "share_large")
+    if not any(_finite(r.get(k)) for r in rows for k in keys):
+        return None
     plt = _pyplot()
     series: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
@@ -54,18 +73,23 @@ def consistency_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path:
     return _save(fig, plt, path)
 
 
-def distribution_chart(scores: dict[str, dict[float, list[float]]], path: Path) -> Path:
-    """Histograms of scores: one panel per judge, one outline per temperature."""
+def distribution_chart(scores: dict[str, dict[float, list[float]]], path: Path) -> Path | None:
+    """Histograms of scores: one panel per judge with finite scores, one outline per
+    temperature (None: no judge has one)."""
+    finite = {
+        judge: {t: f for t, values in by_temp.items() if (f := [v for v in values if _finite(v)])}
+        for judge, by_temp in scores.items()
+    }
+    judges = sorted(j for j, by_temp in finite.items() if by_temp)
+    if not judges:
+        return None
     plt = _pyplot()
-    judges = sorted(scores)
-    fig, axes = plt.subplots(1, max(1, len(judges)), figsize=(4 * max(1, len(judges)), 3.5))
+    fig, axes = plt.subplots(1, len(judges), figsize=(4 * len(judges), 3.5))
     axes = axes if hasattr(axes, "__len__") else [axes]
-    for ax, judge in zip(axes, judges, strict=False):
-        for temp, values in sorted(scores[judge].items()):
-            finite = [v for v in values if math.isfinite(v)]
-            if finite:
-                ax.hist(finite, bins=min(30, max(5, len(set(finite)))), histtype="step",
-                        label=f"T={temp:g}")  # fmt: skip
+    for ax, judge in zip(axes, judges, strict=True):
+        for temp, values in sorted(finite[judge].items()):
+            ax.hist(values, bins=min(30, max(5, len(set(values)))), histtype="step",
+                    label=f"T={temp:g}")  # fmt: skip
         ax.set(title=judge, xlabel="score", ylabel="count")
         ax.legend(fontsize="small")
     return _save(fig, plt, path)
@@ -74,8 +98,11 @@ def distribution_chart(scores: dict[str, dict[float, list[float]]], path: Path) 
 def heatmap(
     rows: Sequence[dict[str, Any]], *, row_key: str, col_key: str, value_key: str, path: Path,
     title: str,
-) -> Path:  # fmt: skip
-    """A labelled heatmap of ``value_key`` over ``row_key`` x ``col_key`` (e.g. tau per pair)."""
+) -> Path | None:  # fmt: skip
+    """A labelled heatmap of ``value_key`` over ``row_key`` x ``col_key`` (e.g. tau per pair);
+    None when no row has a finite value."""
+    if not any(_finite(r.get(value_key)) for r in rows):
+        return None
     plt = _pyplot()
     row_labels = list(dict.fromkeys(str(r[row_key]) for r in rows))
     col_labels = list(dict.fromkeys(str(r[col_key]) for r in rows))
@@ -104,3 +131,67 @@ def _save(fig: Any, plt: Any, path: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+class Chart(NamedTuple):
+    """One chart a command meant to draw."""
+
+    path: Path
+    written: bool
+    why_not: str = ""
+    """Why nothing was written (empty when ``written``)."""
+
+
+def _chart(path: Path | None, intended: Path, why_not: str) -> Chart:
+    return Chart(intended, True) if path else Chart(intended, False, why_not)
+
+
+def run_charts(
+    sections: Sequence[Section], outcomes: Iterable[Outcome], plot_dir: Path
+) -> list[Chart]:
+    """The charts of ``stats RUN_DIR``: consistency, score distributions, agreement between
+    judges, each drawn only when its section has rows (an absent section gets no chart)."""
+    shown = {s.name: s for s in sections if not s.absent}
+    charts = []
+    if "consistency" in shown:
+        path = plot_dir / "consistency.png"
+        drawn = consistency_chart(shown["consistency"].rows, path)
+        charts.append(_chart(drawn, path, "every consistency figure is undefined"))
+    if "distribution" in shown:
+        scores: dict[str, dict[float, list[float]]] = {}
+        for o in outcomes:
+            if o.status == "scored":
+                scores.setdefault(o.judge, {}).setdefault(o.temperature, []).append(o.score)
+        path = plot_dir / "distributions.png"
+        charts.append(_chart(distribution_chart(scores, path), path, "no finite score"))
+    if "judge_agreement" in shown:
+        path = plot_dir / "judge_agreement.png"
+        drawn = heatmap(shown["judge_agreement"].rows, row_key="judges", col_key="temperature",
+                        value_key="kendall", path=path, title="Kendall tau between judges")  # fmt: skip
+        charts.append(_chart(drawn, path, "every Kendall tau between judges is undefined"))
+    return charts
+
+
+def meta_charts(sections: Sequence[Section], plot_dir: Path) -> list[Chart]:
+    """The charts of ``meta``: correlation and adequacy heatmaps, for sections with rows."""
+    charts = []
+    for s in sections:
+        if s.absent:
+            continue
+        if s.name == "correlation":
+            rows = [{**r, "pair": f"{r['human']} ~ {r['judge']}"}
+                    for r in s.rows if r["level"] == "segment"]  # fmt: skip
+            method = next(m for m in ("kendall", "spearman", "pearson") if m in s.columns)
+            path = plot_dir / "correlation.png"
+            drawn = heatmap(rows, row_key="group", col_key="pair", value_key=method, path=path,
+                            title=f"{method} with human scores")  # fmt: skip
+            charts.append(_chart(drawn, path, f"every segment-level {method} is undefined"))
+        if s.name == "adequacy":
+            for versus in ("top", "other"):
+                rows = [r for r in s.rows if r["versus"] == versus]
+                path = plot_dir / f"adequacy_{versus}.png"
+                drawn = heatmap(rows, row_key="group", col_key="metric", value_key="rate",
+                                path=path, title=f"human preferred over {versus} systems")  # fmt: skip
+                why = f"no item compares the human translation with {versus} systems"
+                charts.append(_chart(drawn, path, why))
+    return charts

@@ -1,7 +1,10 @@
 """Report sections for ``judge-engine stats RUN_DIR``: plain tables computed from a run.
 
 A :class:`Section` is a titled list of row dicts: the command line renders it with rich, or
-writes it as JSON or CSV; the plots read the same rows.
+writes it as JSON or CSV; the plots read the same rows. A measurement that does not apply to a
+run (consistency with one repeat, agreement with one judge, a distribution of protocols that
+score candidates rather than items) is a section with no rows and an ``absent`` reason, never an
+empty table; rows left out of a section are named in its ``notes``.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import itertools
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,6 +33,34 @@ class Section:
     title: str
     columns: list[str]
     rows: list[dict[str, Any]]
+    absent: str = ""
+    """Why the section has no rows (e.g. "needs 2+ repeats"), shown instead of an empty table;
+    empty when it has rows."""
+    notes: list[str] = field(default_factory=list)
+    """Rows the section leaves out, and why (printed under the table)."""
+
+
+def _left_out(
+    skipped: dict[str, list[str]], rows: list[dict[str, Any]], absent_prefix: str
+) -> tuple[str, list[str]]:
+    """``(absent, notes)`` from ``{reason: [where, ...]}``: with no rows every reason becomes the
+    section's ``absent`` text; otherwise one note per reason names the rows left out."""
+    if not rows:
+        return absent_prefix + "; ".join(skipped) if skipped else absent_prefix.rstrip(": "), []
+    return "", [f"not shown: {', '.join(where)} ({reason})" for reason, where in skipped.items()]
+
+
+def _where(judge: str, temperature: float, variant: str = "") -> str:
+    return f"{judge} T={temperature:g}" + (f" [{variant}]" if variant else "")
+
+
+def _no_score_reason(group: list[Outcome]) -> str:
+    """Why a group of outcomes has no finite score: nothing scored, or a protocol whose verdicts
+    score something other than the item (BWS scores candidates)."""
+    if not any(o.status == "scored" for o in group):
+        return "nothing scored"
+    protocols = ", ".join(sorted({o.protocol for o in group if o.status == "scored"}))
+    return f"{protocols} outcomes carry no per-item score"
 
 
 def _by(outcomes: list[Outcome], *keys: str) -> dict[tuple[Any, ...], list[Outcome]]:
@@ -58,16 +89,19 @@ def unscored_section(run: Run) -> Section:
 def distribution_section(run: Run) -> Section:
     """Score distribution (count, mean, SD, quartiles) per judge and temperature."""
     rows = []
+    skipped: dict[str, list[str]] = defaultdict(list)
     for (judge, temp), group in _by(run.outcomes, "judge", "temperature").items():
         v = np.array([o.score for o in group if o.status == "scored" and math.isfinite(o.score)])
-        stats = dict.fromkeys(["mean", "sd", "min", "q25", "median", "q75", "max"], math.nan)
-        if v.size:
-            q = np.percentile(v, [0, 25, 50, 75, 100])
-            stats = dict(zip(["min", "q25", "median", "q75", "max"], map(float, q), strict=True))
-            stats |= {"mean": float(v.mean()), "sd": float(v.std())}
+        if not v.size:
+            skipped[_no_score_reason(group)].append(_where(judge, temp))
+            continue
+        q = np.percentile(v, [0, 25, 50, 75, 100])
+        stats = dict(zip(["min", "q25", "median", "q75", "max"], map(float, q), strict=True))
+        stats |= {"mean": float(v.mean()), "sd": float(v.std())}
         rows.append({"judge": judge, "temperature": temp, "n": int(v.size), **stats})
     cols = ["judge", "temperature", "n", "mean", "sd", "min", "q25", "median", "q75", "max"]
-    return Section("distribution", "Score distribution", cols, rows)
+    absent, notes = _left_out(skipped, rows, "")
+    return Section("distribution", "Score distribution", cols, rows, absent, notes)
 
 
 def _labels(run: Run, verdict_field: str | None) -> dict[tuple[str, float, str], list[list[Any]]]:
@@ -93,11 +127,18 @@ def consistency_section(
 ) -> Section:
     """LitEval's consistency table per judge, temperature and variant, plus alpha and flips."""
     labels = _labels(run, verdict_field)
+    groups = _by(run.outcomes, "judge", "temperature", "variant")
     rows = []
+    skipped: dict[str, list[str]] = defaultdict(list)
     for key, (_, matrix) in sorted(score_matrices(run.outcomes).items(), key=lambda kv: kv[0]):
-        if len(matrix[0]) < 2:
-            continue
         judge, temp, variant = key
+        if len(matrix[0]) < 2:
+            skipped["needs 2+ repeats: 1 repeat per item"].append(_where(*key))
+            continue
+        if verdict_field is None and not any(math.isfinite(v) for r in matrix for v in r):
+            reason = _no_score_reason(groups[key]) + "; --verdict-field NAME compares verdicts"
+            skipped[reason].append(_where(*key))
+            continue
         rc = repeat_consistency(matrix, small=small, large=large).as_dict()
         rows.append({
             "judge": judge, "temperature": temp, "variant": variant, **rc,
@@ -107,7 +148,10 @@ def consistency_section(
             "share_small", "share_medium", "share_large", "alpha_ordinal", "alpha_interval",
             "mean_sd", "flip_rate"]  # fmt: skip
     title = f"Consistency across repeats (|delta| <= {small:g}, <= {large:g}, > {large:g})"
-    return Section("consistency", title, cols, rows)
+    absent, notes = _left_out(skipped, rows, "")
+    if not rows and set(skipped) == {"needs 2+ repeats: 1 repeat per item"}:
+        absent = "needs 2+ repeats of each item (every judge ran 1; set repeats: 2 or more)"
+    return Section("consistency", title, cols, rows, absent, notes)
 
 
 def judge_means(run: Run, temperature: float) -> dict[str, dict[str, float]]:
@@ -119,28 +163,38 @@ def judge_means(run: Run, temperature: float) -> dict[str, dict[str, float]]:
     return {j: {i: float(np.mean(v)) for i, v in items.items()} for j, items in acc.items()}
 
 
-def judge_agreement_section(run: Run) -> Section | None:
-    """Agreement between judges (item means) per temperature; None with a single judge."""
+def judge_agreement_section(run: Run) -> Section:
+    """Agreement between judges (item means) per temperature; absent with a single judge, or
+    when no two judges scored the same items."""
+    cols = ["temperature", "judges", "n_items", "kendall", "spearman", "pearson",
+            "exact_agreement", "alpha_interval", "icc_2_1"]  # fmt: skip
+    title = "Agreement between judges (item means)"
     if len(run.judges) < 2:
-        return None
+        why = f"needs 2+ judges on the same items (this run has 1: {run.judges[0]})"
+        return Section("judge_agreement", title, cols, [], absent=why)
     rows = []
+    skipped: dict[str, list[str]] = defaultdict(list)
     for temp in sorted({o.temperature for o in run.outcomes}):
         means = judge_means(run, temp)
         judges = sorted(means)
         items = sorted({i for m in means.values() for i in m})
         matrix = [[means[j].get(i, math.nan) for j in judges] for i in items]
         for a, b in itertools.combinations(range(len(judges)), 2):
-            x, y = [r[a] for r in matrix], [r[b] for r in matrix]
-            rows.append(
-                _pair_row(
-                    temp, f"{judges[a]} ~ {judges[b]}", [[p, q] for p, q in zip(x, y, strict=True)]
-                )
-            )
+            pairs = [[r[a], r[b]] for r in matrix]
+            row = _pair_row(temp, f"{judges[a]} ~ {judges[b]}", pairs)
+            if row["n_items"] < 2:
+                skipped["fewer than 2 items scored by both"].append(f"{row['judges']} T={temp:g}")
+            else:
+                rows.append(row)
         if len(judges) > 2:
             rows.append(_pair_row(temp, "all judges", matrix))
-    cols = ["temperature", "judges", "n_items", "kendall", "spearman", "pearson",
-            "exact_agreement", "alpha_interval", "icc_2_1"]  # fmt: skip
-    return Section("judge_agreement", "Agreement between judges (item means)", cols, rows)
+        if len(judges) == 1:
+            skipped[f"only {judges[0]} has per-item scores"].append(f"T={temp:g}")
+        elif not judges:
+            at_temp = [o for o in run.outcomes if o.temperature == temp]
+            skipped[_no_score_reason(at_temp)].append(f"T={temp:g}")
+    absent, notes = _left_out(skipped, rows, "needs 2+ judges scoring the same items: ")
+    return Section("judge_agreement", title, cols, rows, absent, notes)
 
 
 def _pair_row(temp: float, label: str, matrix: list[list[float]]) -> dict[str, Any]:
@@ -163,13 +217,12 @@ def run_sections(
     run: Run, *, small: float = 1.0, large: float = 5.0, verdict_field: str | None = None
 ) -> list[Section]:
     """Everything ``judge-engine stats RUN_DIR`` shows, in display order."""
-    sections = [
+    return [
         consistency_section(run, small=small, large=large, verdict_field=verdict_field),
         distribution_section(run),
         unscored_section(run),
+        judge_agreement_section(run),
     ]
-    agreement = judge_agreement_section(run)
-    return sections + ([agreement] if agreement else [])
 
 
 def table_consistency_section(

@@ -80,10 +80,10 @@ def test_plan_counts_tokens_cost_and_time_offline(tmp_path: Path, capsys) -> Non
     from judge_engine.planning import plan_rows
     from judge_engine.runner import prepare
 
-    rows = plan_rows(prepare(job.config, overrides={}, demo=False, new_run=False))
-    assert rows[0]["tasks"] == 20 and rows[0]["prompt_tokens"] > 20 * 500
-    assert rows[0]["cost"] is not None and rows[0]["cost"] > 0
-    assert rows[0]["wall_s"] == pytest.approx(20.0)  # 20 requests at 60 RPM
+    (plan,) = plan_rows(prepare(job.config, overrides={}, demo=False, new_run=False))
+    assert plan.tasks == 20 and plan.prompt_tokens.low > 20 * 500
+    assert plan.cost is not None and plan.cost.low > 0
+    assert plan.wall_s.low == pytest.approx(20.0)  # 20 requests at 60 RPM
     assert not job.runs.exists()  # a dry run writes nothing
 
 

@@ -1,0 +1,102 @@
+"""``plan`` says what it estimates (issue 13, item 10): token counts marked ``~`` where the
+model's tokenizer is not available offline (the counting itself: ``test_token_counting``),
+completion tokens, calls and cost as ranges over the re-ask budget, an unknown model or price as
+a warning (``--strict``: exit 2), and a table readable at 80 columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judge_engine.cli import main
+from judge_engine.errors import VerdictError
+from judge_engine.providers.litellm import load_litellm
+from tests.engine.conftest import make_job
+
+
+def test_plan_marks_estimated_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job = make_job(tmp_path, None, items=3, judges=[
+        {"name": "mini", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm"},
+        {"name": "claude", "model": "anthropic/claude-sonnet-4-5", "protocol": "gemba-mqm"}])  # fmt: skip
+    assert main(["plan", str(job.config)]) == 0
+    out = capsys.readouterr().out
+    from judge_engine.planning import plan_rows
+    from judge_engine.runner import prepare
+
+    mini, claude = plan_rows(prepare(job.config, overrides={}, demo=False, new_run=False))
+    assert f"~{claude.prompt_tokens.low:,}" in out and f"~{mini.prompt_tokens.low:,}" not in out
+    assert "~ claude: estimated: no offline tokenizer for anthropic/claude-sonnet-4-5" in out
+
+
+def test_completion_tokens_calls_and_cost_are_ranges_over_the_reask_budget(tmp_path: Path) -> None:
+    from judge_engine.planning import plan_rows
+    from judge_engine.protocols.gemba_mqm import GembaMQM
+    from judge_engine.runner import prepare
+
+    job = make_job(tmp_path, None, items=10, judge={"max_tokens": 300, "retries": {"reasks": 2}})
+    (plan,) = plan_rows(prepare(job.config, overrides={}, demo=False, new_run=False))
+    assert plan.completion_per_call == GembaMQM.typical_completion_tokens == 50  # under max_tokens 300
+    assert plan.calls == (10, 30)  # 10 tasks; each re-asked twice at worst: 3 calls
+    assert plan.completion_tokens == (500, 1500)  # 10 x 50; 30 x 50
+    # Re-ask k resends the prompt with k (answer, re-ask) turns: P + (P + g) + (P + 2g) per task,
+    # g = 50 (the answer) + 4 + 4 (two messages) + the re-ask text.
+    reask = GembaMQM().reask(VerdictError("the answer does not follow the requested format"))
+    growth = 50 + 8 + int(load_litellm().token_counter(model="gpt-4o-mini", text=reask))
+    assert plan.prompt_tokens.high == 3 * plan.prompt_tokens.low + 10 * 3 * growth
+    info = load_litellm().get_model_info("gpt-4o-mini")
+    price_in, price_out = info["input_cost_per_token"], info["output_cost_per_token"]
+    assert plan.cost is not None
+    assert plan.cost.low == pytest.approx(plan.prompt_tokens.low * price_in + 500 * price_out)
+    assert plan.cost.high == pytest.approx(plan.prompt_tokens.high * price_in + 1500 * price_out)
+
+    (tmp_path / "capped").mkdir()
+    capped = make_job(tmp_path / "capped", None, items=10, judge={"max_tokens": 30, "retries": {"reasks": 0}})
+    (plan,) = plan_rows(prepare(capped.config, overrides={}, demo=False, new_run=False))
+    assert plan.completion_tokens == (300, 300) and plan.calls == (10, 10)  # capped at 30; no re-asks
+    assert any("max_tokens 30 is below gemba-mqm's typical answer" in n for n in plan.notes)
+
+
+@pytest.mark.parametrize(("judge", "warning"), [
+    ({"model": "my-unknown-model", "api_base": None}, "unknown model my-unknown-model"),
+    ({"model": "openai/my-local-llama", "api_base": "http://127.0.0.1:9/v1"}, "unknown price for openai/my-local-llama"),
+])  # fmt: skip
+def test_unknown_model_or_price_warns_and_strict_exits_2(
+    judge: dict[str, Any], warning: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = make_job(tmp_path, None, items=3, judge=judge)
+    assert main(["plan", str(job.config)]) == 0
+    out = capsys.readouterr().out
+    assert f"warning: {warning}" in out and "no price" in out
+    assert "$0.0000" not in out and "estimated cost unknown (no judge's model has a price)" in out
+    assert main(["plan", str(job.config), "--strict"]) == 2
+    assert "plan --strict: exit 2" in capsys.readouterr().out
+    (tmp_path / "known").mkdir()
+    known = make_job(tmp_path / "known", None, items=3)
+    assert main(["plan", str(known.config), "--strict"]) == 0  # nothing unknown: strict passes
+
+
+def test_plan_is_readable_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    job = make_job(tmp_path, None, items=50, judges=[
+        {"name": "mqm-mini", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm", "repeats": 20},
+        {"name": "mqm-claude", "model": "anthropic/claude-sonnet-4-5", "protocol": "gemba-mqm-literary",
+         "temperatures": [0.0, 1.0], "limits": {"rpm": 50}},
+        {"name": "local", "model": "openai/my-local-llama", "api_base": "http://127.0.0.1:9/v1",
+         "protocol": "gemba-mqm"}])  # fmt: skip
+    assert main(["plan", str(job.config)]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 80 and "…" not in out
+    from judge_engine.planning import plan_rows
+    from judge_engine.runner import prepare
+
+    for plan in plan_rows(prepare(job.config, overrides={}, demo=False, new_run=False)):
+        # every figure whole, the low end of each range above its high end
+        mark = "" if plan.tokens_exact else "~"
+        assert f"{mark}{plan.prompt_tokens.low:,}" in out and f"to {mark}{plan.prompt_tokens.high:,}" in out
+        assert f"{plan.completion_tokens.low:,}" in out and f"to {plan.completion_tokens.high:,}" in out
+        assert plan.judge in out and plan.bound_by in out
+        if plan.cost is not None:
+            assert f"{plan.cost.low:.4f}" in out and f"to {plan.cost.high:.4f}" in out
