@@ -31,25 +31,26 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=300)
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # should anything import litellm
-    from judge_engine.attempts import TaskLog, attempt_record
+    from judge_engine.attempt import TaskLog, attempt_record
     from judge_engine.cache import AnswerCache
     from judge_engine.config import load_config
     from judge_engine.fake.answers import AnswerBook
-    from judge_engine.judging import outcome
     from judge_engine.lanes import Lane, rough_prompt_tokens
-    from judge_engine.plan import build_protocol, iter_tasks
+    from judge_engine.plan import build_protocol, iter_tasks, template_hashes
+    from judge_engine.providers import Endpoint
     from judge_engine.providers.base import ProviderResponse
-    from judge_engine.runner import template_hashes
+    from judge_engine.records import Manifest
     from judge_engine.runtime import JudgeRuntime
     from judge_engine.store import RunStore
+    from judge_engine.task import outcome
 
     work = Path(tempfile.mkdtemp(prefix="engine-work-"))
     items = write_items(work / "items.jsonl", args.n)
     config = load_config(write_job(work / "job", items, "http://127.0.0.1:9/v1", JobSpec(protocol=args.protocol)))
     judge = config.judges[0]
     protocol = build_protocol(judge)
-    runtime = JudgeRuntime(judge, protocol, Lane(judge.name, judge.limits), provider=None,  # type: ignore[arg-type]
-                           template_hashes=template_hashes(protocol))
+    runtime = JudgeRuntime(judge, protocol, Endpoint(judge.model, judge.api_base), template_hashes(protocol),
+                           lane=Lane(judge.name, judge.limits), provider=None)  # type: ignore[arg-type]
     tasks = [task for task, _ in zip(iter_tasks(judge, protocol, config.dataset), range(args.n), strict=False)]
     book = AnswerBook()
     messages = [protocol.render(t.item, t.variant) for t in tasks]
@@ -63,7 +64,7 @@ def main() -> None:
     outcomes = [outcome(runtime, t, TaskLog(), verdict=v.model_dump(mode="json"), score=1.0, scores={})
                 for t, v in zip(tasks, verdicts, strict=True)]
     cache = AnswerCache(work / "cache")
-    store = RunStore.create(work / "run", {"run_id": "engine-work"})
+    store = RunStore.create(work / "run", Manifest.from_dict({"format": "judge-engine-run", "run_id": "engine-work"}))
     stored = iter(range(10**9))
 
     steps: list[tuple[str, Callable[[int], object]]] = [

@@ -140,13 +140,14 @@ def server_start_mono(server: Any) -> float:
 
 
 def read_outcomes(run_dir: Path) -> list[dict[str, Any]]:
-    from judge_engine.store import OUTCOMES, read_jsonl
+    from judge_engine.records import OUTCOMES
+    from judge_engine.store import read_jsonl
 
     return list(read_jsonl(run_dir / OUTCOMES))
 
 
 def only_run_dir(job: Path) -> Path:
-    runs = [p for p in (job / "runs").iterdir() if p.is_dir()] if (job / "runs").exists() else []
+    runs = [p for p in (job / "runs").iterdir() if p.is_dir() and not p.is_symlink()] if (job / "runs").exists() else []
     if len(runs) != 1:
         raise RuntimeError(f"expected one run directory under {job / 'runs'}, found {len(runs)}")
     return runs[0]

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         get_protocol,
         register,
     )
+    from judge_engine.session import RunResult
 
 # The public names load on first use (PEP 562): importing the package, as ``judge-engine --help``
 # does for its version, then costs no pydantic (~0.1 s of a 0.2 s start-up).
@@ -40,6 +41,7 @@ _LAZY = {
                      "RunDirError", "TemplateError", "VerdictError"), "judge_engine.errors"),
     **dict.fromkeys(("Protocol", "ProtocolOptions", "Score", "available", "get_protocol", "register"),
                     "judge_engine.protocols"),
+    "RunResult": "judge_engine.session",
 }
 
 
@@ -61,16 +63,30 @@ def __dir__() -> list[str]:
 __version__ = "0.1.0"
 
 
-def run(config_path: str | Path, *, demo: bool = False, new_run: bool = False, **overrides: Any) -> int:
-    """Run (or resume) the job of a config file, as ``judge-engine run`` does without the live
-    display. ``overrides`` are ``model``, ``limit``, ``output_dir``, ``cache_dir``. Returns the exit code."""
+def run(config_path: str | Path, *, demo: bool = False, new_run: bool = False, **overrides: Any) -> RunResult:
+    """Run (or resume) the job of a config file, as ``judge-engine run`` does, printing nothing.
+
+    ``overrides`` are ``model``, ``limit``, ``output_dir``, ``cache_dir``. The result says how it
+    ended (``status``, ``counts`` by reason code, ``failures``, the ``manifest`` with the spend);
+    bad input raises :class:`ConfigError`, :class:`DatasetError`, :class:`TemplateError` or
+    :class:`RunDirError` before anything is sent. Runs its own event loop (use
+    :func:`judge_engine.session.execute` from async code).
+    """
     from pathlib import Path
 
-    from judge_engine.running import DEMO_API_BASE, run_job
+    from judge_engine import session
 
-    if demo:
-        overrides["api_base"] = DEMO_API_BASE
-    return run_job(Path(config_path), overrides=overrides, demo=demo, new_run=new_run, live=False)
+    return session.run(Path(config_path), overrides=overrides, demo=demo, new_run=new_run)
+
+
+def resume(run_dir: str | Path, *, retry: str | None = None) -> RunResult:
+    """Finish a killed, cancelled or stopped run, or (``retry``: ``"unscored"`` or reason codes
+    separated by commas) judge its unscored tasks again, as ``judge-engine resume`` does."""
+    from pathlib import Path
+
+    from judge_engine import session
+
+    return session.resume(Path(run_dir), retry=retry)
 
 
 __all__ = [
@@ -84,6 +100,7 @@ __all__ = [
     "ProtocolOptions",
     "ProviderError",
     "RunDirError",
+    "RunResult",
     "Score",
     "TemplateError",
     "VerdictError",
@@ -92,5 +109,6 @@ __all__ = [
     "get_protocol",
     "load_config",
     "register",
+    "resume",
     "run",
 ]

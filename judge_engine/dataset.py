@@ -33,6 +33,9 @@ class DatasetSummary:
     items: int
     fingerprint: str
     """Hash of the file bytes: part of the run id, so an edited dataset starts a new run."""
+    variants: tuple[int, ...] = ()
+    """Per ``variant_counts`` function given to :func:`scan`, its sum over every item (a
+    protocol's sub-tasks: the display's totals come from here, not from another read)."""
 
 
 def _format(config: DatasetConfig) -> str:
@@ -116,9 +119,10 @@ def scan(
     config: DatasetConfig,
     required: Sequence[str] = (),
     checks: Sequence[Callable[[Mapping[str, Any]], list[str]]] = (),
+    variant_counts: Sequence[Callable[[Mapping[str, Any]], int]] = (),
 ) -> DatasetSummary:
-    """Validate every row (fields present, ids unique, the protocols' own ``checks``) and
-    fingerprint the file.
+    """Validate every row (fields present, ids unique, the protocols' own ``checks``),
+    fingerprint the file and sum ``variant_counts`` over the items.
 
     Raises:
         DatasetError: the first bad row, naming the file and line.
@@ -131,6 +135,7 @@ def scan(
             digest.update(block)
     seen: dict[bytes, int] = {}
     count = 0
+    variants = [0] * len(variant_counts)
     for count, (number, row) in enumerate(iter_rows(config), start=1):
         if config.limit is not None and count > config.limit:
             count -= 1
@@ -146,6 +151,8 @@ def scan(
                 f"{config.path}:{number}: duplicate id {item['id']!r} (first on line {seen[key]})"
             )
         seen[key] = number
+        for index, variant_count in enumerate(variant_counts):
+            variants[index] += variant_count(item)
     if count == 0:
         raise DatasetError(f"{config.path}: the dataset has no items")
-    return DatasetSummary(items=count, fingerprint="b2:" + digest.hexdigest())
+    return DatasetSummary(items=count, fingerprint="b2:" + digest.hexdigest(), variants=tuple(variants))

@@ -3,7 +3,7 @@
 ```
 feeder (lazy task stream, skips finished tasks; renders prompts and looks them up in the cache
         in batches) -> bounded queue -> N workers (N = concurrency)
-   each worker: judging.judge_task (cache hit, or lane, provider, parse, re-ask) -> outcome line
+   each worker: task.judge_task (cache hit, or lane, provider, parse, re-ask) -> outcome line
 ```
 
 Each judge has its own feeder, queue, workers and lane, so a slow or rate-limited judge never
@@ -19,14 +19,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
 from judge_engine.cache import AnswerCache
 from judge_engine.config import DatasetConfig
 from judge_engine.errors import Abandoned, FatalProviderError
-from judge_engine.judging import PreparedTask, judge_task, prepare_task
 from judge_engine.plan import Task, iter_tasks
 from judge_engine.runtime import JudgeRuntime
 from judge_engine.store import RunStore
+from judge_engine.task import PreparedTask, judge_task, prepare_task
 
 _YIELD_EVERY = 512
 _PREPARE_BATCH = 32
@@ -36,8 +37,8 @@ wake-up runs cold, so the next tasks' prompts and cache lookups are done togethe
 
 @dataclass(frozen=True, slots=True)
 class EngineResult:
-    status: str
-    """``completed``, ``cancelled`` or ``failed`` (a judge stopped on a fatal provider error)."""
+    status: Literal["completed", "cancelled", "failed"]
+    """``failed``: a judge stopped (fatal provider error, unreachable endpoint)."""
     failures: dict[str, str]
     """judge name -> why it stopped."""
 

@@ -1,8 +1,9 @@
-"""Config x dataset -> a lazy stream of tasks with content-hash ids.
+"""Config x dataset -> a lazy stream of tasks, and the content hashes that name tasks and runs.
 
 A task is one (judge, item, variant, temperature, repeat). The stream is a generator: a million
 tasks are never a million objects. A task id hashes everything that defines the task's question,
-so it is stable across runs and processes and a resumed run recognises finished work.
+so it is stable across runs and processes and a resumed run recognises finished work; a run id
+hashes the judges and the dataset, so running the same config again finds its run.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from judge_engine.config import DatasetConfig, JudgeConfig
-from judge_engine.dataset import iter_items
+from judge_engine.config import DatasetConfig, JobConfig, JudgeConfig
+from judge_engine.dataset import DatasetSummary, iter_items
 from judge_engine.jsonio import content_hash
 from judge_engine.protocols import Protocol, get_protocol
+from judge_engine.templating import template_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +52,32 @@ def judge_identity(judge: JudgeConfig, protocol: Protocol) -> dict[str, Any]:
         "max_tokens": judge.max_tokens,
         "params": judge.params,
     }
+
+
+def template_hashes(protocol: Protocol) -> list[str]:
+    """Content hashes of the templates the protocol renders (in cache keys and the manifest)."""
+    return [template_hash(t) for t in protocol.templates()]
+
+
+def run_id(config: JobConfig, protocols: Mapping[str, Protocol], dataset: DatasetSummary, *, stem: str) -> str:
+    """``<stem>-<hash>``: the same judges on the same data make the same run id, so running a
+    config again resumes its run."""
+    identity = {
+        "judges": [
+            {
+                **judge_identity(j, protocols[j.name]),
+                "temperatures": j.temperatures,
+                "repeats": j.repeats,
+                "api_base": j.api_base,
+                "templates": template_hashes(protocols[j.name]),
+            }
+            for j in config.judges
+        ],
+        "dataset": dataset.fingerprint,
+        "fields": config.dataset.fields,
+        "limit": config.dataset.limit,
+    }
+    return f"{stem}-{content_hash(identity)[3:13]}"
 
 
 def task_id(identity: Mapping[str, Any], item: Mapping[str, Any], variant: str, temperature: float, repeat: int) -> str:

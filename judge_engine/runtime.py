@@ -1,19 +1,25 @@
-"""What the engine holds for each judge while it runs: config, protocol, lane, provider, live
-counters, and the stop state that lets a Ctrl-C abandon every task that is waiting rather than
-calling (see :meth:`JudgeRuntime.abandon_waiting`)."""
+"""What the engine holds for each judge while it runs (config, protocol, lane, provider, endpoint,
+live counters, and the stop state that lets a Ctrl-C abandon every task that is waiting rather
+than calling: :meth:`JudgeRuntime.abandon_waiting`), and what a display reads of a whole session
+(:class:`RunProgress`)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from judge_engine.cache import cache_key
 from judge_engine.config import JudgeConfig
 from judge_engine.lanes import Lane
 from judge_engine.protocols import Message, Protocol
+from judge_engine.providers import Endpoint
 from judge_engine.providers.base import Provider, ProviderRequest
+
+if TYPE_CHECKING:
+    from judge_engine.engine import Engine
 
 
 @dataclass(slots=True)
@@ -34,20 +40,62 @@ class JudgeCounters:
 
 
 @dataclass(slots=True)
-class JudgeRuntime:
-    """Everything the engine holds for one judge while it runs."""
+class JudgeSetup:
+    """How one judge asks: its config, protocol and endpoint, and so its requests and their
+    cache keys (``plan`` uses this alone: it builds requests but sends nothing)."""
 
     config: JudgeConfig
     protocol: Protocol
+    endpoint: Endpoint
+    """Where requests go (resolved once by the session; cache keys keep the config's model)."""
+    template_hashes: list[str]
+
+    @property
+    def endpoint_label(self) -> str:
+        """Where this judge's requests go, for messages."""
+        return self.endpoint.label
+
+    def request(self, messages: Sequence[Message], temperature: float) -> ProviderRequest:
+        """The request for one conversation at one temperature."""
+        return ProviderRequest(
+            model=self.endpoint.model,
+            messages=messages,
+            temperature=temperature,
+            max_tokens=self.config.max_tokens,
+            response_format=self.protocol.response_format(),
+            params=self.config.params,
+            api_base=self.endpoint.api_base,
+            timeout_s=self.config.timeout_s,
+        )
+
+    def key(self, request: ProviderRequest, repeat: int) -> str:
+        """The answer cache key of ``request`` (the config's model and ``api_base``, not the
+        endpoint's, so a demo or a replica keeps its keys)."""
+        sampling = {"temperature": request.temperature, "max_tokens": request.max_tokens, **request.params}
+        if self.config.api_base:
+            sampling["api_base"] = self.config.api_base  # another server is another model
+        return cache_key(
+            model=self.config.model,
+            messages=request.messages,
+            sampling=sampling,
+            response_format=request.response_format,
+            protocol=self.protocol.name,
+            protocol_version=self.protocol.version,
+            template_hashes=self.template_hashes,
+            repeat=repeat,
+        )
+
+
+@dataclass(slots=True)
+class JudgeRuntime(JudgeSetup):
+    """Everything the engine holds for one judge while it runs: how it asks, plus its lane,
+    provider, live counters and stop state."""
+
     lane: Lane
     provider: Provider
-    template_hashes: list[str]
     counters: JudgeCounters = field(default_factory=JudgeCounters)
     stopped: str | None = None
     """Set when a fatal provider error stopped this judge (the message says why)."""
-    endpoint: tuple[str, str | None] | None = None
-    """(model, api_base) actually called when they differ from the config's (``--demo`` points
-    every judge at the fake server); cache keys keep the config's, so they stay stable."""
     stopping: bool = False
     """Set by a stop request: no new provider call starts (see :meth:`abandon_waiting`)."""
     exhausted_in_row: int = 0
@@ -86,36 +134,46 @@ class JudgeRuntime:
         task.uncancel()
         return True
 
+
+@dataclass(slots=True)
+class RunProgress:
+    """A session's state as it goes, for a display to read (a live view, progress lines).
+
+    The session fills it in; nothing in it calls out, so whatever watches it (another thread, a
+    notebook) can poll it at its own pace without the engine ever waiting for it.
+    """
+
+    run_dir: Path | None = None
+    """Set first, once the run directory is known."""
+    demo: bool = False
+    retry: frozenset[str] | None = None
+    """``resume --retry`` codes, when the session judges unscored tasks again."""
+    judges: list[JudgeRuntime] = field(default_factory=list)
+    """Each judge's runtime (counters, lane), once the session has built them."""
+    done_before: int = 0
+    """Tasks finished before this session and left as they are."""
+    judging_again: int = 0
+    """Finished tasks this session judges again (``--retry``)."""
+    stop_requested_at: float | None = None
+    """``time.monotonic()`` of the first Ctrl-C, when there was one."""
+    finished: bool = False
+    _engine: Engine | None = None
+
+    def start(self, engine: Engine) -> None:
+        """Called by the session once the judges are built, before the first task."""
+        self._engine = engine
+        self.done_before, self.judging_again = engine.done_count, engine.retry_count
+        self.judges = list(engine.judges)
+
     @property
-    def endpoint_label(self) -> str:
-        """Where this judge's requests go, for messages."""
-        _, api_base = self.endpoint or (self.config.model, self.config.api_base)
-        return api_base or "the provider's default endpoint"
+    def started(self) -> bool:
+        return self._engine is not None
 
-    def request(self, messages: Sequence[Message], temperature: float) -> ProviderRequest:
-        model, api_base = self.endpoint or (self.config.model, self.config.api_base)
-        return ProviderRequest(
-            model=model,
-            messages=messages,
-            temperature=temperature,
-            max_tokens=self.config.max_tokens,
-            response_format=self.protocol.response_format(),
-            params=self.config.params,
-            api_base=api_base,
-            timeout_s=self.config.timeout_s,
-        )
+    @property
+    def in_flight(self) -> int:
+        """Provider calls under way, over every judge."""
+        return sum(j.counters.in_flight for j in self.judges)
 
-    def key(self, request: ProviderRequest, repeat: int) -> str:
-        sampling = {"temperature": request.temperature, "max_tokens": request.max_tokens, **request.params}
-        if self.config.api_base:
-            sampling["api_base"] = self.config.api_base  # another server is another model
-        return cache_key(
-            model=self.config.model,
-            messages=request.messages,
-            sampling=sampling,
-            response_format=request.response_format,
-            protocol=self.protocol.name,
-            protocol_version=self.protocol.version,
-            template_hashes=self.template_hashes,
-            repeat=repeat,
-        )
+    @property
+    def total(self) -> int:
+        return sum(j.counters.total for j in self.judges)

@@ -1,4 +1,7 @@
-"""The run directory: append-only JSONL, flushed per line, safe to kill at any instant.
+"""The run directory on disk: the writer (:class:`RunStore`) and every reader.
+
+What each file holds is defined once, in :mod:`judge_engine.records`; this module only appends,
+replaces and reads them. Append-only JSONL, flushed per line, safe to kill at any instant:
 
 ```
 runs/<run_id>/
@@ -26,27 +29,38 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from judge_engine.errors import RunDirError
 from judge_engine.jsonio import JSONDecodeError, dumps_line, loads, pretty
-
-MANIFEST = "run.json"
-OUTCOMES = "outcomes.jsonl"
-TRANSCRIPTS = "transcripts.jsonl"
-FORMAT_VERSION = 1
+from judge_engine.records import (
+    LOCK,
+    MANIFEST,
+    OUTCOMES,
+    TRANSCRIPTS,
+    Counts,
+    Manifest,
+    OutcomeRecord,
+    Spend,
+    TranscriptRecord,
+    counts_section,
+    spend_section,
+    total_spend,
+    transcript_record,
+)
 
 
 def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
-def read_jsonl(path: Path, *, offset: int = 0) -> Iterator[dict[str, Any]]:
+def read_jsonl(path: Path, *, offset: int = 0, notes: list[str] | None = None) -> Iterator[dict[str, Any]]:
     """Records of a JSONL file (from byte ``offset``, a line start); a torn (unterminated,
-    unparseable) last line is skipped, a bad line anywhere else is an error naming it."""
+    unparseable) last line is skipped (and said in ``notes``), a bad line anywhere else is an
+    error naming it."""
     if not path.exists():
         return
     with path.open("rb") as handle:
@@ -63,8 +77,10 @@ def read_jsonl(path: Path, *, offset: int = 0) -> Iterator[dict[str, Any]]:
             else:
                 try:
                     yield loads(line)
-                except JSONDecodeError:
-                    return  # torn by a crash mid-write
+                except JSONDecodeError:  # torn by a crash mid-write
+                    if notes is not None:
+                        notes.append(f"{path}: skipped a torn last line (a crash mid-write)")
+                    return
 
 
 def _parse_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
@@ -77,68 +93,44 @@ def _parse_line(path: Path, number: int, line: bytes) -> dict[str, Any]:
     return record
 
 
-def read_manifest(run_dir: Path) -> dict[str, Any]:
+def read_manifest(run_dir: Path) -> Manifest:
+    """The run's ``run.json``, of any version.
+
+    Raises:
+        RunDirError: no manifest, an unreadable one, or one from a newer judge-engine.
+    """
     path = run_dir / MANIFEST
     try:
-        manifest = loads(path.read_bytes())
+        raw = loads(path.read_bytes())
     except FileNotFoundError:
         raise RunDirError(f"{run_dir}: not a judge-engine run directory (no {MANIFEST})") from None
     except JSONDecodeError:
         raise RunDirError(f"{path}: unreadable manifest") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != "judge-engine-run":
-        raise RunDirError(f"{path}: not a judge-engine manifest")
-    if int(manifest.get("version", 0)) > FORMAT_VERSION:
-        raise RunDirError(f"{path}: written by a newer judge-engine (format {manifest.get('version')})")
-    return manifest
+    return Manifest.from_dict(raw, where=str(path))
 
 
-@dataclass(slots=True)
-class Spend:
-    """What provider attempts cost, summed over transcript lines."""
+def iter_outcomes(run_dir: Path, *, notes: list[str] | None = None) -> Iterator[OutcomeRecord]:
+    """Every outcome line in the order written (a retried task's later line comes later)."""
+    path = run_dir / OUTCOMES
+    for raw in read_jsonl(path, notes=notes):
+        yield OutcomeRecord.from_dict(raw, where=str(path))
 
-    calls: int = 0
-    """Attempts sent to the provider (failed ones included; cache hits not)."""
-    cache_hits: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost: float = 0.0
 
-    def add(self, attempt: Mapping[str, Any]) -> None:
-        """Count one transcript line (lines that are not attempts count nothing)."""
-        if "request" not in attempt:
-            return
-        if attempt.get("cache_hit"):
-            self.cache_hits += 1
-            return
-        self.calls += 1
-        usage = attempt.get("usage")
-        if usage:
-            self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
-            self.completion_tokens += int(usage.get("completion_tokens") or 0)
-        self.cost += float(attempt.get("cost") or 0.0)
+def latest_outcome_records(run_dir: Path, *, notes: list[str] | None = None) -> dict[str, OutcomeRecord]:
+    """Task id -> its last outcome line, whole (for readers of one run's worth of outcomes in
+    memory, such as ``stats``; :func:`latest_outcomes` keeps only what counting needs)."""
+    latest: dict[str, OutcomeRecord] = {}
+    for record in iter_outcomes(run_dir, notes=notes):
+        latest.pop(record.task_id, None)  # re-inserted, so the order follows the winning lines
+        latest[record.task_id] = record
+    return latest
 
-    def minus(self, other: Spend) -> Spend:
-        """This spend less ``other`` (e.g. a session's share of the run's)."""
-        return Spend(self.calls - other.calls, self.cache_hits - other.cache_hits,
-                     self.prompt_tokens - other.prompt_tokens,
-                     self.completion_tokens - other.completion_tokens, self.cost - other.cost)
 
-    def plus(self, other: Spend) -> Spend:
-        return Spend(self.calls + other.calls, self.cache_hits + other.cache_hits,
-                     self.prompt_tokens + other.prompt_tokens,
-                     self.completion_tokens + other.completion_tokens, self.cost + other.cost)
-
-    def as_record(self) -> dict[str, Any]:
-        record = asdict(self)
-        record["cost"] = round(self.cost, 8)
-        return record
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any] | None) -> Spend:
-        record = record or {}
-        return cls(int(record.get("calls") or 0), int(record.get("cache_hits") or 0),
-                   int(record.get("prompt_tokens") or 0), int(record.get("completion_tokens") or 0),
-                   float(record.get("cost") or 0.0))
+def iter_transcript(run_dir: Path, *, offset: int = 0) -> Iterator[TranscriptRecord]:
+    """Every transcript line (attempts and protocol errors) in the order written."""
+    path = run_dir / TRANSCRIPTS
+    for raw in read_jsonl(path, offset=offset):
+        yield transcript_record(raw, where=str(path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,36 +145,17 @@ class LatestOutcome:
 
 def latest_outcomes(run_dir: Path) -> dict[str, LatestOutcome]:
     """Task id -> its last outcome line's judge, status and reason code, streaming the file."""
-    latest: dict[str, LatestOutcome] = {}
-    for record in read_jsonl(run_dir / OUTCOMES):
-        if "task_id" in record:
-            status = str(record.get("status", "unscored"))
-            code = record.get("reason_code") if status != "scored" else None
-            latest[record["task_id"]] = LatestOutcome(str(record.get("judge", "?")), status,
-                                                      None if code is None else str(code))
-    return latest
+    return {record.task_id: LatestOutcome(record.judge, record.status, record.reason_code)
+            for record in iter_outcomes(run_dir)}
 
 
 def count_outcomes(latest: Mapping[str, LatestOutcome]) -> dict[str, Any]:
-    """Tasks, scored and unscored (by reason code) per judge and overall. Outcome lines written
-    before reason codes existed count as ``unrecorded``."""
-    per_judge: dict[str, dict[str, Any]] = {}
+    """The manifest's ``counts``: tasks, scored and unscored (by reason code) per judge and
+    overall. Outcome lines written before reason codes existed count as ``unrecorded``."""
+    per_judge: dict[str, Counts] = {}
     for outcome in latest.values():
-        counts = per_judge.setdefault(outcome.judge, {"tasks": 0, "scored": 0, "unscored": 0, "unscored_by_code": {}})
-        counts["tasks"] += 1
-        if outcome.status == "scored":
-            counts["scored"] += 1
-        else:
-            counts["unscored"] += 1
-            code = outcome.reason_code or "unrecorded"
-            counts["unscored_by_code"][code] = counts["unscored_by_code"].get(code, 0) + 1
-    total: dict[str, Any] = {"tasks": 0, "scored": 0, "unscored": 0, "unscored_by_code": {}}
-    for counts in per_judge.values():
-        for key in ("tasks", "scored", "unscored"):
-            total[key] += counts[key]
-        for code, n in counts["unscored_by_code"].items():
-            total["unscored_by_code"][code] = total["unscored_by_code"].get(code, 0) + n
-    return {"total": total, "judges": per_judge}
+        per_judge.setdefault(outcome.judge, Counts()).add(outcome.status, outcome.reason_code)
+    return counts_section(per_judge)
 
 
 class RunStore:
@@ -198,7 +171,7 @@ class RunStore:
         transcript write."""
 
     @classmethod
-    def create(cls, run_dir: Path, manifest: Mapping[str, Any]) -> RunStore:
+    def create(cls, run_dir: Path, manifest: Manifest) -> RunStore:
         run_dir.mkdir(parents=True, exist_ok=True)
         if (run_dir / MANIFEST).exists():
             raise RunDirError(f"{run_dir}: a run already exists here")
@@ -217,15 +190,15 @@ class RunStore:
         store._acquire()
         for name in (OUTCOMES, TRANSCRIPTS):
             _cut_torn_tail(run_dir / name)
-        recorded = manifest.get("spend") or {}
-        store.spend = {judge: Spend.from_record(r) for judge, r in (recorded.get("judges") or {}).items()}
-        for record in read_jsonl(run_dir / TRANSCRIPTS, offset=int(recorded.get("covers_bytes") or 0)):
+        recorded = manifest.spend
+        store.spend = {judge: Spend.from_dict(r) for judge, r in (recorded.get("judges") or {}).items()}
+        for record in iter_transcript(run_dir, offset=int(recorded.get("covers_bytes") or 0)):
             store._count(record)
         store._open_files()
         return store
 
     def _acquire(self) -> None:
-        fd = os.open(self.run_dir / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+        fd = os.open(self.run_dir / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -238,43 +211,36 @@ class RunStore:
         self._outcomes_fd = os.open(self.run_dir / OUTCOMES, flags, 0o644)
         self._transcripts_fd = os.open(self.run_dir / TRANSCRIPTS, flags, 0o644)
 
-    def write_outcome(self, record: Mapping[str, Any]) -> None:
+    def write_outcome(self, record: OutcomeRecord) -> None:
         assert self._outcomes_fd is not None
-        os.write(self._outcomes_fd, dumps_line(record))
+        os.write(self._outcomes_fd, dumps_line(record.to_dict()))
 
-    def write_transcript(self, record: Mapping[str, Any]) -> None:
+    def write_transcript(self, record: TranscriptRecord) -> None:
         assert self._transcripts_fd is not None
-        os.write(self._transcripts_fd, dumps_line(record))
+        os.write(self._transcripts_fd, dumps_line(record.to_dict()))
         self._count(record)
 
-    def _count(self, record: Mapping[str, Any]) -> None:
-        judge = str(record.get("judge", "?"))
-        spend = self.spend.get(judge)
+    def _count(self, record: TranscriptRecord) -> None:
+        spend = self.spend.get(record.judge)
         if spend is None:
-            spend = self.spend[judge] = Spend()
+            spend = self.spend[record.judge] = Spend()
         spend.add(record)
 
     def total_spend(self) -> Spend:
         """The whole run's spend over every judge."""
-        total = Spend()
-        for spend in self.spend.values():
-            total = total.plus(spend)
-        return total
+        return total_spend(self.spend)
 
     def spend_record(self) -> dict[str, Any]:
         """The run's spend for the manifest (total and per judge), with the transcript offset
         it covers."""
         covers = os.lseek(self._transcripts_fd, 0, os.SEEK_END) if self._transcripts_fd is not None else 0
-        return {"total": self.total_spend().as_record(),
-                "judges": {judge: spend.as_record() for judge, spend in sorted(self.spend.items())},
-                "covers_bytes": covers}
+        return spend_section(self.spend, covers_bytes=covers)
 
-    def write_manifest(self, manifest: Mapping[str, Any]) -> None:
+    def write_manifest(self, manifest: Manifest) -> None:
         path = self.run_dir / MANIFEST
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(pretty(dict(manifest)), encoding="utf-8")
+        tmp.write_text(pretty(manifest.to_dict()), encoding="utf-8")
         os.replace(tmp, path)
-
 
     def close(self) -> None:
         for fd in (self._outcomes_fd, self._transcripts_fd):

@@ -1,13 +1,45 @@
-"""Providers: the seam (:mod:`.base`), the litellm adapter, the direct OpenAI-compatible transport,
-and the choice between them for a judge (:func:`for_judge`), with its credentials."""
+"""Providers: the seam (:mod:`.base`), the model catalogue (:mod:`.catalog`: routes, parameters,
+prices, tokens), the litellm adapter, the direct OpenAI-compatible transport, and the choice
+between them for a judge (:func:`for_judge`), with its endpoint and credentials.
+
+A new provider goes behind :class:`~judge_engine.providers.base.Provider` in a module of its own
+here, and :func:`provider_for_endpoint` learns when to choose it.
+"""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 from judge_engine.config import JobConfig, JudgeConfig
 from judge_engine.errors import ConfigError
 from judge_engine.providers.base import Provider
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where one judge's requests go, resolved once per session (a demo points every judge at
+    the fake server here; cache keys keep the config's model and ``api_base``)."""
+
+    model: str
+    """The model string sent (litellm's form, e.g. ``openai/gpt-4o-mini``)."""
+    api_base: str | None
+    api_key: str | None = field(default=None, repr=False)
+    """Never recorded, never printed."""
+
+    @property
+    def label(self) -> str:
+        """Where the requests go, for messages."""
+        return self.api_base or "the provider's default endpoint"
+
+
+def endpoint_for(judge: JudgeConfig) -> Endpoint:
+    """The endpoint the config names for ``judge``.
+
+    Raises:
+        ConfigError: ``api_key_env`` names a variable that is not set.
+    """
+    return Endpoint(judge.model, judge.api_base, api_key_for(judge))
 
 
 def api_key_for(judge: JudgeConfig) -> str | None:
@@ -37,7 +69,7 @@ def check_credentials(config: JobConfig) -> None:
     Raises:
         ConfigError: names the judge, the model and the variable(s) to set.
     """
-    from judge_engine.providers.litellm import missing_key_variables
+    from judge_engine.providers.catalog import missing_key_variables
 
     for judge in config.judges:
         if judge.api_key is not None:
@@ -56,22 +88,21 @@ def check_credentials(config: JobConfig) -> None:
             )
 
 
-def for_judge(judge: JudgeConfig) -> Provider:
-    """The provider that serves ``judge`` at its configured model and endpoint."""
-    return provider_for_endpoint(judge, judge.model, judge.api_base, api_key=api_key_for(judge))
+def for_judge(judge: JudgeConfig, endpoint: Endpoint) -> Provider:
+    """The provider ``judge.transport`` names for ``endpoint`` (``auto``: direct when the model
+    speaks OpenAI's API as is, litellm otherwise).
 
-
-def provider_for_endpoint(judge: JudgeConfig, model: str, api_base: str | None, *, api_key: str | None) -> Provider:
-    """The provider ``judge.transport`` names for this endpoint (``auto``: direct when the model
-    speaks OpenAI's API as is, litellm otherwise)."""
+    Raises:
+        ConfigError: ``transport: direct`` for a model that does not speak OpenAI's API.
+    """
     from judge_engine.providers.litellm import LiteLLMProvider
     from judge_engine.providers.openai_http import OpenAIHTTPProvider
 
     if judge.transport == "litellm":
-        return LiteLLMProvider(api_key=api_key)
-    if OpenAIHTTPProvider.supports(model, api_base):
-        return OpenAIHTTPProvider(api_key=api_key)
+        return LiteLLMProvider(api_key=endpoint.api_key)
+    if OpenAIHTTPProvider.supports(endpoint.model, endpoint.api_base):
+        return OpenAIHTTPProvider(api_key=endpoint.api_key)
     if judge.transport == "direct":
         raise ConfigError(f"judges[{judge.name}].transport: direct needs a model litellm resolves to an "
-                          f"OpenAI-compatible API; {model!r} is not (use auto or litellm)")
-    return LiteLLMProvider(api_key=api_key)
+                          f"OpenAI-compatible API; {endpoint.model!r} is not (use auto or litellm)")
+    return LiteLLMProvider(api_key=endpoint.api_key)

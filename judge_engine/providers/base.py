@@ -115,6 +115,10 @@ class Provider(Protocol):
         """Say what a failure means (retry / rate-limited / item / fatal); redact secrets."""
         ...
 
+    async def aclose(self) -> None:
+        """Release connections (called once when the session ends; may do nothing)."""
+        ...
+
 
 _KEPT_HEADERS = ("retry-after", "retry-after-ms", "x-request-id")
 _KEPT_PREFIXES = ("x-ratelimit-",)

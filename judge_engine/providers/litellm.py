@@ -1,23 +1,19 @@
-"""The one home of litellm: any provider through one async call, with litellm's own retries off.
+"""The litellm adapter: any provider through one async call, with litellm's own retries off.
 
-litellm is imported lazily (it takes ~3 s) and with the bundled price table
-(``LITELLM_LOCAL_MODEL_COST_MAP=True``), so no network is touched at import. Every provider quirk
-the engine must know about is translated here into a :class:`ProviderResponse` or an
-:class:`ErrorClass`.
+Every provider quirk the engine must know about is translated here into a
+:class:`ProviderResponse` or an :class:`ErrorClass`. Questions about models (routes, parameters,
+prices, tokens) are :mod:`judge_engine.providers.catalog`'s. This module is also the one home of
+the OpenAI SDK (litellm sends OpenAI-style requests through it): :func:`_skip_identity_transform`
+patches one of the SDK's functions, process-wide, and only when a litellm provider is built.
 """
 
 from __future__ import annotations
 
 import copy
-import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
-from types import ModuleType
 from typing import Any
 
 from judge_engine.errors import ReasonCode
-from judge_engine.memory import settle_after_import
 from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,
@@ -29,21 +25,7 @@ from judge_engine.providers.base import (
     parse_retry_after,
     redact,
 )
-
-
-@lru_cache(maxsize=1)
-def load_litellm() -> ModuleType:
-    """Import and configure litellm once: offline price table, quiet, no telemetry, no retries."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    os.environ.setdefault("LITELLM_LOG", "ERROR")
-    import litellm
-
-    litellm.suppress_debug_info = True
-    litellm.telemetry = False
-    litellm.num_retries = 0
-    litellm.drop_params = True  # unsupported sampling params are dropped per provider, not fatal
-    settle_after_import()
-    return litellm
+from judge_engine.providers.catalog import load_litellm
 
 
 @lru_cache(maxsize=1)  # once per process, however many providers
@@ -135,6 +117,9 @@ class LiteLLMProvider:
             model=str(getattr(response, "model", "") or ""),
         )
 
+    async def aclose(self) -> None:
+        """Nothing to release: litellm owns its clients for the process."""
+
     def classify(self, error: BaseException) -> ErrorClass:
         lit = self._litellm
         status = getattr(error, "status_code", None)
@@ -164,203 +149,3 @@ class LiteLLMProvider:
         # Anything else is a bug or an unknown provider failure: retrying blindly could spend
         # money in a loop, so it fails the task (recorded) but not the judge.
         return ErrorClass(ErrorKind.ITEM, message, status, code=item_code(message))
-
-
-@dataclass(frozen=True, slots=True)
-class PromptCounter:
-    """How ``plan`` counts one model's prompt tokens, and whether that is the model's own count."""
-
-    provider: str
-    """The provider litellm routes the model to ("" when it cannot route it)."""
-    tokenizer: str
-    """What the tokens are counted with, e.g. ``o200k_base``."""
-    exact: bool
-    """True when that is the model's own tokenizer; False for an estimate (see :attr:`note`)."""
-    note: str
-    """Why the count is an estimate (empty when exact)."""
-    count: Callable[[str], int] = field(repr=False, compare=False)
-
-
-def count_prompt_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
-    """Prompt tokens of ``messages`` with :func:`prompt_counter`'s tokenizer for ``model``, for
-    ``plan``'s estimates (a running lane sizes prompts without a tokenizer: see ``lanes``). Cached
-    per text, so the few-shot turns every item shares are counted once; a small cache, because
-    item texts never repeat and 65,536 of them held ~240 MB at 10^5 items."""
-    total = 3
-    for message in messages:
-        total += 4 + _count_text(model, message.get("content") or "")
-    return total
-
-
-@lru_cache(maxsize=1024)
-def _count_text(model: str, text: str) -> int:
-    return prompt_counter(model).count(text)
-
-
-_OPENAI_PROVIDERS = ("openai", "azure")
-"""Providers whose models tiktoken can name an encoding for."""
-
-
-@lru_cache(maxsize=64)
-def prompt_counter(model: str) -> PromptCounter:
-    """The tokenizer litellm selects for ``model``, chosen offline, and whether it is exact.
-
-    litellm alone counts ``openai/gpt-4o-mini`` with cl100k_base, not its o200k_base: its model
-    tables hold bare names, so a route prefix makes ``token_counter`` fall back to gpt-3.5-turbo's
-    encoding (and ``_select_tokenizer`` names cl100k_base for every OpenAI model: the per-model
-    encoding is picked later, inside ``token_counter``). Llama and Command-R names make it
-    download a tokenizer from Hugging Face (~20 s of retries per model when offline). So the
-    prefix is removed with ``get_llm_provider``, the tokenizer kind is chosen here without a
-    download, and the text is counted with the encoding litellm picks for the bare name. Exact
-    only for OpenAI models whose encoding tiktoken names and litellm uses; Claude 3 and later have
-    no public tokenizer (litellm's packaged Anthropic one is Claude 2's) and open models need a
-    download: those counts are estimates, and say so in ``note``.
-    """
-    litellm = load_litellm()
-    try:
-        bare, provider, _key, _base = litellm.get_llm_provider(model=model)
-    except Exception:  # litellm cannot route it: the run would fail too (planning warns)
-        bare, provider = model, ""
-    from litellm.litellm_core_utils.token_counter import (
-        _encoding_count,
-        openai_tokenizer_encoding,
-        openai_tokenizer_encoding_name,
-    )
-    from litellm.utils import _select_tokenizer, huggingface_tokenizer_kind
-
-    kind = huggingface_tokenizer_kind(bare)
-    if kind == "anthropic":  # packaged with litellm: no download
-        tokenizer = _select_tokenizer(bare)
-        note = f"estimated: no offline tokenizer for {model} (litellm's Anthropic one is Claude 2's)"
-        return PromptCounter(provider, "Claude 2", False, note,
-                             lambda text: int(litellm.token_counter(model=bare, text=text, custom_tokenizer=tokenizer)))
-    # Any other kind would be downloaded: count with the OpenAI encoding litellm names instead,
-    # over the whole text (token_counter encodes 1,024-character chunks: ~1 token of drift each).
-    name = str(openai_tokenizer_encoding_name(bare))
-    encoding = openai_tokenizer_encoding(bare)
-
-    def count(text: str) -> int:
-        return int(_encoding_count(encoding, text))
-
-    if kind is not None:
-        note = f"estimated: {model}'s tokenizer is a Hugging Face download; counted with {name}"
-        return PromptCounter(provider, name, False, note, count)
-    exact = provider in _OPENAI_PROVIDERS and name == _tiktoken_encoding(bare)
-    note = "" if exact else f"estimated: no offline tokenizer for {model}; counted with {name}"
-    return PromptCounter(provider, name, exact, note, count)
-
-
-def _tiktoken_encoding(model: str) -> str | None:
-    """The encoding tiktoken names for an OpenAI model (None: a model it does not know)."""
-    import tiktoken.model
-
-    try:
-        return str(tiktoken.model.encoding_name_for_model(model))
-    except KeyError:
-        return None
-
-
-@dataclass(frozen=True, slots=True)
-class OpenAIRoute:
-    """Where a model is reached when its provider speaks OpenAI's chat-completions API as is."""
-
-    wire_model: str
-    """The model name in the request body (``openai/gpt-4o-mini`` -> ``gpt-4o-mini``)."""
-    url: str
-    """The full chat-completions URL."""
-
-
-DEFAULT_OPENAI_BASE = "https://api.openai.com/v1"
-
-
-@lru_cache(maxsize=256)
-def openai_route(model: str, api_base: str | None) -> OpenAIRoute | None:
-    """The OpenAI-compatible route litellm itself would take for ``model``, or None when litellm
-    would change the request on the way.
-
-    Only models litellm sends through its plain OpenAI chat config qualify (GPT-4-class models,
-    and any model name on an ``api_base`` server); those leave string messages as they are. Other
-    providers (Anthropic, Gemini, Bedrock...) and OpenAI models with their own config (o-series
-    turn system messages into user ones, gpt-5 maps parameters) keep litellm's translation.
-    """
-    litellm = load_litellm()
-    try:
-        wire_model, provider, _key, resolved_base = litellm.get_llm_provider(model=model, api_base=api_base)
-    except Exception:  # litellm does not know the model: let litellm raise its own error later
-        return None
-    if provider != "openai":
-        return None
-    from litellm.llms.openai.chat.gpt_transformation import (
-        OpenAIGPTConfig,
-        OpenAIUnknownModelConfig,
-    )
-    from litellm.types.utils import LlmProviders
-    from litellm.utils import ProviderConfigManager
-
-    config = ProviderConfigManager.get_provider_chat_config(model=wire_model, provider=LlmProviders.OPENAI)
-    if type(config) not in (OpenAIGPTConfig, OpenAIUnknownModelConfig):
-        return None
-    base = (api_base or resolved_base or os.environ.get("OPENAI_BASE_URL")
-            or os.environ.get("OPENAI_API_BASE") or DEFAULT_OPENAI_BASE)
-    return OpenAIRoute(wire_model=str(wire_model), url=str(base).rstrip("/") + "/chat/completions")
-
-
-def openai_body_params(
-    wire_model: str,
-    *,
-    temperature: float,
-    max_tokens: int | None,
-    response_format: Mapping[str, Any] | None,
-    params: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The sampling parameters litellm would put in the body for an OpenAI model.
-
-    litellm knows each model's quirks (o-series and gpt-5 take ``max_completion_tokens`` and
-    only the default temperature; unsupported parameters are dropped), so the direct transport
-    asks it once per parameter set instead of re-implementing that table.
-    """
-    load_litellm()
-    from litellm.utils import get_optional_params
-
-    kwargs: dict[str, Any] = dict(params)
-    if response_format is not None:
-        kwargs["response_format"] = copy.deepcopy(dict(response_format))
-    if max_tokens is not None:
-        kwargs["max_tokens"] = max_tokens
-    mapped = dict(get_optional_params(model=wire_model, custom_llm_provider="openai",
-                                      temperature=temperature, drop_params=True, **kwargs))
-    mapped.pop("stream", None)  # a non-streamed call sends no stream key at all
-    extra = mapped.pop("extra_body", None) or {}
-    mapped.update(extra)  # the OpenAI SDK merges extra_body into the JSON body
-    return mapped
-
-
-_KEY_WORDS = ("KEY", "TOKEN", "SECRET")
-
-
-def missing_key_variables(model: str) -> list[str]:
-    """Environment variables holding credentials that ``model``'s provider needs and that are
-    not set, as litellm's ``validate_environment`` lists them (variables that are not
-    credentials, such as ``OLLAMA_API_BASE``, are left out: they have defaults)."""
-    litellm = load_litellm()
-    try:
-        report = litellm.validate_environment(model=model)
-    except Exception:  # a model litellm does not know: its own error comes at the first call
-        return []
-    missing = [str(name) for name in report.get("missing_keys") or []]
-    return [name for name in missing if any(word in name.upper() for word in _KEY_WORDS)]
-
-
-@lru_cache(maxsize=256)
-def cost_per_token(model: str) -> tuple[float, float] | None:
-    """(input, output) price per token from litellm's bundled table, or None when unknown."""
-    litellm = load_litellm()
-    try:
-        info = litellm.get_model_info(model)
-    except Exception:
-        return None
-    prompt = info.get("input_cost_per_token")
-    completion = info.get("output_cost_per_token")
-    if prompt is None or completion is None:
-        return None
-    return float(prompt), float(completion)

@@ -9,7 +9,7 @@ a thread-pool hop), which caps a latency-bound run and is most of the engine's C
 litellm itself resolves to the ``openai`` provider (OpenAI, and any OpenAI-compatible server
 given as ``api_base``: vLLM, Ollama, llama.cpp, LM Studio, the fake server) this transport sends
 the same body litellm would send, with the sampling parameters litellm maps for that model
-(:func:`~judge_engine.providers.litellm.openai_body_params`) and prices from litellm's table, at
+(:func:`~judge_engine.providers.catalog.openai_body_params`) and prices from litellm's table, at
 about a tenth of the CPU. Every other provider keeps litellm (``transport: auto``).
 """
 
@@ -35,7 +35,7 @@ from judge_engine.providers.base import (
     parse_retry_after,
     redact,
 )
-from judge_engine.providers.litellm import cost_per_token, openai_body_params, openai_route
+from judge_engine.providers.catalog import cost_per_token, openai_body_params, openai_route
 
 _RETRY_STATUSES = frozenset({408, 409, 425})
 _FATAL_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 415, 422})

@@ -1,11 +1,11 @@
-"""Read a run directory (``run.json`` + ``outcomes.jsonl``) into plain records.
+"""A run directory as the statistics read it: its manifest and the last outcome of every task.
 
-Read-only and engine-free: the format is the engine's on-disk contract, version 1.
+Read-only and engine-free: the files are read through :mod:`judge_engine.store`, whose formats
+:mod:`judge_engine.records` defines (every past version included).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable
@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judge_engine.errors import TableError
-from judge_engine.stats.tables import Table, read_jsonl
+from judge_engine.errors import RunDirError, TableError
+from judge_engine.records import OUTCOMES, Manifest, OutcomeRecord
+from judge_engine.stats.tables import Table
+from judge_engine.store import latest_outcome_records, read_manifest
 
 DEMO_NOTE = (
     "DEMO RUN: answers come from judge-engine's built-in fake server; they are synthetic, "
@@ -24,7 +26,7 @@ DEMO_NOTE = (
 
 @dataclass(frozen=True)
 class Outcome:
-    """One task's outcome, as recorded in ``outcomes.jsonl``."""
+    """One task's last outcome, with numbers ready for statistics (NaN for missing scores)."""
 
     task_id: str
     item_id: str
@@ -41,6 +43,18 @@ class Outcome:
     scores: dict[str, float] = field(default_factory=dict)
     verdict: Any = None
     reason: str = ""
+    reason_code: str | None = None
+
+    @classmethod
+    def of(cls, record: OutcomeRecord) -> Outcome:
+        scored = record.scored and record.score is not None
+        return cls(
+            task_id=record.task_id, item_id=record.item_id, judge=record.judge, protocol=record.protocol,
+            model=record.model, temperature=record.temperature, repeat=record.repeat, variant=record.variant,
+            status=record.status, score=float(record.score) if scored else math.nan,  # type: ignore[arg-type]
+            scores={k: float(v) for k, v in record.scores.items()}, verdict=record.verdict,
+            reason=record.reason or "", reason_code=record.reason_code,
+        )  # fmt: skip
 
 
 @dataclass
@@ -48,7 +62,8 @@ class Run:
     """A run directory's manifest and its outcomes (the last line per task id wins)."""
 
     path: Path
-    manifest: dict[str, Any]
+    manifest: Manifest | None
+    """None when ``run.json`` is missing or unreadable (the outcomes are read anyway)."""
     outcomes: list[Outcome]
     notes: list[str] = field(default_factory=list)
 
@@ -58,64 +73,33 @@ class Run:
         return list(dict.fromkeys(o.judge for o in self.outcomes))
 
 
-def _num(value: Any) -> float:
-    return math.nan if value is None else float(value)
-
-
-def _outcome(obj: dict[str, Any], where: str) -> Outcome:
-    try:
-        return Outcome(
-            task_id=str(obj["task_id"]),
-            item_id=str(obj["item_id"]),
-            judge=str(obj["judge"]),
-            protocol=str(obj.get("protocol", "")),
-            model=str(obj.get("model", "")),
-            temperature=float(obj.get("temperature") or 0.0),
-            repeat=int(obj.get("repeat") or 0),
-            variant=str(obj.get("variant") or ""),
-            status=str(obj.get("status", "")),
-            score=_num(obj.get("score")) if obj.get("status") == "scored" else math.nan,
-            scores={k: _num(v) for k, v in (obj.get("scores") or {}).items()},
-            verdict=obj.get("verdict"),
-            reason=str(obj.get("reason") or ""),
-        )
-    except KeyError as exc:
-        raise TableError(f"{where}: outcome without {exc.args[0]!r}") from None
-    except (TypeError, ValueError) as exc:
-        raise TableError(f"{where}: malformed outcome ({exc})") from None
-
-
 def read_run(path: str | Path) -> Run:
     """Read ``RUN_DIR/run.json`` and ``RUN_DIR/outcomes.jsonl``.
 
-    A torn (unparseable) last line of ``outcomes.jsonl`` is skipped with a note; a missing
-    ``run.json`` is tolerated (empty manifest, with a note), a missing outcomes file is not.
+    A torn (unparseable) last line of ``outcomes.jsonl`` is skipped with a note; a missing or
+    unreadable ``run.json`` is tolerated (no manifest, with a note), a missing outcomes file is not.
 
     Raises:
         TableError: no outcomes file, or a malformed line before the last.
     """
     root = Path(path)
     notes: list[str] = []
-    manifest: dict[str, Any] = {}
+    manifest: Manifest | None = None
     try:
-        manifest = json.loads((root / "run.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        notes.append(f"{root / 'run.json'}: missing; reading outcomes only")
-    except (OSError, json.JSONDecodeError) as exc:
-        notes.append(f"{root / 'run.json'}: unreadable ({exc}); reading outcomes only")
-    if manifest.get("demo"):
+        manifest = read_manifest(root)
+    except RunDirError as exc:
+        notes.append(f"{exc}; reading outcomes only")
+    if manifest is not None and manifest.demo:
         # Said first, whatever the command prints after it: these numbers describe no model.
         notes.insert(0, DEMO_NOTE)
-    outcomes_path = root / "outcomes.jsonl"
+    outcomes_path = root / OUTCOMES
     if not outcomes_path.is_file():
         raise TableError(f"{outcomes_path}: not found (is {root} a run directory?)")
-    records, more = read_jsonl(outcomes_path)
-    latest: dict[str, Outcome] = {}
-    for i, obj in enumerate(records):
-        o = _outcome(obj, f"{outcomes_path}: record {i + 1}")
-        latest.pop(o.task_id, None)  # re-insert so order follows the winning line
-        latest[o.task_id] = o
-    return Run(root, manifest, list(latest.values()), notes + more)
+    try:
+        records = latest_outcome_records(root, notes=notes)
+    except RunDirError as exc:
+        raise TableError(str(exc)) from None
+    return Run(root, manifest, [Outcome.of(r) for r in records.values()], notes)
 
 
 def score_matrices(

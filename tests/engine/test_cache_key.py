@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from judge_engine.config import JudgeConfig
-from judge_engine.lanes import Lane
 from judge_engine.plan import build_protocol
-from judge_engine.runtime import JudgeRuntime
+from judge_engine.providers import Endpoint
+from judge_engine.runtime import JudgeSetup
 
 MESSAGES = [{"role": "user", "content": "judge this"}]
 
@@ -13,9 +13,8 @@ MESSAGES = [{"role": "user", "content": "judge this"}]
 def _key(repeat: int = 0, messages=MESSAGES, temperature: float = 0.0, **judge: object) -> str:
     config = JudgeConfig.model_validate({"name": "j", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm", **judge})
     protocol = build_protocol(config)
-    runtime = JudgeRuntime(config, protocol, Lane("j", config.limits), provider=None,  # type: ignore[arg-type]
-                           template_hashes=["b2:t"])
-    return runtime.key(runtime.request(messages, temperature), repeat)
+    setup = JudgeSetup(config, protocol, Endpoint(config.model, config.api_base), ["b2:t"])
+    return setup.key(setup.request(messages, temperature), repeat)
 
 
 def test_what_can_change_the_answer_changes_the_key() -> None:

@@ -9,12 +9,15 @@ import pytest
 from rich.console import Console
 
 from judge_engine.cli import main
+from judge_engine.cli.display import LiveDisplay, packed, summary
 from judge_engine.config import JudgeConfig
 from judge_engine.fake import FakeServer
 from judge_engine.lanes import Lane
 from judge_engine.plan import build_protocol
-from judge_engine.report import LiveDisplay, packed, summary_table
+from judge_engine.providers import Endpoint
+from judge_engine.records import Manifest
 from judge_engine.runtime import JudgeRuntime
+from judge_engine.session import JudgeTotals, RunResult
 from tests.engine.conftest import make_job
 
 NAMES = ("mqm-gpt-4o-mini", "prometheus-literary-sqm", "bws")
@@ -24,8 +27,8 @@ def _judges() -> list[JudgeRuntime]:
     judges = []
     for name in NAMES:
         config = JudgeConfig.model_validate({"name": name, "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm"})
-        judge = JudgeRuntime(config, build_protocol(config), Lane(name, config.limits), provider=None,  # type: ignore[arg-type]
-                             template_hashes=[])
+        judge = JudgeRuntime(config, build_protocol(config), Endpoint(config.model, None), [],
+                             lane=Lane(name, config.limits), provider=None)  # type: ignore[arg-type]
         c = judge.counters
         c.total, c.done, c.in_flight, c.cost, c.unscored, c.retries, c.reasks = 1_000_000, 123_456, 64, 123.4567, 12, 345, 7
         judges.append(judge)
@@ -59,6 +62,7 @@ def test_packed_breaks_only_between_figures() -> None:
 
 def test_summary_at_80_columns_cuts_nothing() -> None:
     manifest = {
+        "format": "judge-engine-run", "version": 1,
         "run_id": "literary_mt-demo-1a2b3c4d5e", "status": "completed",
         "counts": {"total": {"tasks": 1000, "scored": 990, "unscored": 10,
                              "unscored_by_code": {"transport_exhausted": 7, "unreadable": 3}},
@@ -68,7 +72,10 @@ def test_summary_at_80_columns_cuts_nothing() -> None:
                                         "cost": 0.22}}},
         "sessions": [{}, {"judged": 899, "spend": {"total": {"calls": 853, "cost": 0.19}}}],
     }
-    text = _render(summary_table(manifest, _judges()[:1], 1234.0, width=80), 80)
+    result = RunResult(Path("runs/x"), "completed", Manifest.from_dict(manifest),
+                       [JudgeTotals(NAMES[0], "openai/gpt-4o-mini", "gemba-mqm", retries=345, reasks=7)],
+                       elapsed_s=1234.0)
+    text = _render(summary(result, width=80), 80)
     assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
     assert "transport_exhausted 7, unreadable 3" in text
     assert "this session: 899 tasks judged" in text and "whole run (2 sessions): 1,000 tasks" in text

@@ -14,6 +14,8 @@ import pytest
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
 from judge_engine.protocols import available, get_protocol
+from judge_engine.providers import Endpoint
+from judge_engine.session import PreparedRun, execute, prepare
 from tests.engine.conftest import make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,13 +31,9 @@ def test_every_protocol_has_an_example() -> None:
 
 @pytest.mark.parametrize("config", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
 def test_example_runs_end_to_end_against_the_fake_server(config: Path, tmp_path: Path, fake_server: FakeServer) -> None:
-    from judge_engine.providers.litellm import LiteLLMProvider
-    from judge_engine.runner import execute, prepare
-
-    overrides = {"api_base": fake_server.base_url, "output_dir": tmp_path / "runs", "cache_dir": tmp_path / "cache"}
-    prepared = prepare(config, overrides=overrides, demo=False, new_run=False)
-    result, manifest = asyncio.run(execute(prepared, provider_factory=lambda judge: LiteLLMProvider(api_key="k"),
-                                           install_signals=False))
+    prepared = _through_litellm(config, tmp_path, fake_server)
+    where = {j.name: Endpoint(j.model, fake_server.base_url, "k") for j in prepared.config.judges}
+    result = asyncio.run(execute(prepared, where, install_signals=False))
     assert result.status == "completed"
     outcomes = read_lines(prepared.run_dir / "outcomes.jsonl")
     expected = sum(
@@ -46,10 +44,17 @@ def test_example_runs_end_to_end_against_the_fake_server(config: Path, tmp_path:
     assert all(o["status"] == "scored" for o in outcomes), [o["reason"] for o in outcomes if o["status"] != "scored"][:3]
     protocols = {o["protocol"] for o in outcomes}
     assert protocols == {j.protocol for j in prepared.config.judges}
-    from judge_engine.runner import build_runtimes
+    totals = sum(prepared.tasks_of(judge) for judge in prepared.config.judges)
+    assert totals == expected  # the live display's done/total counts every variant (from the scan)
 
-    totals = sum(r.counters.total for r in build_runtimes(prepared, lambda judge: None))
-    assert totals == expected  # the live display's done/total counts every variant
+
+def _through_litellm(config: Path, tmp_path: Path, fake_server: FakeServer) -> PreparedRun:
+    """The example prepared against the fake server, every judge on the litellm transport."""
+    overrides = {"api_base": fake_server.base_url, "output_dir": tmp_path / "runs", "cache_dir": tmp_path / "cache"}
+    prepared = prepare(config, overrides=overrides, check_keys=False)
+    judges = [j.model_copy(update={"transport": "litellm"}) for j in prepared.config.judges]
+    prepared.config = prepared.config.model_copy(update={"judges": judges})
+    return prepared
 
 
 def _variants(prepared, judge_name: str) -> int:
@@ -77,10 +82,9 @@ def test_plan_counts_tokens_cost_and_time_offline(tmp_path: Path, capsys) -> Non
     assert main(["plan", str(job.config)]) == 0
     out = capsys.readouterr().out
     assert "20" in out and "RPM" in out  # 20 tasks; 60 RPM binds
-    from judge_engine.planning import plan_rows
-    from judge_engine.runner import prepare
+    from judge_engine.estimate import plan_rows
 
-    (plan,) = plan_rows(prepare(job.config, overrides={}, demo=False, new_run=False))
+    (plan,) = plan_rows(prepare(job.config, check_keys=False))
     assert plan.tasks == 20 and plan.prompt_tokens.low > 20 * 500
     assert plan.cost is not None and plan.cost.low > 0
     assert plan.wall_s.low == pytest.approx(20.0)  # 20 requests at 60 RPM
@@ -127,7 +131,7 @@ def test_schemas_have_not_drifted_from_the_output_models() -> None:
 
 
 def test_help_is_fast_and_does_not_import_litellm() -> None:
-    code = "import sys, time; t=time.perf_counter(); from judge_engine.cli import _parser; _parser(); print(time.perf_counter()-t, 'litellm' in sys.modules)"
+    code = "import sys, time; t=time.perf_counter(); from judge_engine.cli import parser; parser(); print(time.perf_counter()-t, 'litellm' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[1] == "False"
     started = time.perf_counter()

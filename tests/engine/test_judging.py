@@ -12,11 +12,13 @@ import pytest
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JudgeConfig
 from judge_engine.errors import TemplateError
-from judge_engine.judging import judge_task, prepare_task
 from judge_engine.lanes import Lane
 from judge_engine.plan import Task, build_protocol
+from judge_engine.providers import Endpoint
 from judge_engine.providers.base import ProviderResponse
+from judge_engine.records import TranscriptRecord
 from judge_engine.runtime import JudgeRuntime
+from judge_engine.task import judge_task, prepare_task
 
 ITEM = {"id": "s1", "source": "Der Hund schläft.", "target": "The dog sleeps.", "source_lang": "de", "target_lang": "en"}
 ANSWER = 'Critical:\nno-error\nMajor:\naccuracy/mistranslation - "dog"\nMinor:\nno-error'
@@ -32,8 +34,8 @@ class NoProvider:
 def _runtime() -> JudgeRuntime:
     config = JudgeConfig.model_validate({"name": "j", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm"})
     protocol = build_protocol(config)
-    return JudgeRuntime(config, protocol, Lane("j", config.limits), provider=NoProvider(),  # type: ignore[arg-type]
-                        template_hashes=["b2:t"])
+    return JudgeRuntime(config, protocol, Endpoint(config.model, config.api_base), ["b2:t"],
+                        lane=Lane("j", config.limits), provider=NoProvider())  # type: ignore[arg-type]
 
 
 def _task(item: dict[str, Any] = ITEM) -> Task:
@@ -50,10 +52,10 @@ def test_a_prepared_task_is_answered_from_the_cache_it_looked_up(tmp_path: Path)
     prepared = prepare_task(runtime, _task(), cache)
     assert prepared.key == first.key and prepared.cached is not None
 
-    transcript: list[dict[str, Any]] = []
+    transcript: list[TranscriptRecord] = []
     record = asyncio.run(judge_task(runtime, prepared, cache=cache, transcript=transcript.append))
-    assert record["status"] == "scored" and record["score"] == -5.0 and record["cache_hits"] == 1
-    assert [line["cache_hit"] for line in transcript] == [True]
+    assert record.status == "scored" and record.score == -5.0 and record.cache_hits == 1
+    assert [line.to_dict()["cache_hit"] for line in transcript] == [True]
     cache.close()
 
 
@@ -67,9 +69,9 @@ def test_a_prompt_that_cannot_be_rendered_is_unscored_with_the_reason(tmp_path: 
     prepared = prepare_task(runtime, _task(), cache)
     assert prepared.request is None
     record = asyncio.run(judge_task(runtime, prepared, cache=cache, transcript=lambda line: None))
-    assert record["status"] == "unscored" and record["score"] is None
-    assert record["reason"] == "could not render the prompt: user.j2: 'source_seg' is undefined"
-    assert record["reason_code"] == "render_error"
+    assert record.status == "unscored" and record.score is None
+    assert record.reason == "could not render the prompt: user.j2: 'source_seg' is undefined"
+    assert record.reason_code == "render_error"
     cache.close()
 
 
@@ -80,11 +82,12 @@ def test_a_bug_in_render_is_a_protocol_error_with_its_traceback(tmp_path: Path, 
         return item["no such field"]
 
     monkeypatch.setattr(runtime.protocol, "render", broken)
-    transcript: list[dict[str, Any]] = []
+    transcript: list[TranscriptRecord] = []
     record = asyncio.run(judge_task(runtime, prepare_task(runtime, _task(), cache), cache=cache,
                                     transcript=transcript.append))
-    assert record["status"] == "unscored" and record["reason_code"] == "protocol_error"
-    assert transcript[0]["event"] == "protocol_error" and "KeyError" in transcript[0]["traceback"]
+    assert record.status == "unscored" and record.reason_code == "protocol_error"
+    line = transcript[0].to_dict()
+    assert line["event"] == "protocol_error" and "KeyError" in line["traceback"]
     cache.close()
 
 
@@ -106,8 +109,8 @@ def test_an_answer_blocked_by_the_content_filter_is_unscored_without_a_reask(tmp
     runtime.provider = provider  # type: ignore[assignment]
     record = asyncio.run(judge_task(runtime, prepare_task(runtime, _task(), cache), cache=cache,
                                     transcript=lambda line: None))
-    assert record["status"] == "unscored" and record["reason_code"] == "content_filter"
-    assert provider.calls == 1 and record["reasks"] == 0  # re-asking a filtered request cannot help
+    assert record.status == "unscored" and record.reason_code == "content_filter"
+    assert provider.calls == 1 and record.reasks == 0  # re-asking a filtered request cannot help
     cache.close()
 
 
@@ -121,6 +124,6 @@ def test_a_computed_score_outside_the_protocols_range_is_never_recorded(tmp_path
     monkeypatch.setattr(runtime.protocol, "score", lambda verdict, item, variant="": Score(-30.0))
     record = asyncio.run(judge_task(runtime, prepare_task(runtime, _task(), cache), cache=cache,
                                     transcript=lambda line: None))
-    assert record["status"] == "unscored" and record["reason_code"] == "protocol_error"
-    assert "outside its range -25..0" in record["reason"]
+    assert record.status == "unscored" and record.reason_code == "protocol_error"
+    assert "outside its range -25..0" in record.reason
     cache.close()

@@ -14,6 +14,7 @@ from judge_engine.config import Limits
 from judge_engine.errors import RunDirError
 from judge_engine.lanes import Admission, Lane, Pacer, rough_prompt_tokens
 from judge_engine.providers.base import parse_retry_after, redact
+from judge_engine.records import Manifest, OutcomeRecord
 from judge_engine.store import RunStore, latest_outcomes, read_jsonl
 
 
@@ -337,10 +338,18 @@ def test_storm_we_did_not_cause_does_not_cut_the_pace() -> None:
     assert lane.paused_for == pytest.approx(30.0)
 
 
+def _manifest() -> Manifest:
+    return Manifest.from_dict({"format": "judge-engine-run", "version": 1, "run_id": "run"})
+
+
+def _outcome(task_id: str) -> OutcomeRecord:
+    return OutcomeRecord(task_id, "item", "j", "gemba-mqm", "1", "m", 0.0, 0, "", "scored", score=-1.0)
+
+
 def test_store_tolerates_and_cuts_a_torn_last_line(tmp_path: Path) -> None:
-    store = RunStore.create(tmp_path / "run", {"format": "judge-engine-run", "version": 1})
-    store.write_outcome({"task_id": "a"})
-    store.write_outcome({"task_id": "b"})
+    store = RunStore.create(tmp_path / "run", _manifest())
+    store.write_outcome(_outcome("a"))
+    store.write_outcome(_outcome("b"))
     store.close()
     outcomes = tmp_path / "run" / "outcomes.jsonl"
     with outcomes.open("ab") as handle:
@@ -348,13 +357,13 @@ def test_store_tolerates_and_cuts_a_torn_last_line(tmp_path: Path) -> None:
     assert [r["task_id"] for r in read_jsonl(outcomes)] == ["a", "b"]
     store = RunStore.open(tmp_path / "run")
     assert set(latest_outcomes(tmp_path / "run")) == {"a", "b"}
-    store.write_outcome({"task_id": "c"})
+    store.write_outcome(_outcome("c"))
     store.close()
     assert [r["task_id"] for r in read_jsonl(outcomes)] == ["a", "b", "c"]
 
 
 def test_store_rejects_a_corrupt_middle_line_and_a_second_writer(tmp_path: Path) -> None:
-    store = RunStore.create(tmp_path / "run", {"format": "judge-engine-run", "version": 1})
+    store = RunStore.create(tmp_path / "run", _manifest())
     with pytest.raises(RunDirError, match="another judge-engine process"):
         RunStore.open(tmp_path / "run")
     store.close()

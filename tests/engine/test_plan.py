@@ -12,7 +12,7 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.errors import VerdictError
-from judge_engine.providers.litellm import load_litellm
+from judge_engine.providers.catalog import load_litellm
 from tests.engine.conftest import make_job
 
 
@@ -22,21 +22,21 @@ def test_plan_marks_estimated_rows(tmp_path: Path, capsys: pytest.CaptureFixture
         {"name": "claude", "model": "anthropic/claude-sonnet-4-5", "protocol": "gemba-mqm"}])  # fmt: skip
     assert main(["plan", str(job.config)]) == 0
     out = capsys.readouterr().out
-    from judge_engine.planning import plan_rows
-    from judge_engine.runner import prepare
+    from judge_engine.estimate import plan_rows
+    from judge_engine.session import prepare
 
-    mini, claude = plan_rows(prepare(job.config, overrides={}, demo=False, new_run=False))
+    mini, claude = plan_rows(prepare(job.config, check_keys=False))
     assert f"~{claude.prompt_tokens.low:,}" in out and f"~{mini.prompt_tokens.low:,}" not in out
     assert "~ claude: estimated: no offline tokenizer for anthropic/claude-sonnet-4-5" in out
 
 
 def test_completion_tokens_calls_and_cost_are_ranges_over_the_reask_budget(tmp_path: Path) -> None:
-    from judge_engine.planning import plan_rows
+    from judge_engine.estimate import plan_rows
     from judge_engine.protocols.gemba_mqm import GembaMQM
-    from judge_engine.runner import prepare
+    from judge_engine.session import prepare
 
     job = make_job(tmp_path, None, items=10, judge={"max_tokens": 300, "retries": {"reasks": 2}})
-    (plan,) = plan_rows(prepare(job.config, overrides={}, demo=False, new_run=False))
+    (plan,) = plan_rows(prepare(job.config, check_keys=False))
     assert plan.completion_per_call == GembaMQM.typical_completion_tokens == 50  # under max_tokens 300
     assert plan.calls == (10, 30)  # 10 tasks; each re-asked twice at worst: 3 calls
     assert plan.completion_tokens == (500, 1500)  # 10 x 50; 30 x 50
@@ -53,7 +53,7 @@ def test_completion_tokens_calls_and_cost_are_ranges_over_the_reask_budget(tmp_p
 
     (tmp_path / "capped").mkdir()
     capped = make_job(tmp_path / "capped", None, items=10, judge={"max_tokens": 30, "retries": {"reasks": 0}})
-    (plan,) = plan_rows(prepare(capped.config, overrides={}, demo=False, new_run=False))
+    (plan,) = plan_rows(prepare(capped.config, check_keys=False))
     assert plan.completion_tokens == (300, 300) and plan.calls == (10, 10)  # capped at 30; no re-asks
     assert any("max_tokens 30 is below gemba-mqm's typical answer" in n for n in plan.notes)
 
@@ -89,10 +89,10 @@ def test_plan_is_readable_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert max(len(line) for line in lines) <= 80 and "…" not in out
-    from judge_engine.planning import plan_rows
-    from judge_engine.runner import prepare
+    from judge_engine.estimate import plan_rows
+    from judge_engine.session import prepare
 
-    for plan in plan_rows(prepare(job.config, overrides={}, demo=False, new_run=False)):
+    for plan in plan_rows(prepare(job.config, check_keys=False)):
         # every figure whole, the low end of each range above its high end
         mark = "" if plan.tokens_exact else "~"
         assert f"{mark}{plan.prompt_tokens.low:,}" in out and f"to {mark}{plan.prompt_tokens.high:,}" in out

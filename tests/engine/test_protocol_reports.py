@@ -6,19 +6,20 @@ import asyncio
 from pathlib import Path
 
 from judge_engine.fake import FakeServer
-from judge_engine.protocol_reports import protocol_sections
+from judge_engine.protocols.reports import protocol_sections
+from judge_engine.providers import Endpoint
+from judge_engine.session import execute
 from judge_engine.stats.runs import read_run
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _run_example(name: str, tmp_path: Path, server: FakeServer) -> Path:
-    from judge_engine.providers.litellm import LiteLLMProvider
-    from judge_engine.runner import execute, prepare
+    from tests.engine.test_examples_and_commands import _through_litellm
 
-    overrides = {"api_base": server.base_url, "output_dir": tmp_path / "runs", "cache_dir": tmp_path / "cache"}
-    prepared = prepare(REPO / "examples" / name / "config.yaml", overrides=overrides, demo=False, new_run=False)
-    asyncio.run(execute(prepared, provider_factory=lambda judge: LiteLLMProvider(api_key="k"), install_signals=False))
+    prepared = _through_litellm(REPO / "examples" / name / "config.yaml", tmp_path, server)
+    where = {j.name: Endpoint(j.model, server.base_url, "k") for j in prepared.config.judges}
+    asyncio.run(execute(prepared, where, install_signals=False))
     return prepared.run_dir
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from judge_engine.providers.litellm import count_prompt_tokens, load_litellm, prompt_counter
+from judge_engine.providers.catalog import count_prompt_tokens, load_litellm, prompt_counter
 from tests.engine.conftest import make_job
 
 TEXTS = [
@@ -43,9 +43,9 @@ def test_message_overhead_is_counted_per_message() -> None:
 def _gemba_prompt(tmp_path: Path) -> list[Any]:
     """The 8 messages (system, 3 shots, the item) GEMBA-MQM sends for the first item of a job."""
     from judge_engine.dataset import iter_items
-    from judge_engine.runner import prepare
+    from judge_engine.session import prepare
 
-    prepared = prepare(make_job(tmp_path, None, items=1).config, overrides={}, demo=False, new_run=False)
+    prepared = prepare(make_job(tmp_path, None, items=1).config, check_keys=False)
     protocol = prepared.protocols["mqm"]
     return protocol.render(next(iter_items(prepared.config.dataset, protocol.required_fields)))
 

@@ -24,7 +24,7 @@ from judge_engine.cli import main
 from judge_engine.config import JudgeConfig
 from judge_engine.errors import ReasonCode
 from judge_engine.fake import FakeConfig, FakeServer
-from judge_engine.providers import provider_for_endpoint
+from judge_engine.providers import Endpoint, for_judge
 from judge_engine.providers.base import ErrorKind, ProviderRequest
 from judge_engine.providers.litellm import LiteLLMProvider
 from judge_engine.providers.openai_http import OpenAIHTTPProvider
@@ -213,7 +213,7 @@ def _judge(model: str, transport: str, api_base: str | None = "http://127.0.0.1:
 )
 def test_auto_transport_goes_direct_only_for_openai_compatible_models(model: str, api_base: str | None,
                                                                       transport: str, expected: type) -> None:
-    provider = provider_for_endpoint(_judge(model, transport, api_base), model, api_base, api_key="k")
+    provider = for_judge(_judge(model, transport, api_base), Endpoint(model, api_base, "k"))
     assert type(provider) is expected
 
 

@@ -111,17 +111,17 @@ def test_transport_exhausted_tasks_are_coded_counted_and_retried_exactly(
 
 
 def test_retry_selection_takes_the_latest_line_per_task(tmp_path: Path) -> None:
-    from judge_engine.runner import retry_codes, retry_selection
+    from judge_engine.session import retry_codes, retry_selection
 
     run = tmp_path / "run"
     run.mkdir()
     lines = [
-        {"task_id": "a", "judge": "j", "status": "unscored", "reason_code": "transport_exhausted"},
-        {"task_id": "b", "judge": "j", "status": "unscored", "reason_code": "unreadable"},
-        {"task_id": "c", "judge": "j", "status": "scored", "reason_code": None},
-        {"task_id": "d", "judge": "j", "status": "unscored", "reason_code": "transport_exhausted"},
-        {"task_id": "d", "judge": "j", "status": "scored", "reason_code": None},  # retried since
-        {"task_id": "e", "judge": "j", "status": "unscored"},  # written before reason codes
+        {"task_id": "a", "item_id": "1", "judge": "j", "status": "unscored", "reason_code": "transport_exhausted"},
+        {"task_id": "b", "item_id": "1", "judge": "j", "status": "unscored", "reason_code": "unreadable"},
+        {"task_id": "c", "item_id": "1", "judge": "j", "status": "scored", "reason_code": None},
+        {"task_id": "d", "item_id": "1", "judge": "j", "status": "unscored", "reason_code": "transport_exhausted"},
+        {"task_id": "d", "item_id": "1", "judge": "j", "status": "scored", "reason_code": None},  # retried since
+        {"task_id": "e", "item_id": "1", "judge": "j", "status": "unscored"},  # written before reason codes
     ]
     (run / "outcomes.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert retry_selection(run, None) == ({"a", "b", "c", "d", "e"}, set())

@@ -26,7 +26,7 @@ def write_run(root: Path, records: list[dict[str, Any]], *, torn: bool = False) 
     root.mkdir(parents=True, exist_ok=True)
     judges = sorted({r["judge"] for r in records})
     manifest = {
-        "version": 1, "run_id": "r1", "status": "done", "config": {},
+        "format": "judge-engine-run", "version": 1, "run_id": "r1", "status": "completed", "config": {},
         "judges": [{"name": j, "model": f"m/{j}", "protocol": "gemba-mqm", "protocol_version": "1",
                     "temperatures": [0.0, 1.0], "repeats": 3, "score_range": None}
                    for j in judges],

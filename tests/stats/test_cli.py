@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from judge_engine.cli_stats import main, register
+from judge_engine.cli import main
+from judge_engine.cli.stats import register
 from tests.stats.fixtures import sample_records, write_run
 
 

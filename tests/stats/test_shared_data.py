@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from judge_engine.cli_stats import main
+from judge_engine.cli import main
 
 METRICS = ["prometheus", "comet_xl", "comet_xxl", "gemba_all_orig", "gemba_all_literary"]
 ASPECTS = [  # (human aspect, literary GEMBA aspect); "all" is the overall MQM pair

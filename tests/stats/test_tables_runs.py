@@ -71,7 +71,7 @@ def test_read_run_last_line_wins_and_torn_tail(tmp_path: Path) -> None:
     first_b = records[-4]["task_id"]  # judge b, item i1: re-done, now unscored
     records.append({**outcome("i1", "b", 0.0, 0, None), "task_id": first_b})
     run = read_run(write_run(tmp_path / "run", records, torn=True))
-    assert run.manifest["version"] == 1
+    assert run.manifest is not None and run.manifest.version == 1
     assert run.judges == ["a", "b"]
     assert len(run.outcomes) == len(records) - 1  # the duplicate task id replaced its first line
     redone = next(o for o in run.outcomes if o.task_id == first_b)
@@ -83,7 +83,7 @@ def test_read_run_errors(tmp_path: Path) -> None:
     with pytest.raises(TableError, match="not found"):
         read_run(tmp_path)
     (tmp_path / "outcomes.jsonl").write_text('{"item_id": "x"}\n{}\n', encoding="utf-8")
-    with pytest.raises(TableError, match="task_id"):
+    with pytest.raises(TableError, match="outcome line without"):
         read_run(tmp_path)
 
 

@@ -1,7 +1,7 @@
 """One task, start to finish: cache -> lane -> provider -> parse -> re-ask -> outcome record.
 
 Two budgets, never mixed: transport retries (tenacity, in
-:func:`~judge_engine.attempts.call_provider`) and re-asks for unusable answers (:func:`judge_task`). 429s belong to neither: the lane waits them out.
+:func:`~judge_engine.attempt.call_provider`) and re-asks for unusable answers (:func:`judge_task`). 429s belong to neither: the lane waits them out.
 Everything that happens is data: one transcript line per attempt, one outcome line per task, and
 an unscored outcome says why in a :class:`~judge_engine.errors.ReasonCode`.
 
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge_engine.attempts import TaskLog, Writer, attempt_record, call_provider
+from judge_engine.attempt import TaskLog, Writer, attempt_record, call_provider
 from judge_engine.cache import AnswerCache
 from judge_engine.errors import (
     DatasetError,
@@ -37,7 +37,8 @@ from judge_engine.errors import (
 from judge_engine.plan import Task
 from judge_engine.protocols import Message, Protocol
 from judge_engine.providers.base import ProviderRequest, ProviderResponse
-from judge_engine.runtime import JudgeRuntime
+from judge_engine.records import OutcomeRecord, ProtocolErrorRecord
+from judge_engine.runtime import JudgeRuntime, JudgeSetup
 from judge_engine.store import utc_now
 
 
@@ -60,7 +61,7 @@ class PreparedTask:
     caught, or any other exception from the protocol's ``render`` (a protocol bug)."""
 
 
-def prepare_task(judge: JudgeRuntime, task: Task, cache: AnswerCache) -> PreparedTask:
+def prepare_task(judge: JudgeSetup, task: Task, cache: AnswerCache) -> PreparedTask:
     """Render a task's prompt and look its first request up in the answer cache."""
     try:
         messages: list[Message] = judge.protocol.render(task.item, task.variant)
@@ -73,7 +74,7 @@ def prepare_task(judge: JudgeRuntime, task: Task, cache: AnswerCache) -> Prepare
 
 async def judge_task(
     judge: JudgeRuntime, prepared: PreparedTask, *, cache: AnswerCache, transcript: Writer
-) -> dict[str, Any]:
+) -> OutcomeRecord:
     """Judge one task prepared by :func:`prepare_task` and return its outcome record (never
     raises for per-item failures).
 
@@ -150,7 +151,7 @@ def _check_score(protocol: Protocol, score: float | None) -> None:
         raise ValueError(f"the protocol computed {score}, outside its range {bounds[0]:g}..{bounds[1]:g}")
 
 
-def _exhausted(judge: JudgeRuntime, task: Task, log: TaskLog, error: TransientError) -> dict[str, Any]:
+def _exhausted(judge: JudgeRuntime, task: Task, log: TaskLog, error: TransientError) -> OutcomeRecord:
     """A task whose transport retries ran out: recorded ``transport_exhausted``, unless nothing
     ever reached the endpoint (the judge stops instead), or this is the
     ``retries.stop_after_exhausted``-th such task in a row (recorded, and the judge stops)."""
@@ -173,25 +174,19 @@ def _exhausted(judge: JudgeRuntime, task: Task, log: TaskLog, error: TransientEr
 
 
 def _render_failure(judge: JudgeRuntime, task: Task, log: TaskLog, error: Exception,
-                    transcript: Writer) -> dict[str, Any]:
+                    transcript: Writer) -> OutcomeRecord:
     if isinstance(error, (DatasetError, TemplateError)):
         return outcome(judge, task, log, reason=f"could not render the prompt: {error}", code=ReasonCode.RENDER_ERROR)
     return _protocol_failure(judge, task, log, "render", error, transcript)
 
 
 def _protocol_failure(judge: JudgeRuntime, task: Task, log: TaskLog, stage: str, error: Exception,
-                      transcript: Writer) -> dict[str, Any]:
+                      transcript: Writer) -> OutcomeRecord:
     """An exception from the protocol's own code: recorded with its traceback, never raised."""
-    transcript({
-        "task_id": task.task_id,
-        "judge": task.judge,
-        "item_id": task.item_id,
-        "at": utc_now(),
-        "event": "protocol_error",
-        "stage": stage,
-        "error": f"{type(error).__name__}: {error}",
-        "traceback": "".join(traceback.format_exception(error)),
-    })
+    transcript(ProtocolErrorRecord(
+        task_id=task.task_id, judge=task.judge, item_id=task.item_id, at=utc_now(), stage=stage,
+        error=f"{type(error).__name__}: {error}", traceback="".join(traceback.format_exception(error)),
+    ))  # fmt: skip
     return outcome(judge, task, log, reason=f"the protocol's {stage} raised {type(error).__name__}: {error}",
                    code=ReasonCode.PROTOCOL_ERROR)
 
@@ -229,7 +224,7 @@ def outcome(
     scores: Mapping[str, float] | None = None,
     reason: str | None = None,
     code: ReasonCode | None = None,
-) -> dict[str, Any]:
+) -> OutcomeRecord:
     """The outcome line of one task: scored with its verdict, or unscored with the reason and
     its code."""
     scored = reason is None
@@ -239,26 +234,26 @@ def outcome(
         counters.scored += 1
     else:
         counters.unscored += 1
-    return {
-        "task_id": task.task_id,
-        "item_id": task.item_id,
-        "judge": task.judge,
-        "protocol": judge.protocol.name,
-        "protocol_version": judge.protocol.version,
-        "model": judge.config.model,
-        "temperature": task.temperature,
-        "repeat": task.repeat,
-        "variant": task.variant,
-        "status": "scored" if scored else "unscored",
-        "score": score,
-        "scores": dict(scores or {}),
-        "verdict": dict(verdict) if verdict is not None else None,
-        "reason": reason,
-        "reason_code": None if scored else str(code or ReasonCode.UNREADABLE),
-        "attempts": log.attempts,
-        "reasks": log.reasks,
-        "cache_hits": log.cache_hits,
-        "cost": round(log.cost, 8),
-        "latency_s": round(log.latency_s, 4),
-        "at": utc_now(),
-    }
+    return OutcomeRecord(
+        task_id=task.task_id,
+        item_id=task.item_id,
+        judge=task.judge,
+        protocol=judge.protocol.name,
+        protocol_version=judge.protocol.version,
+        model=judge.config.model,
+        temperature=task.temperature,
+        repeat=task.repeat,
+        variant=task.variant,
+        status="scored" if scored else "unscored",
+        score=score,
+        scores=dict(scores or {}),
+        verdict=None if verdict is None else dict(verdict),
+        reason=reason,
+        reason_code=None if scored else str(code or ReasonCode.UNREADABLE),
+        attempts=log.attempts,
+        reasks=log.reasks,
+        cache_hits=log.cache_hits,
+        cost=round(log.cost, 8),
+        latency_s=round(log.latency_s, 4),
+        at=utc_now(),
+    )

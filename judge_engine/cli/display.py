@@ -1,31 +1,48 @@
-"""Rich renderables: the live per-judge display, the end-of-run summary, the plan table.
+"""Everything the command line draws on a terminal: the one module that imports rich.
 
-The engine never calls into this module per task (that would cost CPU on the hot path): the
-display samples the judges' counters a few times a second and derives rates from the samples.
+* a session as it runs (:class:`SessionView`, from another thread: the run directory first, the
+  start line, then a live table per judge on a terminal, or a progress line every N seconds
+  otherwise; what a Ctrl-C is doing);
+* the end-of-run summary, the plan table, the ``stats``/``meta`` tables, the protocols table;
+* the primitives ``show`` prints transcripts with (:func:`panel`, :func:`rule`).
+
+The engine never calls into this module (that would cost CPU on the hot path, and would make the
+engine wait for a terminal): the views sample counters a few times a second and derive rates.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.measure import Measurement
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from judge_engine.runtime import JudgeRuntime
+from judge_engine.runtime import JudgeRuntime, RunProgress
 
 if TYPE_CHECKING:
-    from judge_engine.planning import JudgePlan, Span
+    from judge_engine.estimate import JudgePlan, Span
+    from judge_engine.session import RunResult
+    from judge_engine.stats.sections import Section
+
+Terminal: TypeAlias = Console
+"""Where the command line prints (rich's console), as other ``cli`` modules name it."""
 
 RATE_WINDOW_S = 20.0
 PIPED_WIDTH = 160
+GRACE_NOTE_S = 10.0
+"""What the Ctrl-C message promises (the session's grace period)."""
+DEMO_BANNER = "DEMO: answers come from judge-engine's built-in fake server; they are synthetic, not a model's judgments."
+DEMO_LINE = "DEMO RUN: answers come from judge-engine's built-in fake server; they are synthetic, not a model's judgments."
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -188,83 +205,138 @@ class LiveDisplay:
         return text
 
 
-class ProgressLines:
-    """Without a live display (``--no-live``, or output that is not a terminal): a progress line
-    per judge every ``every_s`` seconds, so a long CI job is not silent. Prints from a thread,
-    reading the judges' counters, like rich's own live refresh."""
+def progress_lines(judges: Sequence[JudgeRuntime], meters: Mapping[str, RateMeter], elapsed_s: float) -> list[str]:
+    """One line per judge, for output that is not a terminal (a long CI job is not silent)."""
+    out = []
+    for judge in judges:
+        c = judge.counters
+        rpm, _tpm, per_s = meters[judge.config.name].sample(judge)
+        share = c.done / c.total if c.total else 1.0
+        out.append(f"[{_duration(elapsed_s)}] {judge.config.name}{_state(judge)}: {c.done:,}/{c.total:,} ({share:.0%}) · "
+                   f"{rpm:,.0f} req/min · {c.unscored} unscored · {c.retries} retries · ${c.cost:.4f} · "
+                   f"ETA {_duration(_eta(judge, per_s))}")
+    return out
 
-    def __init__(self, judges: Sequence[JudgeRuntime], *, console: Console, every_s: float) -> None:
-        self._judges = list(judges)
+
+def start_line(progress: RunProgress) -> str:
+    """What the session is about to do (resumed, retried or fresh)."""
+    total, done = progress.total, progress.done_before
+    if progress.retry is not None:
+        again = progress.judging_again
+        codes = "every unscored task" if "unscored" in progress.retry else ", ".join(sorted(progress.retry))
+        return (f"Judging again {again:,} tasks ({codes}) and {max(0, total - done - again):,} not yet judged; "
+                f"{done:,} of {total:,} stay as they are")
+    if done:
+        return f"Resuming: {done:,} of {total:,} tasks already done; judging the other {max(0, total - done):,}"
+    return f"Judging {total:,} tasks"
+
+
+def stop_message(calls: int) -> str:
+    return (f"Stopping: no new calls go out; finishing {calls} call{'s' if calls != 1 else ''} in flight "
+            f"(at most {GRACE_NOTE_S:g}s). Ctrl-C again to abort {'them' if calls != 1 else 'it'}.")
+
+
+class SessionView:
+    """Shows a session while it runs, from a thread of its own, reading only its
+    :class:`~judge_engine.runtime.RunProgress`: the run directory first, then the start line,
+    then a live display (a terminal) or a progress line every ``every_s`` seconds, and what a
+    Ctrl-C is doing. On exit, whatever it had not printed yet is printed, in order."""
+
+    POLL_S = 0.05
+
+    def __init__(self, progress: RunProgress, *, console: Console, live: bool, every_s: float) -> None:
+        self._progress = progress
         self._console = console
+        self._live_wanted = live and console.is_terminal
         self._every_s = every_s
-        self._meters = {j.config.name: RateMeter() for j in self._judges}
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="judge-engine-view", daemon=True)
+        self._said_dir = self._said_start = self._said_stop = False
+        self._live: LiveDisplay | None = None
+        self._meters: dict[str, RateMeter] = {}
         self._started = time.monotonic()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="judge-engine-progress", daemon=True)
+        self._next_lines = 0.0
 
-    def __enter__(self) -> ProgressLines:
-        for judge in self._judges:
-            self._meters[judge.config.name].sample(judge)
+    def __enter__(self) -> SessionView:
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
+        self._done.set()
         self._thread.join()
+        self._step()  # anything the thread had no time to say
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._every_s):
-            for line in self.lines():
-                self._console.print(line, highlight=False, soft_wrap=True)
+        while not self._done.wait(self.POLL_S):
+            self._step()
 
-    def lines(self) -> list[str]:
-        elapsed = _duration(time.monotonic() - self._started)
-        out = []
-        for judge in self._judges:
-            c = judge.counters
-            rpm, _tpm, per_s = self._meters[judge.config.name].sample(judge)
-            share = c.done / c.total if c.total else 1.0
-            out.append(f"[{elapsed}] {judge.config.name}{_state(judge)}: {c.done:,}/{c.total:,} ({share:.0%}) · "
-                       f"{rpm:,.0f} req/min · {c.unscored} unscored · {c.retries} retries · ${c.cost:.4f} · "
-                       f"ETA {_duration(_eta(judge, per_s))}")
-        return out
+    def _step(self) -> None:
+        progress, console = self._progress, self._console
+        if not self._said_dir and progress.run_dir is not None:
+            self._said_dir = True
+            console.print(f"Run directory: {progress.run_dir}", highlight=False, soft_wrap=True)
+            if progress.demo and not self._live_wanted:  # the live display shows it above its figures
+                console.print(f"[bold yellow]{DEMO_BANNER}[/bold yellow]")
+        if not self._said_start and progress.started:
+            self._said_start = True
+            console.print(start_line(progress), highlight=False)
+            self._meters = {j.config.name: RateMeter() for j in progress.judges}
+            for judge in progress.judges:
+                self._meters[judge.config.name].sample(judge)
+            self._next_lines = time.monotonic() + self._every_s
+            if self._live_wanted:
+                self._live = LiveDisplay(progress.judges, console=console, banner=DEMO_BANNER if progress.demo else "")
+                self._live.__enter__()
+        if progress.stop_requested_at is not None and not self._said_stop and self._said_start:
+            self._said_stop = True
+            message = stop_message(progress.in_flight)
+            if self._live is not None:
+                self._live.message = message
+            else:
+                console.print(f"[yellow]{message}[/yellow]")
+        if self._live is None and self._said_start and not self._done.is_set() and time.monotonic() >= self._next_lines:
+            self._next_lines = time.monotonic() + self._every_s
+            for line in progress_lines(progress.judges, self._meters, time.monotonic() - self._started):
+                console.print(line, highlight=False, soft_wrap=True)
 
 
 def _codes(by_code: Mapping[str, int]) -> str:
     return ", ".join(f"{code} {n:,}" for code, n in sorted(by_code.items(), key=lambda kv: -kv[1]))
 
 
-def summary_table(manifest: Mapping[str, Any], judges: Sequence[JudgeRuntime], elapsed_s: float,
-                  *, width: int = 80) -> Group:
+def summary(result: RunResult, *, width: int = 80) -> Group:
     """The end-of-run summary: per judge, the whole run's outcomes and spend; then this session's
     share and the whole run's totals on two lines (they differ after a resume)."""
-    counts = (manifest.get("counts") or {}).get("judges", {})
-    spend = (manifest.get("spend") or {}).get("judges", {})
-    table = Table(title=f"run {manifest.get('run_id')}: {manifest.get('status')} in {_duration(elapsed_s)}",
+    manifest = result.manifest
+    counts = manifest.counts.get("judges", {})
+    spend = manifest.spend.get("judges", {})
+    table = Table(title=f"run {manifest.run_id}: {result.status} in {_duration(result.elapsed_s)}",
                   title_justify="left")
     for column in ("judge", "scored", "unscored", "calls", "tokens", "cost $"):
         table.add_column(column, justify="left" if column == "judge" else "right", no_wrap=column != "judge")
-    for judge in judges:
-        name = judge.config.name
-        per, paid = counts.get(name, {}), spend.get(name, {})
-        label = Text(name, style="bold")
-        label.append(f"\n{judge.config.model}\n{judge.protocol.name}", style="dim")
+    for judge in result.judges:
+        per, paid = counts.get(judge.name, {}), spend.get(judge.name, {})
+        label = Text(judge.name, style="bold")
+        label.append(f"\n{judge.model}\n{judge.protocol}", style="dim")
         table.add_row(label, f"{per.get('scored', 0):,}", f"{per.get('unscored', 0):,}", f"{paid.get('calls', 0):,}",
                       f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}",
                       f"{paid.get('cost', 0.0):.4f}")
-    return Group(table, *(Text(line) for line in totals_lines(manifest, judges, width=width)))
+    return Group(table, *(Text(line) for line in totals_lines(result, width=width)))
 
 
-def totals_lines(manifest: Mapping[str, Any], judges: Sequence[JudgeRuntime], *, width: int = 80) -> list[str]:
+def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:
     """'this session: ...' and 'whole run: ...', each broken between figures to fit ``width``."""
-    sessions = manifest.get("sessions") or [{}]
+    manifest = result.manifest
+    sessions = manifest.sessions or [{}]
     session = sessions[-1]
     mine = (session.get("spend") or {}).get("total", {})
-    retries = sum(j.counters.retries for j in judges)
-    reasks = sum(j.counters.reasks for j in judges)
-    limited = sum(j.lane.stats.rate_limited for j in judges)
-    total = (manifest.get("counts") or {}).get("total", {})
-    paid = (manifest.get("spend") or {}).get("total", {})
+    retries = sum(j.retries for j in result.judges)
+    reasks = sum(j.reasks for j in result.judges)
+    limited = sum(j.rate_limited for j in result.judges)
+    total = manifest.counts.get("total", {})
+    paid = manifest.spend.get("total", {})
     unscored = total.get("unscored", 0)
     why = f" ({_codes(total.get('unscored_by_code') or {})})" if unscored else ""
     plural = "s" if len(sessions) != 1 else ""
@@ -333,3 +405,74 @@ def plan_lines(plans: Sequence[JudgePlan], *, items: int, run_dir: object) -> li
     lines.append(f"{items:,} items; every prompt rendered; {cost}; estimated wall time {wall} "
                  f"(judges run in parallel); run dir {run_dir}")
     return lines
+
+
+# --- stats and meta -------------------------------------------------------------------------------
+
+
+def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
+    """Print report sections as tables (a section that does not apply: one line saying why)."""
+    # Piped output has no terminal width; wide tables would otherwise be cut to 80 columns.
+    console = Console()
+    if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        console = Console(width=240)
+    for note in notes:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
+    for s in sections:
+        if s.absent:  # one line saying why, instead of an empty table
+            console.print(f"{s.title}: [yellow]not shown[/]: {s.absent}", highlight=False)
+            continue
+        table = Table(title=s.title, title_justify="left")
+        for c in s.columns:
+            left = c in ("group", "judge", "human", "judges")
+            table.add_column(c, justify="left" if left else "right", overflow="fold")
+        for r in s.rows:
+            table.add_row(*(_cell(r.get(c)) for c in s.columns))
+        console.print(table)
+        for note in s.notes:
+            console.print(f"  {note}", highlight=False)
+
+
+def _cell(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return str(value)
+
+
+# --- protocols ----------------------------------------------------------------------------------
+
+
+def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], *, console: Console | None = None) -> None:
+    """A plain table of text cells."""
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    (console or make_console()).print(table)
+
+
+# --- show: transcripts ----------------------------------------------------------------------------
+
+
+def rule(console: Console, text: str) -> None:
+    console.rule(text)
+
+
+def panel(console: Console, text: str, *, title: str, style: str = "none") -> None:
+    """Text in a titled box; the text is shown literally (never read as markup)."""
+    console.print(Panel(Text(text), title=title, title_align="left", border_style=style))
+
+
+def escape(text: str) -> str:
+    """Run text made safe to put inside our markup (a judge's ``[bold]`` stays literal)."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
+
+
+def say(console: Console, markup: str) -> None:
+    """A line with rich markup (for our own words only: never for run text)."""
+    console.print(markup, highlight=False)

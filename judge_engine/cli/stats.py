@@ -5,8 +5,8 @@ for a run directory (or consistency across repeat columns of any table).
 ``meta TABLE``: correlation, agreement, adequacy and span F1 between judge scores and human
 judgments, per group and pooled. Both print rich tables and can write JSON, CSV and PNG plots.
 
-The main CLI calls :func:`register`; ``python -m judge_engine.cli_stats`` works on its own.
-Heavy libraries (scipy, rich, matplotlib) are imported inside the handlers.
+Heavy libraries (scipy, rich, matplotlib) are imported inside the handlers; the tables are drawn
+by :mod:`judge_engine.cli.display`.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def handle_stats(args: argparse.Namespace) -> int:
                 return _fail("stats", f"{source / 'outcomes.jsonl'}: no outcomes")
             sections = run_sections(run, small=args.small, large=args.large,
                                     verdict_field=args.verdict_field)  # fmt: skip
-            from judge_engine.protocol_reports import protocol_sections
+            from judge_engine.protocols.reports import protocol_sections
 
             sections += protocol_sections(run)
             notes = run.notes
@@ -184,8 +184,9 @@ def handle_stats(args: argparse.Namespace) -> int:
 
 def _load_meta_table(args: argparse.Namespace) -> tuple[Table, list[str]]:
     """The judge table (run or file), joined with --human-table, subset and negated."""
+    from judge_engine.errors import TableError
     from judge_engine.stats.runs import read_run, run_table
-    from judge_engine.stats.tables import TableError, join, read_table
+    from judge_engine.stats.tables import join, read_table
 
     source = Path(args.table)
     if source.is_dir():
@@ -299,7 +300,9 @@ def _clean(value: Any) -> Any:
 
 def _emit(args: argparse.Namespace, sections: Sequence[Section], notes: Sequence[str]) -> None:
     if not args.quiet:
-        _render(sections, notes)
+        from judge_engine.cli.display import render_sections
+
+        render_sections(sections, notes)
     if args.json:
         doc = {
             "version": 1,
@@ -324,37 +327,6 @@ def _emit(args: argparse.Namespace, sections: Sequence[Section], notes: Sequence
                     writer.writerow({"section": s.name, **{k: _clean(v) for k, v in r.items()}})
 
 
-def _render(sections: Sequence[Section], notes: Sequence[str]) -> None:
-    from rich.console import Console
-    from rich.table import Table as RichTable
-
-    # Piped output has no terminal width; wide tables would otherwise be cut to 80 columns.
-    console = Console() if sys.stdout.isatty() else Console(width=240)
-    for note in notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
-    for s in sections:
-        if s.absent:  # one line saying why, instead of an empty table
-            console.print(f"{s.title}: [yellow]not shown[/]: {s.absent}", highlight=False)
-            continue
-        table = RichTable(title=s.title, title_justify="left")
-        for c in s.columns:
-            left = c in ("group", "judge", "human", "judges")
-            table.add_column(c, justify="left" if left else "right", overflow="fold")
-        for r in s.rows:
-            table.add_row(*(_fmt(r.get(c)) for c in s.columns))
-        console.print(table)
-        for note in s.notes:
-            console.print(f"  {note}", highlight=False)
-
-
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return str(value)
-
-
 def _write_plots(command: str, charts: Callable[[], list[Chart]], nothing: str) -> None:
     """Draw the charts and say where each went, or why it was not drawn (a section that is
     absent was explained with the tables, so its chart is not mentioned again)."""
@@ -372,15 +344,3 @@ def _write_plots(command: str, charts: Callable[[], list[Chart]], nothing: str) 
             print(f"no plot {chart.path.name}: {chart.why_not}")
     if not drawn:
         print(f"judge-engine {command}: no plots: {nothing}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m judge_engine.cli_stats stats|meta ...``"""
-    parser = argparse.ArgumentParser(prog="judge-engine")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    return int(args.handler(args))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

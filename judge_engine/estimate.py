@@ -1,4 +1,5 @@
-"""``judge-engine plan``: a dry run that renders every prompt and says what the job will cost.
+"""The dry-run estimate behind ``judge-engine plan``: renders every prompt, sends nothing, and
+says what the job will cost.
 
 Per judge: tasks, tasks already in the cache (free), prompt tokens counted with the tokenizer
 litellm selects for the judge's model (exact for OpenAI models, an estimate marked as such for
@@ -18,12 +19,12 @@ from typing import Generic, NamedTuple, TypeVar
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JudgeConfig
 from judge_engine.errors import VerdictError
-from judge_engine.judging import prepare_task
-from judge_engine.lanes import Lane
-from judge_engine.plan import iter_tasks
+from judge_engine.plan import iter_tasks, template_hashes
 from judge_engine.protocols import Protocol
-from judge_engine.runner import PreparedRun, template_hashes
-from judge_engine.runtime import JudgeRuntime
+from judge_engine.providers import Endpoint
+from judge_engine.runtime import JudgeSetup
+from judge_engine.session import PreparedRun
+from judge_engine.task import prepare_task
 
 N = TypeVar("N", int, float)
 
@@ -76,14 +77,14 @@ def plan_rows(prepared: PreparedRun, *, latency_s: float = 2.0) -> list[JudgePla
 
 
 def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, latency_s: float) -> JudgePlan:
-    from judge_engine.providers.litellm import cost_per_token, count_prompt_tokens, prompt_counter
+    from judge_engine.providers.catalog import cost_per_token, count_prompt_tokens, prompt_counter
 
     protocol = prepared.protocols[judge.name]
-    runtime = JudgeRuntime(judge, protocol, Lane(judge.name, judge.limits), provider=None,  # type: ignore[arg-type]
-                           template_hashes=template_hashes(protocol))
+    # The config's own endpoint, without its key: nothing is sent, so none is needed.
+    setup = JudgeSetup(judge, protocol, Endpoint(judge.model, judge.api_base), template_hashes(protocol))
     tasks = cached = prompt = 0
     for task in iter_tasks(judge, protocol, prepared.config.dataset):
-        ready = prepare_task(runtime, task, cache)
+        ready = prepare_task(setup, task, cache)
         if ready.render_error is not None:
             raise ready.render_error
         tasks += 1
@@ -119,7 +120,7 @@ def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, l
 def _reask_tokens(model: str, protocol: Protocol) -> int:
     """Prompt tokens one re-ask turn adds besides the answer: the re-ask message (with one
     problem stated) and the overhead of it and of the answer's message."""
-    from judge_engine.providers.litellm import count_prompt_tokens
+    from judge_engine.providers.catalog import count_prompt_tokens
 
     reask = protocol.reask(VerdictError("the answer does not follow the requested format"))
     return count_prompt_tokens(model, [{"role": "assistant", "content": ""}, {"role": "user", "content": reask}]) - 3

@@ -24,6 +24,7 @@ from judge_engine.errors import (
 from judge_engine.lanes import Lane, rough_prompt_tokens
 from judge_engine.plan import Task
 from judge_engine.providers.base import ErrorClass, ErrorKind, ProviderRequest, ProviderResponse
+from judge_engine.records import AttemptRecord, TranscriptRecord
 from judge_engine.retry import with_transport_retries
 from judge_engine.runtime import JudgeRuntime
 from judge_engine.store import utc_now
@@ -42,7 +43,7 @@ class TaskLog:
     """Some attempt got an answer from the provider (any HTTP status, or a cached answer)."""
 
 
-Writer = Callable[[Mapping[str, Any]], None]
+Writer = Callable[[TranscriptRecord], None]
 """Where transcript lines go (the run store's ``write_transcript``)."""
 
 
@@ -130,23 +131,22 @@ def attempt_record(
     error: Mapping[str, Any] | None = None,
     latency: float = 0.0,
     cache_hit: bool = False,
-) -> dict[str, Any]:
+) -> AttemptRecord:
+    """The transcript line of the task's next attempt (counted in ``log``)."""
     log.attempts += 1
-    record: dict[str, Any] = {
-        "task_id": task.task_id,
-        "judge": task.judge,
-        "item_id": task.item_id,
-        "attempt": log.attempts,
-        "reask": log.reasks,
-        "at": utc_now(),
-        "request": request.as_sent(),
-        "cache_hit": cache_hit,
-        "latency_s": round(latency, 4),
-    }
-    if response is not None:
-        record["response"] = response.to_record()
-        record["usage"] = {"prompt_tokens": response.prompt_tokens, "completion_tokens": response.completion_tokens}
-        record["cost"] = 0.0 if cache_hit else response.cost
-    if error is not None:
-        record["error"] = dict(error)
-    return record
+    return AttemptRecord(
+        task_id=task.task_id,
+        judge=task.judge,
+        item_id=task.item_id,
+        attempt=log.attempts,
+        reask=log.reasks,
+        at=utc_now(),
+        request=request.as_sent(),
+        cache_hit=cache_hit,
+        latency_s=round(latency, 4),
+        response=None if response is None else response.to_record(),
+        usage=None if response is None else {"prompt_tokens": response.prompt_tokens,
+                                             "completion_tokens": response.completion_tokens},
+        cost=None if response is None else (0.0 if cache_hit else response.cost),
+        error=None if error is None else dict(error),
+    )

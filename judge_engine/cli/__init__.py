@@ -1,0 +1,74 @@
+"""The command line: the parser, the entry point and the exit codes. One module per command:
+
+========================  ===============================================================
+``cli/run.py``            ``run`` and ``resume``: a session with a live display or progress lines
+``cli/plan.py``           ``plan``: the dry-run estimate (:mod:`judge_engine.estimate`) as a table
+``cli/show.py``           ``show``: one item's transcripts, from the run directory alone
+``cli/stats.py``          ``stats`` and ``meta``: trust measurements (:mod:`judge_engine.stats`)
+``cli/protocols.py``      ``protocols`` and ``schemas``: what the judging protocols are
+``cli/display.py``        everything drawn on a terminal: the one module that imports rich
+``cli/process.py``        process tuning for a run (garbage collector, GIL switch interval)
+========================  ===============================================================
+
+A new command is a module here with ``register(commands)`` (its arguments, light imports only)
+and a handler that imports what it needs when it runs, so ``judge-engine --help`` stays instant.
+
+Exit codes: 0 done, every task scored; 1 a judge stopped (auth, bad request, an endpoint that
+cannot be reached or keeps failing: resume it); 2 bad input (config, dataset, template, run
+directory, a missing API key); 3 the run completed with unscored tasks (``--allow-unscored``
+makes it 0); 130 cancelled (resume it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from judge_engine import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSCORED, EXIT_CANCELLED = 0, 1, 2, 3, 130
+EPILOG = ("exit codes: 0 done, every task scored; 1 a judge stopped (provider error, unreachable or "
+          "failing endpoint: resume it); 2 bad input or a missing API key; 3 completed with unscored "
+          "tasks (see --allow-unscored); 130 cancelled (resume it)")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``judge-engine`` argument parser, with every command registered."""
+    from judge_engine.cli import plan, protocols, run, show, stats
+
+    root = argparse.ArgumentParser(prog="judge-engine", epilog=EPILOG,
+                                   description="Run LLM judges at scale, and measure how far they can be trusted.")
+    root.add_argument("--version", action="version", version=f"judge-engine {__version__}")
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (run, plan, show, protocols, stats):
+        module.register(commands)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``judge-engine`` command: the handler's exit code, 2 for bad input."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    args = parser().parse_args(argv)
+    from judge_engine.errors import (
+        ConfigError,
+        DatasetError,
+        RunDirError,
+        TableError,
+        TemplateError,
+    )
+
+    try:
+        code: int = args.handler(args)
+    except (ConfigError, DatasetError, RunDirError, TemplateError, TableError) as exc:
+        print(f"judge-engine: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("judge-engine: interrupted", file=sys.stderr)
+        return EXIT_CANCELLED
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

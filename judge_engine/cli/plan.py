@@ -1,0 +1,38 @@
+"""``judge-engine plan``: the dry-run estimate (:mod:`judge_engine.estimate`) as a table."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from judge_engine.cli import EXIT_OK, EXIT_USAGE
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from judge_engine.cli.run import add_overrides
+
+    plan = commands.add_parser("plan", help="dry run: tasks, tokens, cost and time; renders every prompt")
+    plan.add_argument("config", type=Path)
+    add_overrides(plan)
+    plan.add_argument("--latency", type=float, default=2.0, help="assumed seconds per call for the time estimate")
+    plan.add_argument("--strict", action="store_true", help="exit 2 when a model or its price is unknown")
+    plan.set_defaults(handler=plan_command)
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    """Prepare the run as ``run`` would (nothing sent, no key needed), then estimate it."""
+    from judge_engine.cli.display import make_console, plan_lines, plan_table
+    from judge_engine.cli.run import override_values
+    from judge_engine.estimate import plan_rows
+    from judge_engine.session import prepare
+
+    prepared = prepare(args.config, overrides=override_values(args), check_keys=False)
+    plans = plan_rows(prepared, latency_s=args.latency)
+    console = make_console()
+    console.print(plan_table(plans))
+    for line in plan_lines(plans, items=prepared.dataset.items, run_dir=prepared.run_dir):
+        console.print(line, highlight=False)
+    if args.strict and any(p.warnings for p in plans):
+        console.print("plan --strict: exit 2 (see the warnings above)", highlight=False)
+        return EXIT_USAGE
+    return EXIT_OK

@@ -1,0 +1,149 @@
+"""``judge-engine run`` and ``resume``: a session, watched, then the summary and the exit code.
+
+The session (:mod:`judge_engine.session`) prints nothing and calls nothing back; this module
+watches its :class:`~judge_engine.runtime.RunProgress` from a thread (:class:`SessionView`),
+prints the summary of the :class:`~judge_engine.session.RunResult`, and turns it into an exit
+code: 0 every task scored (or ``--allow-unscored``); 1 a judge stopped (provider error,
+unreachable or failing endpoint); 3 the run completed but some tasks are unscored; 130 cancelled.
+Bad input raises before anything is sent and becomes exit 2 in :func:`judge_engine.cli.main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from judge_engine.cli import EPILOG, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_UNSCORED
+
+if TYPE_CHECKING:
+    from judge_engine.cli.display import Terminal as Console
+    from judge_engine.session import RunResult
+
+PROGRESS_EVERY_S = 30.0
+"""Seconds between progress lines when there is no live display."""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``run`` and ``resume``."""
+    run = commands.add_parser("run", help="judge a dataset (resumes a run of the same config)", epilog=EPILOG)
+    run.add_argument("config", type=Path)
+    add_overrides(run)
+    run.add_argument("--demo", action="store_true", help="answer with the built-in fake server (synthetic answers, no API key)")
+    run.add_argument("--new-run", action="store_true", help="start a fresh run directory even if this config ran before")
+    _session_options(run)
+    run.set_defaults(handler=run_command)
+
+    resume = commands.add_parser("resume", help="finish a killed, cancelled or stopped run, or --retry its unscored tasks",
+                                 epilog=EPILOG)
+    resume.add_argument("run_dir", type=Path)
+    resume.add_argument("--retry", metavar="CODES",
+                        help="judge again the tasks left unscored: 'unscored' for all, or reason codes separated by "
+                             "commas (e.g. transport_exhausted,rate_limited); cached answers are re-read, not re-bought")
+    _session_options(resume)
+    resume.set_defaults(handler=resume_command)
+
+
+def add_overrides(parser: argparse.ArgumentParser) -> None:
+    """The config overrides ``run`` and ``plan`` share."""
+    parser.add_argument("--model", help="judge with this litellm model instead of the config's (every judge)")
+    parser.add_argument("--limit", type=int, help="only the first N items")
+    parser.add_argument("--output", type=Path, help="runs directory (default: the config's output.dir)")
+    parser.add_argument("--cache-dir", type=Path, help="answer cache directory")
+
+
+def override_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The overrides as :func:`judge_engine.config.load_config` takes them. Paths typed on the
+    command line are relative to the working directory (paths in the config file are relative
+    to the file); made absolute, they mean the same thing when the run is resumed elsewhere."""
+    def absolute(path: Path | None) -> Path | None:
+        return None if path is None else path.resolve()
+
+    return {"model": args.model, "limit": args.limit, "output_dir": absolute(args.output),
+            "cache_dir": absolute(args.cache_dir)}
+
+
+def _session_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-live", action="store_true", help="no live display: a progress line every "
+                        "--progress-every seconds instead (also when stderr is not a terminal)")
+    parser.add_argument("--progress-every", type=float, default=PROGRESS_EVERY_S, metavar="SECONDS",
+                        help="seconds between progress lines without a live display (default 30)")
+    parser.add_argument("--allow-unscored", action="store_true",
+                        help="exit 0 even when some tasks end unscored (default: exit 3)")
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """``judge-engine run CONFIG``."""
+    from judge_engine import session
+
+    return _watched(args, lambda progress: session.run(
+        args.config, overrides=override_values(args), demo=args.demo, new_run=args.new_run, progress=progress))
+
+
+def resume_command(args: argparse.Namespace) -> int:
+    """``judge-engine resume RUN_DIR``."""
+    from judge_engine import session
+
+    return _watched(args, lambda progress: session.resume(args.run_dir, retry=args.retry, progress=progress))
+
+
+def _watched(args: argparse.Namespace, start: Any) -> int:
+    from judge_engine.cli.display import SessionView, make_console
+    from judge_engine.cli.process import tune_for_a_run
+    from judge_engine.runtime import RunProgress
+
+    tune_for_a_run()
+    console = make_console(stderr=True)
+    progress = RunProgress()
+    with SessionView(progress, console=console, live=not args.no_live, every_s=args.progress_every):
+        result: RunResult = start(progress)
+    return _report(result, console, allow_unscored=args.allow_unscored)
+
+
+def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int:
+    from judge_engine.cli.display import DEMO_BANNER, summary
+
+    if result.already_complete:
+        if result.started_by == "run":
+            console.print(f"This config already ran to completion: {result.run_dir}\n"
+                          "(use --new-run to judge again; cached answers cost nothing)", highlight=False)
+        else:
+            console.print(f"{result.run_dir} is already complete.", highlight=False)
+        return _completed_code(result, console, allow_unscored)
+    console.print(summary(result, width=console.width))
+    for message in result.failures.values():
+        console.print(f"[red]{_escape(message)}[/red]")
+    if result.demo:
+        console.print(f"[yellow]{DEMO_BANNER}[/yellow]")
+    console.print(f"Run directory: {result.run_dir}", highlight=False, soft_wrap=True)
+    if result.status == "cancelled":
+        console.print(f"Cancelled. Finish it with:\n  judge-engine resume {result.run_dir}", highlight=False)
+        return EXIT_CANCELLED
+    if result.status == "failed":
+        console.print(f"Fix the cause above, then finish the run with:\n  judge-engine resume {result.run_dir}",
+                      highlight=False)
+        return EXIT_FAILED
+    return _completed_code(result, console, allow_unscored)
+
+
+def _escape(text: str) -> str:
+    from judge_engine.cli.display import escape
+
+    return escape(text)
+
+
+def _completed_code(result: RunResult, console: Console, allow_unscored: bool) -> int:
+    """0, or 3 when tasks are unscored (unless the user accepts that), saying how to retry them."""
+    counts = result.counts
+    if not counts.unscored:
+        return EXIT_OK
+    codes = ",".join(sorted(counts.unscored_by_code)) or "unscored"
+    console.print(f"{counts.unscored:,} of {counts.tasks:,} tasks are unscored "
+                  f"({', '.join(f'{c} {n:,}' for c, n in sorted(counts.unscored_by_code.items()))}). Why, per judge:\n"
+                  f"  judge-engine stats {result.run_dir}\nJudge them again (cached answers are re-read, not bought again):\n"
+                  f"  judge-engine resume {result.run_dir} --retry {codes}", highlight=False)
+    if allow_unscored:
+        return EXIT_OK
+    console.print(f"Exit code {EXIT_UNSCORED}: the run is complete but not every task is scored "
+                  "(--allow-unscored makes this exit 0).")
+    return EXIT_UNSCORED

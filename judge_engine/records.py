@@ -1,0 +1,557 @@
+"""The run directory's formats, defined once: the manifest, the outcome line, the attempt line.
+
+Every writer builds these records here and every reader reads through here, so a field has one
+name, one type and one meaning wherever it is used (the engine, ``show``, ``stats``, and later
+export, rescore and the viewer). Each persisted document carries its format version, and
+:meth:`OutcomeRecord.from_dict`, :func:`transcript_record` and :meth:`Manifest.from_dict` accept
+every version written before:
+
+============  =======  ==================================================================
+document      version  what changed
+============  =======  ==================================================================
+outcome line  1        no ``v`` key; lines before reason codes lack ``reason_code``
+              2        ``"v": 2``; otherwise as version 1
+attempt line  1        no ``v`` key; the whole request repeated in every line
+              2        ``"v": 2``; otherwise as version 1
+manifest      1        ``"format": "judge-engine-run", "version": 1``
+============  =======  ==================================================================
+
+A file written by a *newer* judge-engine is refused with a :class:`~judge_engine.errors.RunDirError`
+rather than misread. The records are plain slotted dataclasses: one is built for every task and
+every attempt of a run, and pydantic validation there would cost more than the rest of writing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from judge_engine.errors import ReasonCode, RunDirError
+
+OUTCOME_VERSION = 2
+ATTEMPT_VERSION = 2
+MANIFEST_FORMAT = "judge-engine-run"
+MANIFEST_VERSION = 1
+
+MANIFEST = "run.json"
+OUTCOMES = "outcomes.jsonl"
+TRANSCRIPTS = "transcripts.jsonl"
+LOCK = ".lock"
+
+UNRECORDED = "unrecorded"
+"""The reason code read for an unscored outcome written before reason codes existed."""
+
+Status = Literal["scored", "unscored"]
+RunStatus = Literal["running", "completed", "cancelled", "failed"]
+
+
+def _newer(kind: str, version: int, supported: int, where: str) -> RunDirError:
+    return RunDirError(f"{where}: {kind} format {version} was written by a newer judge-engine "
+                       f"(this one reads up to {supported}); upgrade judge-engine to read it")
+
+
+# --- outcome lines ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeRecord:
+    """One line of ``outcomes.jsonl``: how one task ended.
+
+    A task judged again (``resume --retry``) has a later line that supersedes this one: every
+    reader takes the last line per ``task_id``.
+    """
+
+    task_id: str
+    """Content hash of the task (judge identity, item, variant, temperature, repeat)."""
+    item_id: str
+    judge: str
+    protocol: str
+    protocol_version: str
+    model: str
+    """The judge's configured model (a demo run keeps the config's model here too)."""
+    temperature: float
+    repeat: int
+    variant: str
+    """The protocol's sub-task (``AB``/``BA`` orders, a BWS rotation), ``""`` when it has none."""
+    status: Status
+    score: float | None = None
+    """The headline score (None when unscored, or for a purely categorical verdict)."""
+    scores: Mapping[str, float] = field(default_factory=dict)
+    """Named breakdowns: per aspect, dimension or candidate."""
+    verdict: Mapping[str, Any] | None = None
+    """The parsed answer, as the protocol's output model dumps it."""
+    reason: str | None = None
+    """Why the task is unscored, for a person."""
+    reason_code: str | None = None
+    """Why the task is unscored, as a :class:`~judge_engine.errors.ReasonCode` value
+    (``unrecorded`` for lines written before reason codes)."""
+    attempts: int = 0
+    """Transcript lines of this task's provider attempts (cache hits included)."""
+    reasks: int = 0
+    cache_hits: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    at: str = ""
+    """When the task finished (UTC, ISO 8601)."""
+
+    @property
+    def scored(self) -> bool:
+        return self.status == "scored"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The line as written (current version)."""
+        return {
+            "v": OUTCOME_VERSION,
+            "task_id": self.task_id,
+            "item_id": self.item_id,
+            "judge": self.judge,
+            "protocol": self.protocol,
+            "protocol_version": self.protocol_version,
+            "model": self.model,
+            "temperature": self.temperature,
+            "repeat": self.repeat,
+            "variant": self.variant,
+            "status": self.status,
+            "score": self.score,
+            "scores": dict(self.scores),
+            "verdict": None if self.verdict is None else dict(self.verdict),
+            "reason": self.reason,
+            "reason_code": self.reason_code,
+            "attempts": self.attempts,
+            "reasks": self.reasks,
+            "cache_hits": self.cache_hits,
+            "cost": self.cost,
+            "latency_s": self.latency_s,
+            "at": self.at,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], *, where: str = OUTCOMES) -> OutcomeRecord:
+        """Read an outcome line of any version.
+
+        Raises:
+            RunDirError: a line from a newer version, or one without the fields every version has.
+        """
+        version = int(raw.get("v") or 1)
+        if version > OUTCOME_VERSION:
+            raise _newer("outcome line", version, OUTCOME_VERSION, where)
+        try:
+            status: Status = "scored" if raw["status"] == "scored" else "unscored"
+            code = raw.get("reason_code")
+            return cls(
+                task_id=str(raw["task_id"]),
+                item_id=str(raw["item_id"]),
+                judge=str(raw["judge"]),
+                protocol=str(raw.get("protocol") or ""),
+                protocol_version=str(raw.get("protocol_version") or ""),
+                model=str(raw.get("model") or ""),
+                temperature=float(raw.get("temperature") or 0.0),
+                repeat=int(raw.get("repeat") or 0),
+                variant=str(raw.get("variant") or ""),
+                status=status,
+                score=None if raw.get("score") is None else float(raw["score"]),
+                scores={str(k): float(v) for k, v in (raw.get("scores") or {}).items() if v is not None},
+                verdict=raw.get("verdict"),
+                reason=raw.get("reason"),
+                reason_code=None if status == "scored" else str(code or UNRECORDED),
+                attempts=int(raw.get("attempts") or 0),
+                reasks=int(raw.get("reasks") or 0),
+                cache_hits=int(raw.get("cache_hits") or 0),
+                cost=float(raw.get("cost") or 0.0),
+                latency_s=float(raw.get("latency_s") or 0.0),
+                at=str(raw.get("at") or ""),
+            )
+        except KeyError as exc:
+            raise RunDirError(f"{where}: an outcome line without {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise RunDirError(f"{where}: a malformed outcome line ({exc})") from None
+
+
+# --- transcript lines ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One line of ``transcripts.jsonl`` per provider attempt (or cache hit) of a task."""
+
+    task_id: str
+    judge: str
+    item_id: str
+    attempt: int
+    """1, 2, ... over the whole task (re-asks and retries included)."""
+    reask: int
+    """How many re-asks preceded this attempt (0: the original question)."""
+    at: str
+    request: Mapping[str, Any]
+    """The request as sent: model, messages, temperature, max_tokens, response_format, params,
+    api_base. Never the API key."""
+    cache_hit: bool = False
+    latency_s: float = 0.0
+    response: Mapping[str, Any] | None = None
+    """The raw answer (content, finish_reason, usage, cost, kept headers, model), or None."""
+    usage: Mapping[str, int] | None = None
+    cost: float | None = None
+    """What this attempt cost (0 for a cache hit); None when it failed."""
+    error: Mapping[str, Any] | None = None
+    """``{kind, status, message}`` of a failed attempt (redacted), or None."""
+
+    def to_dict(self) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "v": ATTEMPT_VERSION,
+            "task_id": self.task_id,
+            "judge": self.judge,
+            "item_id": self.item_id,
+            "attempt": self.attempt,
+            "reask": self.reask,
+            "at": self.at,
+            "request": dict(self.request),
+            "cache_hit": self.cache_hit,
+            "latency_s": self.latency_s,
+        }
+        if self.response is not None:
+            record["response"] = dict(self.response)
+            record["usage"] = dict(self.usage or {})
+            record["cost"] = self.cost
+        if self.error is not None:
+            record["error"] = dict(self.error)
+        return record
+
+    @property
+    def paid(self) -> bool:
+        """Whether this attempt was sent to the provider (a cache hit was not)."""
+        return not self.cache_hit
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolErrorRecord:
+    """A transcript line for a task whose protocol code raised (a bug): the traceback, kept."""
+
+    task_id: str
+    judge: str
+    item_id: str
+    at: str
+    stage: str
+    """``render``, ``parse``, ``score`` or ``reask``."""
+    error: str
+    traceback: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"v": ATTEMPT_VERSION, "task_id": self.task_id, "judge": self.judge, "item_id": self.item_id,
+                "at": self.at, "event": "protocol_error", "stage": self.stage, "error": self.error,
+                "traceback": self.traceback}
+
+
+TranscriptRecord = AttemptRecord | ProtocolErrorRecord
+
+
+def transcript_record(raw: Mapping[str, Any], *, where: str = TRANSCRIPTS) -> TranscriptRecord:
+    """Read a transcript line of any version.
+
+    Raises:
+        RunDirError: a line from a newer version, or one without the fields every version has.
+    """
+    version = int(raw.get("v") or 1)
+    if version > ATTEMPT_VERSION:
+        raise _newer("transcript line", version, ATTEMPT_VERSION, where)
+    try:
+        if raw.get("event") == "protocol_error":
+            return ProtocolErrorRecord(
+                task_id=str(raw["task_id"]), judge=str(raw.get("judge") or ""), item_id=str(raw.get("item_id") or ""),
+                at=str(raw.get("at") or ""), stage=str(raw.get("stage") or ""), error=str(raw.get("error") or ""),
+                traceback=str(raw.get("traceback") or ""),
+            )  # fmt: skip
+        return AttemptRecord(
+            task_id=str(raw["task_id"]),
+            judge=str(raw.get("judge") or ""),
+            item_id=str(raw.get("item_id") or ""),
+            attempt=int(raw.get("attempt") or 0),
+            reask=int(raw.get("reask") or 0),
+            at=str(raw.get("at") or ""),
+            request=raw["request"],
+            cache_hit=bool(raw.get("cache_hit")),
+            latency_s=float(raw.get("latency_s") or 0.0),
+            response=raw.get("response"),
+            usage=raw.get("usage"),
+            cost=None if raw.get("cost") is None else float(raw["cost"]),
+            error=raw.get("error"),
+        )
+    except KeyError as exc:
+        raise RunDirError(f"{where}: a transcript line without {exc.args[0]!r}") from None
+    except (TypeError, ValueError) as exc:
+        raise RunDirError(f"{where}: a malformed transcript line ({exc})") from None
+
+
+# --- what a run spent, and how its tasks ended (parts of the manifest) --------------------------
+
+
+@dataclass(slots=True)
+class Spend:
+    """What provider attempts cost, summed over transcript lines."""
+
+    calls: int = 0
+    """Attempts sent to the provider (failed ones included; cache hits not)."""
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+
+    def add(self, record: TranscriptRecord) -> None:
+        """Count one transcript line (protocol-error lines count nothing)."""
+        if not isinstance(record, AttemptRecord):
+            return
+        if record.cache_hit:
+            self.cache_hits += 1
+            return
+        self.calls += 1
+        if record.usage:
+            self.prompt_tokens += int(record.usage.get("prompt_tokens") or 0)
+            self.completion_tokens += int(record.usage.get("completion_tokens") or 0)
+        self.cost += float(record.cost or 0.0)
+
+    def minus(self, other: Spend) -> Spend:
+        """This spend less ``other`` (e.g. a session's share of the run's)."""
+        return Spend(self.calls - other.calls, self.cache_hits - other.cache_hits,
+                     self.prompt_tokens - other.prompt_tokens,
+                     self.completion_tokens - other.completion_tokens, self.cost - other.cost)
+
+    def plus(self, other: Spend) -> Spend:
+        return Spend(self.calls + other.calls, self.cache_hits + other.cache_hits,
+                     self.prompt_tokens + other.prompt_tokens,
+                     self.completion_tokens + other.completion_tokens, self.cost + other.cost)
+
+    @property
+    def tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "cost": round(self.cost, 8)}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> Spend:
+        raw = raw or {}
+        return cls(int(raw.get("calls") or 0), int(raw.get("cache_hits") or 0),
+                   int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0),
+                   float(raw.get("cost") or 0.0))
+
+
+def total_spend(spends: Mapping[str, Spend]) -> Spend:
+    total = Spend()
+    for spend in spends.values():
+        total = total.plus(spend)
+    return total
+
+
+def spend_section(spends: Mapping[str, Spend], *, covers_bytes: int | None = None) -> dict[str, Any]:
+    """The manifest's ``spend``: the total, per judge, and the transcript offset it covers."""
+    section: dict[str, Any] = {"total": total_spend(spends).to_dict(),
+                               "judges": {judge: spend.to_dict() for judge, spend in sorted(spends.items())}}
+    if covers_bytes is not None:
+        section["covers_bytes"] = covers_bytes
+    return section
+
+
+@dataclass(slots=True)
+class Counts:
+    """Tasks, scored and unscored (by reason code) of one judge or of the whole run."""
+
+    tasks: int = 0
+    scored: int = 0
+    unscored: int = 0
+    unscored_by_code: dict[str, int] = field(default_factory=dict)
+
+    def add(self, status: str, reason_code: str | None) -> None:
+        self.tasks += 1
+        if status == "scored":
+            self.scored += 1
+            return
+        self.unscored += 1
+        code = reason_code or UNRECORDED
+        self.unscored_by_code[code] = self.unscored_by_code.get(code, 0) + 1
+
+    def merge(self, other: Counts) -> None:
+        self.tasks += other.tasks
+        self.scored += other.scored
+        self.unscored += other.unscored
+        for code, n in other.unscored_by_code.items():
+            self.unscored_by_code[code] = self.unscored_by_code.get(code, 0) + n
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tasks": self.tasks, "scored": self.scored, "unscored": self.unscored,
+                "unscored_by_code": dict(sorted(self.unscored_by_code.items()))}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> Counts:
+        raw = raw or {}
+        return cls(int(raw.get("tasks") or 0), int(raw.get("scored") or 0), int(raw.get("unscored") or 0),
+                   {str(k): int(v) for k, v in (raw.get("unscored_by_code") or {}).items()})
+
+
+def counts_section(per_judge: Mapping[str, Counts]) -> dict[str, Any]:
+    """The manifest's ``counts``: the total and per judge."""
+    total = Counts()
+    for counts in per_judge.values():
+        total.merge(counts)
+    return {"total": total.to_dict(), "judges": {judge: c.to_dict() for judge, c in per_judge.items()}}
+
+
+# --- the manifest -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class JudgeEntry:
+    """What the manifest records of one judge: enough to read its outcomes without the config."""
+
+    name: str
+    model: str
+    protocol: str
+    protocol_version: str
+    protocol_options: dict[str, Any]
+    templates: dict[str, str]
+    """Template path -> content hash: which prompts produced the answers."""
+    temperatures: list[float]
+    repeats: int
+    score_range: list[float] | None
+    tasks_per_item_variant: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "model": self.model, "protocol": self.protocol,
+                "protocol_version": self.protocol_version, "protocol_options": self.protocol_options,
+                "templates": self.templates, "temperatures": self.temperatures, "repeats": self.repeats,
+                "score_range": self.score_range, "tasks_per_item_variant": self.tasks_per_item_variant}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> JudgeEntry:
+        return cls(
+            name=str(raw["name"]), model=str(raw.get("model") or ""), protocol=str(raw.get("protocol") or ""),
+            protocol_version=str(raw.get("protocol_version") or ""),
+            protocol_options=dict(raw.get("protocol_options") or {}), templates=dict(raw.get("templates") or {}),
+            temperatures=[float(t) for t in raw.get("temperatures") or []], repeats=int(raw.get("repeats") or 1),
+            score_range=None if raw.get("score_range") is None else [float(x) for x in raw["score_range"]],
+            tasks_per_item_variant=int(raw.get("tasks_per_item_variant") or 1),
+        )  # fmt: skip
+
+
+SYNTHETIC_NOTE = ("DEMO RUN: every answer came from judge-engine's built-in fake server; they are "
+                  "synthetic, not a model's judgments")
+"""What a demo run's manifest says about itself (and ``show``, ``stats`` and ``meta`` print)."""
+
+
+@dataclass(slots=True)
+class Manifest:
+    """``run.json``: the run's identity, configuration (no secrets), versions, status and totals.
+
+    It is rewritten atomically while the run goes on (status, counts, spend, sessions).
+    """
+
+    run_id: str
+    status: RunStatus
+    created_at: str
+    updated_at: str
+    package_version: str
+    versions: dict[str, str | None]
+    """Python and litellm versions of the session that created the run."""
+    demo: bool
+    config_path: str
+    """The config file, absolute."""
+    config_path_from_run: str
+    """The config file relative to the run directory (found again if the project moves)."""
+    config: dict[str, Any]
+    """The resolved config, secrets removed."""
+    overrides: dict[str, Any]
+    """Command-line overrides (``--model``, ``--limit``...), applied again by ``resume``."""
+    dataset: dict[str, Any]
+    """``{path, fingerprint, items}``."""
+    judges: list[JudgeEntry]
+    counts: dict[str, Any] = field(default_factory=dict)
+    """:func:`counts_section` of the latest outcomes."""
+    spend: dict[str, Any] = field(default_factory=dict)
+    """:func:`spend_section` of the whole run, with the transcript offset it covers."""
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    """One entry per session: started/ended, status, tasks judged, its own spend, ``--retry``."""
+    failures: dict[str, str] = field(default_factory=dict)
+    """Judge -> why it stopped, when the last session failed."""
+    version: int = MANIFEST_VERSION
+
+    @property
+    def synthetic(self) -> str | None:
+        return SYNTHETIC_NOTE if self.demo else None
+
+    def judge(self, name: str) -> JudgeEntry | None:
+        return next((j for j in self.judges if j.name == name), None)
+
+    @property
+    def total_counts(self) -> Counts:
+        return Counts.from_dict((self.counts or {}).get("total"))
+
+    def to_dict(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
+            "format": MANIFEST_FORMAT,
+            "version": MANIFEST_VERSION,
+            "run_id": self.run_id,
+            "status": self.status,
+            "created_at": self.created_at,
+            "updated_at": self.updated_at,
+            "package_version": self.package_version,
+            "versions": self.versions,
+            "demo": self.demo,
+        }
+        if self.demo:
+            document["synthetic"] = SYNTHETIC_NOTE
+        document.update({
+            "config_path": self.config_path,
+            "config_path_from_run": self.config_path_from_run,
+            "config": self.config,
+            "overrides": self.overrides,
+            "dataset": self.dataset,
+            "judges": [j.to_dict() for j in self.judges],
+            "counts": self.counts,
+            "spend": self.spend,
+            "sessions": self.sessions,
+        })
+        if self.failures:
+            document["failures"] = self.failures
+        return document
+
+    @classmethod
+    def from_dict(cls, raw: Any, *, where: str = MANIFEST) -> Manifest:
+        """Read a manifest of any version.
+
+        Raises:
+            RunDirError: not a judge-engine manifest, or one from a newer version.
+        """
+        if not isinstance(raw, Mapping) or raw.get("format") != MANIFEST_FORMAT:
+            raise RunDirError(f"{where}: not a judge-engine manifest")
+        version = int(raw.get("version") or 0)
+        if version > MANIFEST_VERSION:
+            raise _newer("manifest", version, MANIFEST_VERSION, where)
+        try:
+            status = str(raw.get("status") or "running")
+            return cls(
+                run_id=str(raw["run_id"]),
+                status=status if status in ("running", "completed", "cancelled", "failed") else "running",  # type: ignore[arg-type]
+                created_at=str(raw.get("created_at") or ""),
+                updated_at=str(raw.get("updated_at") or ""),
+                package_version=str(raw.get("package_version") or ""),
+                versions=dict(raw.get("versions") or {}),
+                demo=bool(raw.get("demo")),
+                config_path=str(raw.get("config_path") or ""),
+                config_path_from_run=str(raw.get("config_path_from_run") or ""),
+                config=dict(raw.get("config") or {}),
+                overrides=dict(raw.get("overrides") or {}),
+                dataset=dict(raw.get("dataset") or {}),
+                judges=[JudgeEntry.from_dict(j) for j in raw.get("judges") or []],
+                counts=dict(raw.get("counts") or {}),
+                spend=dict(raw.get("spend") or {}),
+                sessions=list(raw.get("sessions") or []),
+                failures=dict(raw.get("failures") or {}),
+                version=version,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RunDirError(f"{where}: a malformed manifest ({exc!r})") from None
+
+
+def reason_codes() -> list[str]:
+    """Every reason code an outcome line can carry, including :data:`UNRECORDED`."""
+    return [str(code) for code in ReasonCode] + [UNRECORDED]

@@ -1,0 +1,468 @@
+"""A session: one ``run`` or ``resume``, from a config file (or a run directory) to a finished run.
+
+```
+run(config) / resume(run_dir)
+  1. prepare: load the config with its overrides -> build the protocols -> scan the dataset once
+     (every row checked, variants counted) -> find or create the run directory (a config's run id
+     is a content hash: running it again resumes it) -> check API keys before anything is sent
+  2. endpoints: where each judge's requests go, resolved once (--demo: the built-in fake server)
+  3. execute: open the run store and the answer cache -> build each judge's runtime (lane,
+     provider, endpoint) -> the engine judges every task not yet done -> the manifest records
+     counts, spend and this session (checkpointed every 30 s while it runs)
+```
+
+Nothing here prints. What a person watches (the live display, progress lines) reads a
+:class:`~judge_engine.runtime.RunProgress` that the session fills in; the session never calls
+back into the command line. Signals: the first Ctrl-C (or SIGTERM) stops dispatching at once and
+gives the calls in flight :data:`GRACE_S` seconds; a second one cancels them. Either way the
+manifest says ``cancelled`` and :func:`resume` finishes the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import platform
+import signal
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from judge_engine import __version__
+from judge_engine.cache import AnswerCache
+from judge_engine.config import JobConfig, JudgeConfig, load_config
+from judge_engine.dataset import DatasetSummary, scan
+from judge_engine.engine import Engine, EngineResult
+from judge_engine.errors import ConfigError, RunDirError
+from judge_engine.lanes import Lane
+from judge_engine.plan import build_protocol, run_id, template_hashes
+from judge_engine.protocols import Protocol
+from judge_engine.providers import Endpoint, check_credentials, endpoint_for, for_judge
+from judge_engine.records import (
+    MANIFEST,
+    Counts,
+    JudgeEntry,
+    Manifest,
+    Spend,
+    reason_codes,
+    spend_section,
+    total_spend,
+)
+from judge_engine.runtime import JudgeRuntime, RunProgress
+from judge_engine.store import RunStore, count_outcomes, latest_outcomes, read_manifest, utc_now
+
+GRACE_S = 10.0
+"""How long in-flight calls may finish after the first Ctrl-C."""
+CHECKPOINT_S = 30.0
+"""How often a running run's manifest is rewritten with its counts and spend."""
+LATEST = "latest"
+"""A symlink in the runs directory to the run started or resumed last."""
+RETRY_ALL = "unscored"
+"""``--retry`` value that selects every unscored task, whatever its reason code."""
+DEMO_API_BASE = "demo://fake-server"
+"""The ``api_base`` a demo run's config gets: demo answers get cache keys of their own, so they
+never mix with a real model's and stay cached across demo runs."""
+
+
+@dataclass(slots=True)
+class PreparedRun:
+    """Everything known before anything is sent: validated config, protocols, the dataset's
+    summary, the run directory and its manifest (new, or as recorded)."""
+
+    config: JobConfig
+    run_dir: Path
+    protocols: dict[str, Protocol]
+    dataset: DatasetSummary
+    manifest: Manifest
+    resumed: bool
+    demo: bool
+
+    def tasks_of(self, judge: JudgeConfig) -> int:
+        """How many tasks ``judge`` has over the whole dataset (from the scan)."""
+        index = [j.name for j in self.config.judges].index(judge.name)
+        variants = self.dataset.variants[index] if self.dataset.variants else self.dataset.items
+        return variants * len(judge.temperatures) * judge.repeats
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeTotals:
+    """One judge's share of this session, beyond what the manifest records."""
+
+    name: str
+    model: str
+    protocol: str
+    retries: int = 0
+    reasks: int = 0
+    rate_limited: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a session ended. Nothing was printed; the command line decides what to say."""
+
+    run_dir: Path
+    status: Literal["completed", "cancelled", "failed"]
+    manifest: Manifest
+    """The manifest as written at the end (counts, spend, sessions)."""
+    judges: list[JudgeTotals] = field(default_factory=list)
+    failures: dict[str, str] = field(default_factory=dict)
+    """Judge -> why it stopped (``status == "failed"``)."""
+    elapsed_s: float = 0.0
+    already_complete: bool = False
+    """Nothing was judged: the run had finished before (and no ``--retry`` was asked)."""
+    started_by: Literal["run", "resume"] = "run"
+
+    @property
+    def counts(self) -> Counts:
+        """The whole run's tasks, scored and unscored by reason code."""
+        return self.manifest.total_counts
+
+    @property
+    def demo(self) -> bool:
+        return self.manifest.demo
+
+
+# --- 1. prepare -------------------------------------------------------------------------------
+
+
+def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: bool = False,
+            new_run: bool = False, run_dir: Path | None = None, check_keys: bool = True) -> PreparedRun:
+    """Validate everything that can be validated offline and find or create the run directory.
+
+    Args:
+        overrides: command-line overrides (see :func:`~judge_engine.config.load_config`); they
+            are recorded in the manifest, so ``resume`` applies them again.
+        demo: answer with the built-in fake server (the run's name and manifest say so).
+        run_dir: resume this run directory (its name must still match the config and data:
+            the run id, plus the suffix of a ``--new-run``).
+        check_keys: fail when a judge's provider needs an API key that is not set (not for a
+            demo, nor for ``plan``, which sends nothing).
+
+    Raises:
+        ConfigError, DatasetError, TemplateError, RunDirError: bad input, named.
+    """
+    overrides = dict(overrides or {})
+    if demo:
+        overrides["api_base"] = DEMO_API_BASE
+    config = load_config(config_path, overrides=overrides)
+    protocols = {judge.name: build_protocol(judge) for judge in config.judges}
+    required = sorted({f for p in protocols.values() for f in p.required_fields})
+    ordered = [protocols[j.name] for j in config.judges]
+    dataset = scan(config.dataset, required, [p.check_item for p in ordered],
+                   [lambda item, p=p: len(p.variants(item)) for p in ordered])  # type: ignore[misc]
+    stem = config_path.stem if config_path.stem != "config" else config_path.resolve().parent.name or "run"
+    # A demo's run says so in its name: its answers are synthetic, never to be mistaken for a model's.
+    identity = run_id(config, protocols, dataset, stem=f"{stem}-demo" if demo else stem)
+    if run_dir is not None:
+        run_dir = run_dir.resolve()  # runs/latest is a symlink: name the run itself
+        if run_dir.name != identity and not run_dir.name.startswith(f"{identity}-"):
+            raise RunDirError(f"{run_dir}: its config or dataset changed since the run started (they now make "
+                              f"run {identity}); run the config to start a new run")
+    else:
+        if new_run:
+            identity = f"{identity}-{utc_now().replace(':', '').replace('-', '')[:15]}"
+        run_dir = config.output.dir / identity
+    resumed = (run_dir / MANIFEST).exists()
+    manifest = read_manifest(run_dir) if resumed else new_manifest(
+        config, protocols, dataset, run_dir.name, config_path=config_path, run_dir=run_dir, demo=demo,
+        overrides=overrides)
+    if check_keys and not demo:
+        check_credentials(config)
+    return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed, demo)
+
+
+def new_manifest(config: JobConfig, protocols: Mapping[str, Protocol], dataset: DatasetSummary, identity: str, *,
+                 config_path: Path, run_dir: Path, demo: bool, overrides: Mapping[str, Any]) -> Manifest:
+    """The manifest of a run about to start."""
+    judges = []
+    for judge in config.judges:
+        protocol = protocols[judge.name]
+        judges.append(JudgeEntry(
+            name=judge.name, model=judge.model, protocol=protocol.name, protocol_version=protocol.version,
+            protocol_options=protocol.options.model_dump(mode="json"),
+            templates=dict(zip(protocol.templates(), template_hashes(protocol), strict=True)),
+            temperatures=list(judge.temperatures), repeats=judge.repeats,
+            score_range=list(r) if (r := protocol.score_range()) else None,
+            tasks_per_item_variant=len(judge.temperatures) * judge.repeats,
+        ))  # fmt: skip
+    now = utc_now()
+    return Manifest(
+        run_id=identity, status="running", created_at=now, updated_at=now, package_version=__version__,
+        versions={"python": platform.python_version(), "litellm": _version("litellm")}, demo=demo,
+        config_path=str(config_path.resolve()),
+        config_path_from_run=os.path.relpath(config_path.resolve(), run_dir.resolve()),
+        config=config.manifest_view(),
+        # The demo endpoint is implied by "demo"; paths as strings so the manifest stays JSON.
+        overrides={key: str(value) if isinstance(value, Path) else value
+                   for key, value in overrides.items() if value is not None and key != "api_base"},
+        dataset={"path": str(config.dataset.path), "fingerprint": dataset.fingerprint, "items": dataset.items},
+        judges=judges,
+    )  # fmt: skip
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def recorded_config_path(run_dir: Path, manifest: Manifest) -> Path:
+    """The config a run was started from: the absolute path recorded, else the path relative to
+    the run directory (the project moved), else, for runs recorded before absolute paths, the
+    path as given relative to the current directory or to the config's folder (the runs
+    directory's parent, where ``output.dir`` is relative to)."""
+    recorded = Path(manifest.config_path)
+    candidates = [recorded]
+    if manifest.config_path_from_run:
+        candidates.append(run_dir / manifest.config_path_from_run)
+    if not recorded.is_absolute():
+        candidates += [parent / recorded.name for parent in run_dir.resolve().parents[:3]]
+    for candidate in candidates:
+        if str(candidate) and candidate.is_file():
+            return candidate
+    raise RunDirError(f"{run_dir}: its config {recorded} is gone; run the config again instead")
+
+
+def prepare_resume(run_dir: Path, *, overrides: Mapping[str, Any] | None = None) -> PreparedRun:
+    """Rebuild a prepared run from a run directory's manifest, from any working directory: the
+    config as recorded, with the command-line overrides it was started with (``--model``,
+    ``--limit``, ``--cache-dir``...) and then ``overrides``."""
+    manifest = read_manifest(run_dir)
+    config_path = recorded_config_path(run_dir, manifest)
+    merged = {**manifest.overrides, **(overrides or {})}
+    return prepare(config_path, overrides=merged, demo=manifest.demo, run_dir=run_dir)
+
+
+def retry_codes(retry: str | None) -> frozenset[str] | None:
+    """The reason codes ``resume --retry`` names (``unscored``: all of them), checked.
+
+    Raises:
+        ConfigError: an unknown reason code (the message lists the known ones).
+    """
+    if retry is None:
+        return None
+    codes = frozenset(c.strip() for c in retry.split(",") if c.strip())
+    known = {*reason_codes(), RETRY_ALL}
+    if not codes or codes - known:
+        raise ConfigError(f"--retry {retry}: unknown reason code {', '.join(sorted(codes - known)) or '(none)'} "
+                          f"(use {RETRY_ALL} or some of: {', '.join(sorted(reason_codes()))})")
+    return codes
+
+
+def retry_selection(run_dir: Path, codes: frozenset[str] | None) -> tuple[set[str], set[str]]:
+    """(task ids finished and left alone, task ids to judge again) for ``resume --retry``:
+    tasks whose last outcome is unscored with one of ``codes`` (see :func:`retry_codes`) are
+    judged again; with None, only tasks with no outcome yet are judged."""
+    latest = latest_outcomes(run_dir)
+    if codes is None:
+        return set(latest), set()
+    again = {task for task, o in latest.items() if o.status != "scored"
+             and (RETRY_ALL in codes or str(o.reason_code) in codes)}
+    return set(latest) - again, again
+
+
+# --- 2. endpoints -----------------------------------------------------------------------------
+
+
+def demo_endpoint(judge: JudgeConfig, url: str) -> Endpoint:
+    """The fake server for ``judge``: the model's own name under ``openai/`` (the fake speaks
+    OpenAI's API), a throwaway key."""
+    return Endpoint("openai/" + judge.model.split("/")[-1], url, "demo-key")
+
+
+@contextlib.contextmanager
+def endpoints(prepared: PreparedRun) -> Iterator[dict[str, Endpoint]]:
+    """Judge name -> where its requests go, for as long as the session runs. A demo starts the
+    project's fake server on a free loopback port, in its own session so that a Ctrl-C meant
+    for the run does not kill it under the calls in flight, and stops it afterwards."""
+    if not prepared.demo:
+        yield {judge.name: endpoint_for(judge) for judge in prepared.config.judges}
+        return
+    from judge_engine.fake import FakeConfig, FakeServerProcess
+
+    with FakeServerProcess(FakeConfig(latency_s=0.05, latency_jitter_s=0.03), own_session=True) as server:
+        yield {judge.name: demo_endpoint(judge, server.base_url) for judge in prepared.config.judges}
+
+
+# --- 3. execute -------------------------------------------------------------------------------
+
+
+def run(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: bool = False,
+        new_run: bool = False, progress: RunProgress | None = None) -> RunResult:
+    """Judge a config's dataset, or resume its run if it ran before (see the module docstring).
+
+    Raises:
+        ConfigError, DatasetError, TemplateError, RunDirError: bad input, before anything is sent.
+    """
+    return _session(prepare(config_path, overrides=overrides, demo=demo, new_run=new_run), None, progress, "run")
+
+
+def resume(run_dir: Path, *, retry: str | None = None, progress: RunProgress | None = None) -> RunResult:
+    """Finish a killed, cancelled or stopped run, or judge its unscored tasks again (``retry``:
+    ``unscored`` or reason codes separated by commas)."""
+    codes = retry_codes(retry)
+    return _session(prepare_resume(run_dir), codes, progress, "resume")
+
+
+def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunProgress | None,
+             started_by: Literal["run", "resume"]) -> RunResult:
+    progress = progress if progress is not None else RunProgress()
+    progress.run_dir, progress.demo, progress.retry = prepared.run_dir, prepared.demo, retry
+    if prepared.resumed and prepared.manifest.status == "completed" and retry is None:
+        progress.finished = True
+        return RunResult(prepared.run_dir, "completed", prepared.manifest, already_complete=True,
+                         started_by=started_by)
+    try:
+        with endpoints(prepared) as where:
+            result = asyncio.run(execute(prepared, where, progress=progress, retry=retry))
+    finally:
+        progress.finished = True
+    return dataclasses.replace(result, started_by=started_by)
+
+
+async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progress: RunProgress | None = None,
+                  retry: frozenset[str] | None = None, install_signals: bool = True) -> RunResult:
+    """Run (or resume) a prepared run to the end, a failure, or a stop request.
+
+    Args:
+        where: each judge's endpoint (:func:`endpoints`).
+        progress: filled in as the session goes, for whoever watches it.
+        retry: ``resume --retry``: ``unscored`` or reason codes (checked by :func:`retry_codes`);
+            their tasks are judged again and their new outcome lines supersede the old ones.
+    """
+    progress = progress if progress is not None else RunProgress()
+    started = time.monotonic()
+    run_dir = prepared.run_dir
+    store = RunStore.open(run_dir) if prepared.resumed else RunStore.create(run_dir, prepared.manifest)
+    point_latest(run_dir)
+    cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled)
+    runtimes: list[JudgeRuntime] = []
+    try:
+        done, again = retry_selection(run_dir, retry)
+        runtimes = [_runtime(prepared, judge, where[judge.name]) for judge in prepared.config.judges]
+        engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, done=done, again=again)
+        spent_before = {judge: Spend().plus(spend) for judge, spend in store.spend.items()}
+        session: dict[str, Any] = {"started_at": utc_now(), "status": "running",
+                                   "retry": sorted(retry) if retry is not None else None}
+        manifest = prepared.manifest
+        manifest.sessions = [*manifest.sessions, session]
+        manifest.status, manifest.updated_at, manifest.spend = "running", utc_now(), store.spend_record()
+        store.write_manifest(manifest)
+        progress.start(engine)
+        main = asyncio.current_task()
+        restore = _install_signals(engine, main, progress) if install_signals else (lambda: None)
+        checkpoints = asyncio.create_task(_checkpoint(store, manifest))
+        try:
+            outcome = await engine.run()
+        except asyncio.CancelledError:
+            outcome = EngineResult("cancelled", {})
+            if main is not None:
+                main.uncancel()
+        finally:
+            restore()
+            checkpoints.cancel()
+        session.update(ended_at=utc_now(), status=outcome.status,
+                       judged=sum(j.counters.done - j.counters.resumed for j in runtimes),
+                       spend=_session_spend(store, spent_before))
+        manifest.status, manifest.updated_at = outcome.status, utc_now()
+        manifest.counts = count_outcomes(latest_outcomes(run_dir))
+        manifest.spend, manifest.failures = store.spend_record(), dict(outcome.failures)
+        store.write_manifest(manifest)
+        totals = [JudgeTotals(j.config.name, j.config.model, j.protocol.name, j.counters.retries, j.counters.reasks,
+                              j.lane.stats.rate_limited) for j in runtimes]
+        return RunResult(run_dir, outcome.status, manifest, totals, dict(outcome.failures),
+                         time.monotonic() - started)
+    finally:
+        await _close_providers(runtimes)
+        try:
+            cache.close()  # writes the last batch of answers, which can fail (disk full)
+        finally:
+            store.close()
+
+
+def _runtime(prepared: PreparedRun, judge: JudgeConfig, endpoint: Endpoint) -> JudgeRuntime:
+    protocol = prepared.protocols[judge.name]
+    runtime = JudgeRuntime(
+        config=judge,
+        protocol=protocol,
+        endpoint=endpoint,
+        template_hashes=template_hashes(protocol),
+        lane=Lane(judge.name, judge.limits),
+        provider=for_judge(judge, endpoint),
+    )
+    runtime.counters.total = prepared.tasks_of(judge)
+    return runtime
+
+
+def _session_spend(store: RunStore, before: Mapping[str, Spend]) -> dict[str, Any]:
+    mine = {judge: spend.minus(before.get(judge, Spend())) for judge, spend in store.spend.items()}
+    return {"total": total_spend(mine).to_dict(), "judges": spend_section(mine)["judges"]}
+
+
+async def _checkpoint(store: RunStore, manifest: Manifest) -> None:
+    """Rewrite the manifest's spend every :data:`CHECKPOINT_S` while the run goes on, so a killed
+    run's totals need only the transcript written since the last checkpoint summed again."""
+    while True:
+        await asyncio.sleep(CHECKPOINT_S)
+        manifest.updated_at, manifest.spend = utc_now(), store.spend_record()
+        store.write_manifest(manifest)
+
+
+def point_latest(run_dir: Path) -> None:
+    """Point ``<runs dir>/latest`` at ``run_dir`` (atomically; skipped where symlinks are not
+    possible: the run directory is printed anyway)."""
+    run_dir = run_dir.resolve()
+    link = run_dir.parent / LATEST
+    temporary = run_dir.parent / f".{LATEST}.{os.getpid()}"
+    try:
+        temporary.unlink(missing_ok=True)
+        temporary.symlink_to(run_dir.name, target_is_directory=True)
+        os.replace(temporary, link)
+    except OSError:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)
+
+
+async def _close_providers(runtimes: list[JudgeRuntime]) -> None:
+    """Close the providers' connection pools."""
+    for runtime in runtimes:
+        with contextlib.suppress(Exception):
+            await runtime.provider.aclose()
+
+
+def _install_signals(engine: Engine, main: asyncio.Task[Any] | None, progress: RunProgress) -> Any:
+    loop = asyncio.get_running_loop()
+    count = 0
+
+    def on_signal() -> None:
+        nonlocal count
+        count += 1
+        if main is None:
+            engine.request_stop()
+            return
+        if count >= 2:
+            main.cancel()
+            return
+        engine.request_stop()
+        progress.stop_requested_at = time.monotonic()
+        loop.call_later(GRACE_S, lambda: main.cancel() if not main.done() else None)
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, on_signal)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError):
+            pass
+
+    def restore() -> None:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+    return restore
