@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from judge_engine import templating
 from judge_engine.errors import ConfigError, VerdictError
+from judge_engine.fake.writers import get_writer
 from judge_engine.protocols import get_protocol
 from judge_engine.protocols.close_reading import NonPragmaticSpans, NovelSpans, SpansVerdict
 from judge_engine.protocols.close_reading_parse import count_words, locate, read_expressions
@@ -301,18 +302,15 @@ def test_json_mode_recomputes_protocol_fields() -> None:
 @pytest.mark.parametrize("json_mode", [False, True])
 def test_fake_answers_parse_and_are_found(name: str, shots: str, json_mode: bool) -> None:
     protocol = _protocol(name, shots=shots, output="json" if json_mode else "text")
+    write = get_writer(name)
     item = {"passage": PASSAGE}
     messages = protocol.render(item)
     answers = set()
     for seed in range(40):
         for temperature in (0.0, 0.7, 1.0):
-            answer = protocol.fake_answer(
-                messages, seed=seed, temperature=temperature, json_mode=json_mode
-            )
+            answer = write(messages, seed=seed, temperature=temperature, json_mode=json_mode)
             assert answer is not None
-            assert answer == protocol.fake_answer(
-                messages, seed=seed, temperature=temperature, json_mode=json_mode
-            )
+            assert answer == write(messages, seed=seed, temperature=temperature, json_mode=json_mode)
             verdict = protocol.parse(answer, item)
             assert all(e.found for e in verdict.expressions)
             protocol.score(verdict, item)
@@ -321,23 +319,15 @@ def test_fake_answers_parse_and_are_found(name: str, shots: str, json_mode: bool
 
 
 def test_fake_answer_varies_with_temperature_and_ignores_other_prompts() -> None:
-    protocol = _protocol("novel-spans")
-    messages = protocol.render({"passage": PASSAGE})
-    cold = [
-        protocol.fake_answer(messages, seed=s, temperature=0.0, json_mode=False) for s in range(30)
-    ]
-    hot = [
-        protocol.fake_answer(messages, seed=s, temperature=1.0, json_mode=False) for s in range(30)
-    ]
+    write = get_writer("novel-spans")
+    messages = _protocol("novel-spans").render({"passage": PASSAGE})
+    cold = [write(messages, seed=s, temperature=0.0, json_mode=False) for s in range(30)]
+    hot = [write(messages, seed=s, temperature=1.0, json_mode=False) for s in range(30)]
     assert cold != hot
     other = _protocol("nonpragmatic-spans").render({"passage": PASSAGE})
-    assert protocol.fake_answer(other, seed=1, temperature=0.0, json_mode=False) is None
-    assert (
-        protocol.fake_answer(
-            [{"role": "user", "content": "hello"}], seed=1, temperature=0.0, json_mode=False
-        )
-        is None
-    )
+    assert write(other, seed=1, temperature=0.0, json_mode=False) is None
+    hello = [{"role": "user", "content": "hello"}]
+    assert write(hello, seed=1, temperature=0.0, json_mode=False) is None
 
 
 # --- properties of locate -------------------------------------------------------------------

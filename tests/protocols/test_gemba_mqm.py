@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from judge_engine.errors import ReasonCode, VerdictError
+from judge_engine.fake.writers.mqm import write_gemba_mqm
 from judge_engine.protocols.gemba_mqm import GembaMQM, gemba_score, legacy_parse
 from judge_engine.protocols.gemba_mqm_literary import GembaMQMLiterary
 
@@ -116,7 +117,7 @@ def test_an_answer_stopped_at_any_section_boundary_is_rejected() -> None:
     cannot be told from a complete answer; the provider's finish reason is the only sign.)"""
     protocol = GembaMQM()
     for seed in range(40):
-        answer = protocol.fake_answer(protocol.render(ITEM), seed=seed, temperature=0.0, json_mode=False)
+        answer = write_gemba_mqm(protocol.render(ITEM), seed=seed, temperature=0.0, json_mode=False)
         assert answer is not None
         lines = answer.strip().splitlines()
         protocol.parse(answer, ITEM)
@@ -153,7 +154,7 @@ def test_fake_answers_parse_in_both_modes() -> None:
         messages = protocol.render(ITEM)
         for seed in range(50):
             for temperature in (0.0, 0.5, 1.0):
-                answer = protocol.fake_answer(messages, seed=seed, temperature=temperature, json_mode=mode == "json")
+                answer = write_gemba_mqm(messages, seed=seed, temperature=temperature, json_mode=mode == "json")
                 assert answer is not None
                 score = protocol.score(protocol.parse(answer, ITEM), ITEM).score
                 assert score is not None and -25 <= score <= 0
