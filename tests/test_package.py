@@ -17,6 +17,7 @@ HOMES = {
     "orjson": {"jsonio.py"},
     "langcodes": {"languages.py"},
     "aiohttp": {"providers/openai_http.py", "fake/app.py"},
+    "unidecode": {"text.py"},
 }
 
 

@@ -9,9 +9,10 @@ example JSON braces can never be read as Jinja.
 The judge answers with ``{expression, justification}`` objects (see
 :mod:`~judge_engine.protocols.close_reading_parse` for every shape that is read; a refusal or an
 answer with no list is a :class:`VerdictError`; an explicit ``[]`` means "none found"). The
-protocol then looks each expression up in the passage (exact substring, else a normalised match)
-and records ``found`` and the character offsets ``[start, end)``. An expression that is not in the
-passage stays in the verdict with ``found: false`` and does not count.
+protocol then looks each expression up in the passage (exact substring, else a normalised match:
+:func:`judge_engine.text.locate`) and records ``found`` and the character offsets
+``[start, end)``. An expression that is not in the passage stays in the verdict with
+``found: false`` and does not count.
 
 Score: distinct found spans per word of the passage (words are whitespace-separated tokens), the
 passage-level figure the paper uses to predict expert preferences. ``Score.scores`` also has the
@@ -30,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judge_engine import templating
 from judge_engine.protocols.base import Item, Message, Protocol, ProtocolOptions, Score
-from judge_engine.protocols.close_reading_parse import count_words, locate, read_expressions
+from judge_engine.protocols.close_reading_parse import count_words, read_expressions
+from judge_engine.text import locate
 
 
 class Expression(BaseModel):
