@@ -35,7 +35,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from judge_engine import templating
+from judge_engine import templating, text
 from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.protocols.base import (
     Item,
@@ -63,7 +63,8 @@ class MQMError(BaseModel):
     span: str = ""
     """The quoted text the error is about ("" when the judge gave none)."""
     span_found: Literal["target", "source", "none"] | None = None
-    """Where the span occurs (case-insensitive); filled in by the protocol, not by the judge."""
+    """Where the span occurs, the target first (:func:`judge_engine.text.locate`: exact, else with
+    case, quote marks and spacing folded); filled in by the protocol, not by the judge."""
 
 
 class MQMVerdict(BaseModel):
@@ -250,13 +251,12 @@ class GembaMQM(Protocol):
         return self._checked(MQMError(severity=severity, category=category, span=span))
 
     def _locate(self, error: MQMError, item: Item) -> MQMError:
-        span = error.span.lower()
-        if not span:
+        if not error.span:
             return error
         where: Literal["target", "source", "none"] = "none"
-        if span in str(item.get("target", "")).lower():
+        if text.locate(error.span, str(item.get("target", ""))) is not None:
             where = "target"
-        elif span in str(item.get("source", "")).lower():
+        elif text.locate(error.span, str(item.get("source", ""))) is not None:
             where = "source"
         return error.model_copy(update={"span_found": where})
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -146,6 +147,17 @@ def test_json_mode_answers() -> None:
     with pytest.raises(VerdictError):
         protocol.parse('{"errors": [{"severity": "fatal", "category": "accuracy", "span": "b"}]}', ITEM)
     assert protocol.response_format()["type"] == "json_schema"
+
+
+def test_spans_are_found_as_judges_quote_them() -> None:
+    """A judge copies a span with other quote marks, case or spacing: it is still found (the
+    target first, then the source). A lower-case substring search found none of the first three."""
+    item = {**ITEM, "source": "Er sagte: „Nein“ und ging.", "target": "He said: “No” and left\n the room."}
+    spans = ['said: "no"', "LEFT THE ROOM", '"nein" und', "a silver whale"]
+    answer = json.dumps({"errors": [{"severity": "minor", "category": "other", "span": s} for s in spans]})
+    verdict = GembaMQM().parse(answer, item)
+    assert [e.span_found for e in verdict.errors] == ["target", "target", "source", "none"]
+    assert [e.span for e in verdict.errors] == spans  # the judge's own words are kept
 
 
 def test_fake_answers_parse_in_both_modes() -> None:
