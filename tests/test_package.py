@@ -26,6 +26,7 @@ HOMES = {
     "krippendorff": {"stats/agreement.py"},
     "rapidfuzz": {"stats/spans.py"},
     "matplotlib": {"stats/plots.py"},
+    "unidecode": {"text.py"},
 }
 """Each third-party library and the modules that may import it (numpy and pydantic are the
 stats' and the models' common language, imported wherever they are used)."""
@@ -93,6 +94,18 @@ def test_stats_does_not_import_the_engine() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not any(node.module.startswith(m) for m in engine_modules), (path, node.module)
+
+
+def test_protocols_know_nothing_of_the_fake_server() -> None:
+    """The fake server's answer writers import the protocols, never the reverse: a protocol is
+    product code, and what the fake answers to its prompt lives in ``fake/writers/``."""
+    for path in (PACKAGE / "protocols").rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            assert not any(n.startswith("judge_engine.fake") for n in names), (path.name, names)
+            assert not (isinstance(node, ast.FunctionDef) and "fake" in node.name), (path.name, node.name)
 
 
 def test_the_command_line_loads_without_pydantic_or_litellm() -> None:

@@ -1,6 +1,7 @@
-"""The project's fake OpenAI-compatible server: deterministic answers written by the protocols,
-configurable rate limits (429 + Retry-After), latency and faults. Used by the tests, by
-``judge-engine run --demo`` and by the throughput benchmarks; it binds 127.0.0.1 only.
+"""The project's fake OpenAI-compatible server: deterministic answers to every protocol's prompt
+(written by :mod:`judge_engine.fake.writers`), configurable rate limits (429 + Retry-After),
+latency and faults. Used by the tests, by ``judge-engine run --demo`` and by the throughput
+benchmarks; it binds 127.0.0.1 only.
 
 * :class:`FakeServer`: in-process, its own event loop in a daemon thread (tests).
 * :class:`FakeServerProcess`: a child process, ``python -m judge_engine.fake`` (benchmarks, demo).

@@ -1,7 +1,10 @@
-"""What the fake server answers: a deterministic function of the request, written by the protocols.
+"""What the fake server answers: a deterministic function of the request.
 
-Every registered protocol is asked in turn (``Protocol.fake_answer``); the first that recognises
-its own prompt writes the answer, so protocols added later plug in without touching the server.
+Re-ask turns are stripped, a seed is drawn from what is left, and every answer writer
+(:mod:`judge_engine.fake.writers`, one per protocol) is asked in turn; the first that recognises
+its protocol's prompt writes the answer. A request no writer recognises gets a generic answer.
+A third-party protocol plugs its answers in with
+:func:`~judge_engine.fake.writers.register_writer`, without touching the server.
 
 Token counts are a cheap deterministic stand-in for a tokenizer, chosen so that a test can
 predict them exactly and a client must reconcile its own estimates with ``usage`` (``c`` is
@@ -18,14 +21,14 @@ import hashlib
 import math
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from judge_engine import jsonio
 from judge_engine.errors import FakeRequestError
-from judge_engine.protocols import available, get_protocol
-from judge_engine.protocols.base import REASK_MARKER, Message, Protocol, stable_seed
+from judge_engine.fake.writers import Writer, writers
+from judge_engine.protocols.base import REASK_MARKER, Message, stable_seed
 
 MALFORMED_ANSWERS = (
     "I think this is quite good overall, with a few small issues.",
@@ -99,16 +102,12 @@ def is_json_mode(response_format: Any) -> bool:
 
 
 class AnswerBook:
-    """Writes answers by asking every registered protocol (each instantiated once, lazily)."""
-
-    def __init__(self) -> None:
-        self._protocols: list[Protocol] | None = None
+    """Writes answers by asking every answer writer, in protocol-name order."""
 
     @property
-    def protocols(self) -> list[Protocol]:
-        if self._protocols is None:
-            self._protocols = [get_protocol(name)() for name in available()]
-        return self._protocols
+    def writers(self) -> Mapping[str, Writer]:
+        """The writers by protocol name (the built-in ones are imported on first use)."""
+        return writers()
 
     def answer(
         self, messages: Sequence[Message], *, temperature: float, json_mode: bool, draw: int = 0
@@ -125,12 +124,10 @@ class AnswerBook:
         if temperature > 0 and draw > 0:
             if random.Random(f"{seed}:{draw}:{temperature}").random() < min(1.0, temperature / 3):
                 seed = stable_seed(seed, draw)
-        for protocol in self.protocols:
-            text = protocol.fake_answer(
-                stripped, seed=seed, temperature=temperature, json_mode=json_mode
-            )
+        for name, write in self.writers.items():
+            text = write(stripped, seed=seed, temperature=temperature, json_mode=json_mode)
             if text is not None:
-                return text, protocol.name
+                return text, name
         generic = (
             f"This is a generic answer from the judge-engine fake server ({seed % 10_000:04d})."
         )

@@ -91,7 +91,7 @@ class FakeApp:
 
     async def start(self, port: int = 0) -> int:
         """Bind to 127.0.0.1:``port`` (0: a free port) and return the port."""
-        _ = self.answers.protocols  # import and instantiate protocols before the first request
+        _ = self.answers.writers  # import the writers (and their protocols) before the first request
         self._runner = web.AppRunner(
             self.application(), access_log=None, handle_signals=False, shutdown_timeout=0.2
         )
@@ -194,9 +194,9 @@ class FakeApp:
         faults = fired.fired(config)
         try:
             answer = self._answer(payload, messages, faults, draw=seen_before, config=config)
-        except Exception as exc:  # a protocol's fake_answer is broken: say so, do not hide it
+        except Exception as exc:  # an answer writer is broken: say so, do not hide it
             self.stats.by_fault["protocol_error"] += 1
-            message = f"fake_answer raised {type(exc).__name__}: {exc}"
+            message = f"the fake answer writer raised {type(exc).__name__}: {exc}"
             return _json(500, error_body(message, "fake_server_bug"))
 
         refusal = self.window.admit(now, answer.total_tokens, config)

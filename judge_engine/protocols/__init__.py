@@ -1,6 +1,7 @@
 """The protocol registry: name -> protocol class, imported lazily so start-up stays fast.
 
-Built-in protocols are listed by module path; ``register`` adds a third-party protocol class.
+Built-in protocols are listed by module path; ``register`` adds a third-party protocol class
+(and :func:`judge_engine.fake.writers.register_writer` the fake server's answers to its prompt).
 """
 
 from __future__ import annotations

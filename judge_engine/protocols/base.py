@@ -8,6 +8,10 @@ re-asks with the problems stated, and after the re-ask budget records the task a
 
 The engine treats protocols as pure functions of (options, item, variant, answer): no I/O, no
 clocks, no global state, so parsing can be re-run offline from transcripts.
+
+A protocol only reads answers. The answers the project's fake server makes up for its prompt
+(tests, ``--demo``, benchmarks) are written in :mod:`judge_engine.fake.writers`, which may import
+a protocol's models and helpers; nothing here imports the fake.
 """
 
 from __future__ import annotations
@@ -173,15 +177,6 @@ class Protocol(ABC):
                 f"{'.'.join(str(p) for p in e['loc']) or 'answer'}: {e['msg']}" for e in exc.errors()
             ]
             raise VerdictError(problems, raw=answer, code=validation_code(exc)) from None
-
-    # --- the project's fake server (tests, --demo, benchmarks) ----------------------------
-
-    def fake_answer(
-        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
-    ) -> str | None:
-        """A plausible, well-formed answer to ``messages`` if they are this protocol's prompt,
-        else None. Deterministic in (``seed``, ``temperature``); used only by the fake server."""
-        return None
 
 
 _OUT_OF_RANGE_ERRORS = frozenset(

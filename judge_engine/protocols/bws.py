@@ -114,7 +114,6 @@ class BestWorstScaling(Protocol):
     # Two labels: 8 tokens as text, 13 as JSON (the fake server's answers, in the asked format).
     typical_completion_tokens: ClassVar[int] = 15
     template: ClassVar[str] = "bws/user.j2"
-    fake_signature: ClassVar[str] = "choose the single best translation and the single worst"
 
     options: BWSOptions
 
@@ -198,24 +197,6 @@ class BestWorstScaling(Protocol):
         scores[str(verdict.worst_id)] = -1.0
         return Score(None, scores)
 
-    # --- the fake server's answers ------------------------------------------------------------
-
-    def fake_answer(
-        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
-    ) -> str | None:
-        last = messages[-1]["content"] if messages else ""
-        if self.fake_signature not in last:
-            return None
-        shown = re.findall(
-            r'^Translation ([A-Z]):\n"""\n(.*?)\n"""$', last, re.DOTALL | re.MULTILINE
-        )
-        if len(shown) < MIN_CANDIDATES:
-            return None
-        best, worst = fake_picks(shown, seed=seed, temperature=temperature)
-        if json_mode:
-            return json.dumps({"best": best, "worst": worst})
-        return f"Best: {best}\nWorst: {worst}\n"
-
 
 def candidates_of(item: Item) -> list[tuple[str, str]]:
     """An item's candidates as ``(id, text)``, in dataset order.
@@ -295,24 +276,6 @@ def _json_picks(answer: str) -> tuple[dict[str, str], list[str], ReasonCode | No
 def _label(text: str) -> str | None:
     match = _LABEL.match(text.strip())
     return match.group("label").upper() if match else None
-
-
-def fake_picks(
-    shown: Sequence[tuple[str, str]], *, seed: int, temperature: float
-) -> tuple[str, str]:
-    """Deterministic picks for the fake server: quality is a hash of each text (so the same
-    candidate wins under every order), with a mild primacy bias (``A`` is picked best in about
-    one request in eight) and, with temperature, an occasional random pick."""
-    ranked = sorted(shown, key=lambda pair: stable_seed("fake-bws-quality", pair[1]))
-    best, worst = ranked[-1][0], ranked[0][0]
-    rng = random.Random(f"{seed}:{temperature}")
-    if rng.random() < 0.125:
-        best = shown[0][0]
-    if temperature > 0 and rng.random() < temperature / 3:
-        best = rng.choice(shown)[0]
-    if worst == best:
-        worst = next(label for label, _ in ranked if label != best)
-    return best, worst
 
 
 # --- aggregation (pure functions over stored outcomes) -------------------------------------

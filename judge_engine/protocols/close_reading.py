@@ -9,9 +9,10 @@ example JSON braces can never be read as Jinja.
 The judge answers with ``{expression, justification}`` objects (see
 :mod:`~judge_engine.protocols.close_reading_parse` for every shape that is read; a refusal or an
 answer with no list is a :class:`VerdictError`; an explicit ``[]`` means "none found"). The
-protocol then looks each expression up in the passage (exact substring, else a normalised match)
-and records ``found`` and the character offsets ``[start, end)``. An expression that is not in the
-passage stays in the verdict with ``found: false`` and does not count.
+protocol then looks each expression up in the passage (exact substring, else a normalised match:
+:func:`judge_engine.text.locate`) and records ``found`` and the character offsets
+``[start, end)``. An expression that is not in the passage stays in the verdict with
+``found: false`` and does not count.
 
 Score: distinct found spans per word of the passage (words are whitespace-separated tokens), the
 passage-level figure the paper uses to predict expert preferences. ``Score.scores`` also has the
@@ -23,9 +24,6 @@ JSON mode sends the schema of :class:`SpansVerdict` (the judge fills ``expressio
 
 from __future__ import annotations
 
-import json
-import random
-import re
 from collections.abc import Sequence
 from typing import ClassVar, Literal
 
@@ -33,7 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from judge_engine import templating
 from judge_engine.protocols.base import Item, Message, Protocol, ProtocolOptions, Score
-from judge_engine.protocols.close_reading_parse import count_words, locate, read_expressions
+from judge_engine.protocols.close_reading_parse import count_words, read_expressions
+from judge_engine.text import locate
 
 
 class Expression(BaseModel):
@@ -106,14 +105,16 @@ class CloseReading(Protocol):
     options: SpansOptions
 
     def templates(self) -> Sequence[str]:
-        return (self._template(self.options.shots),)
+        return (self.template_for(self.options.shots),)
 
-    def _template(self, shots: str) -> str:
-        return f"{self.template_dir}/{shots}_shot.j2"
+    @classmethod
+    def template_for(cls, shots: Literal["zero", "few"]) -> str:
+        """The template of the zero- or few-shot prompt (under ``judge_engine/prompts``)."""
+        return f"{cls.template_dir}/{shots}_shot.j2"
 
     def render(self, item: Item, variant: str = "") -> list[Message]:
         content = templating.render(
-            self._template(self.options.shots), passage=str(item["passage"])
+            self.template_for(self.options.shots), passage=str(item["passage"])
         )
         return [{"role": "user", "content": content}]
 
@@ -152,28 +153,6 @@ class CloseReading(Protocol):
     def score_range(self) -> tuple[float, float] | None:
         return None  # a per-word rate: overlapping spans can exceed one per word in principle
 
-    # --- the fake server's answers ----------------------------------------------------------
-
-    def fake_answer(
-        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
-    ) -> str | None:
-        if not messages:
-            return None
-        last = messages[-1]["content"]
-        for shots in ("few", "zero"):
-            prefix = templating.render(self._template(shots), passage="")
-            if last.startswith(prefix):
-                break
-        else:
-            return None
-        records = fake_expressions(last[len(prefix) :], seed=seed, temperature=temperature)
-        if json_mode:
-            return json.dumps({"expressions": records}, ensure_ascii=False)
-        return self._fake_text(records, shots)
-
-    def _fake_text(self, records: list[dict[str, str]], shots: str) -> str:
-        return json.dumps(records, ensure_ascii=False)
-
 
 class NovelSpans(CloseReading):
     """Novel expressions: unusual, surprising or original given the context."""
@@ -185,13 +164,6 @@ class NovelSpans(CloseReading):
     template_dir: ClassVar[str] = "novel_spans"
     few_shot_ids: ClassVar[tuple[str, ...]] = ("human_7644", "human_12011", "human_11680")
 
-    def _fake_text(self, records: list[dict[str, str]], shots: str) -> str:
-        if shots == "zero" and records:
-            # The zero-shot novelty prompt shows one bare object, so models answer with objects
-            # separated by blank lines: the fake does too, to keep that parser path exercised.
-            return "\n\n".join(json.dumps(r, ensure_ascii=False) for r in records)
-        return json.dumps(records, ensure_ascii=False)
-
 
 class NonPragmaticSpans(CloseReading):
     """Non-pragmatic expressions: ones that do not make sense or flow naturally in context."""
@@ -202,41 +174,3 @@ class NonPragmaticSpans(CloseReading):
     )
     template_dir: ClassVar[str] = "nonpragmatic_spans"
     few_shot_ids: ClassVar[tuple[str, ...]] = ("ai_15031", "ai_16704", "ai_16204")
-
-
-_TOKEN = re.compile(r"\S+")
-_FAKE_REASONS = (
-    "An unexpected image in this context.",
-    "The phrase stands out from its surroundings.",
-    "It reads oddly next to the previous sentence.",
-    "An unusual word choice for the narrator's voice.",
-)
-
-
-def fake_expressions(passage: str, *, seed: int, temperature: float) -> list[dict[str, str]]:
-    """Deterministic expressions that are real substrings of ``passage`` (2-6 words each).
-
-    The base choice depends on ``seed`` only; with probability ``temperature / 2`` one expression
-    is added or dropped, so answers vary with temperature but never between identical requests.
-    """
-    tokens = list(_TOKEN.finditer(passage))
-    if not tokens:
-        return []
-    base = random.Random(seed)
-    records = [_fake_span(passage, tokens, base) for _ in range(base.choice((0, 1, 2, 2, 3, 4)))]
-    noise = random.Random(f"{seed}:{temperature}")
-    if temperature > 0 and noise.random() < temperature / 2:
-        if records and noise.random() < 0.5:
-            records.pop(noise.randrange(len(records)))
-        else:
-            records.append(_fake_span(passage, tokens, noise))
-    return records
-
-
-def _fake_span(passage: str, tokens: list[re.Match[str]], rng: random.Random) -> dict[str, str]:
-    first = rng.randrange(len(tokens))
-    last = min(first + rng.randint(1, 5), len(tokens) - 1)
-    return {
-        "expression": passage[tokens[first].start() : tokens[last].end()],
-        "justification": rng.choice(_FAKE_REASONS),
-    }

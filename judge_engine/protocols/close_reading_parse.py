@@ -23,16 +23,14 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from unidecode import unidecode
-
 from judge_engine.errors import ReasonCode, VerdictError
+from judge_engine.text import QUOTE_MARKS
 
 Record = dict[str, str]
 """One expression as the judge wrote it: ``{"expression": ..., "justification": ...}``."""
 
-_QUOTE_CHARS = "\"'“”„‟‘’‚‛«»`´"
 _KEY = re.compile(
-    rf"[{_QUOTE_CHARS}]\s*(?P<key>expression\w*|justification|error)\s*[{_QUOTE_CHARS}]\s*:\s*",
+    rf"[{QUOTE_MARKS}]\s*(?P<key>expression\w*|justification|error)\s*[{QUOTE_MARKS}]\s*:\s*",
     re.IGNORECASE,
 )
 _TRAILING_STRUCTURE = re.compile(r"(?:\s|[,\[\]{}]|```(?:json)?)*$")
@@ -241,61 +239,14 @@ def _scanned_value(region: str, *, last: bool) -> str:
     if last and "}" in region:
         region = region[: region.rfind("}")]
     value = _TRAILING_STRUCTURE.sub("", region).strip()
-    if value[:1] and value[0] in _QUOTE_CHARS:
+    if value[:1] and value[0] in QUOTE_MARKS:
         value = value[1:]
-    if value[-1:] and value[-1] in _QUOTE_CHARS:
+    if value[-1:] and value[-1] in QUOTE_MARKS:
         value = value[:-1]
     return value.replace('\\"', '"').replace("\\n", "\n").strip()
 
 
-# --- finding expressions in the passage -------------------------------------------------------
-
-_FOLD_QUOTES = str.maketrans({c: "'" for c in _QUOTE_CHARS})
-
-
-def locate(expression: str, passage: str) -> tuple[int, int] | None:
-    """Character offsets ``[start, end)`` of ``expression`` in ``passage``, or None.
-
-    An exact substring first; else a normalised match: both texts transliterated to ASCII
-    (unidecode), case-folded, every kind of quote mark folded to ``'`` and runs of whitespace
-    collapsed, with the offsets mapped back to the original passage. The first occurrence wins.
-    """
-    needle = expression.strip()
-    if not needle:
-        return None
-    start = passage.find(needle)
-    if start != -1:
-        return start, start + len(needle)
-    folded_passage, origin = _fold(passage)
-    folded_needle = _fold(needle)[0].strip()
-    if not folded_needle:
-        return None
-    # A match must not start or end inside one character's expansion ("—" folds to "--"): such a
-    # span would cover half a character and map back to a longer text than the quote.
-    at = folded_passage.find(folded_needle)
-    while at != -1:
-        last = at + len(folded_needle) - 1
-        starts_clean = at == 0 or origin[at - 1] != origin[at]
-        ends_clean = last + 1 == len(origin) or origin[last + 1] != origin[last]
-        if starts_clean and ends_clean:
-            return origin[at], origin[last] + 1
-        at = folded_passage.find(folded_needle, at + 1)
-    return None
-
-
-def _fold(text: str) -> tuple[str, list[int]]:
-    """The normalised text and, per normalised character, its index in ``text``."""
-    chars: list[str] = []
-    origin: list[int] = []
-    for index, char in enumerate(text):
-        for piece in unidecode(char.translate(_FOLD_QUOTES)).casefold().translate(_FOLD_QUOTES):
-            if piece.isspace():
-                if chars and chars[-1] == " ":
-                    continue
-                piece = " "
-            chars.append(piece)
-            origin.append(index)
-    return "".join(chars), origin
+# --- the passage's length ------------------------------------------------------------------
 
 
 def count_words(passage: str) -> int:

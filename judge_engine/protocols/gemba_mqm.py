@@ -27,7 +27,6 @@ Two parsers:
 from __future__ import annotations
 
 import json
-import random
 import re
 from collections.abc import Sequence
 from functools import cached_property
@@ -36,7 +35,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from judge_engine import templating
+from judge_engine import templating, text
 from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.protocols.base import (
     Item,
@@ -64,7 +63,8 @@ class MQMError(BaseModel):
     span: str = ""
     """The quoted text the error is about ("" when the judge gave none)."""
     span_found: Literal["target", "source", "none"] | None = None
-    """Where the span occurs (case-insensitive); filled in by the protocol, not by the judge."""
+    """Where the span occurs, the target first (:func:`judge_engine.text.locate`: exact, else with
+    case, quote marks and spacing folded); filled in by the protocol, not by the judge."""
 
 
 class MQMVerdict(BaseModel):
@@ -116,8 +116,6 @@ class GembaMQM(Protocol):
         "locale convention",
     )
     """Top-level categories a strict parse accepts (matched as a prefix of the category text)."""
-    # Words only the original task prompt has (the literary prompt shares the rest of it).
-    fake_signature: ClassVar[str] = "fluency (character encoding, grammar, inconsistency, punctuation, register, spelling)"
 
     options: GembaOptions
 
@@ -256,13 +254,12 @@ class GembaMQM(Protocol):
         return self._checked(MQMError(severity=severity, category=category, span=span))
 
     def _locate(self, error: MQMError, item: Item) -> MQMError:
-        span = error.span.lower()
-        if not span:
+        if not error.span:
             return error
         where: Literal["target", "source", "none"] = "none"
-        if span in str(item.get("target", "")).lower():
+        if text.locate(error.span, str(item.get("target", ""))) is not None:
             where = "target"
-        elif span in str(item.get("source", "")).lower():
+        elif text.locate(error.span, str(item.get("source", ""))) is not None:
             where = "source"
         return error.model_copy(update={"span_found": where})
 
@@ -274,20 +271,6 @@ class GembaMQM(Protocol):
     def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
         assert isinstance(verdict, MQMVerdict)
         return Score(gemba_score(verdict.errors))
-
-    # --- the fake server's answers ----------------------------------------------------------
-
-    def fake_answer(
-        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
-    ) -> str | None:
-        last = messages[-1]["content"] if messages else ""
-        if self.fake_signature not in last:
-            return None
-        target = _between(last, "translation:\n```", "```")
-        errors = fake_errors(target, seed=seed, temperature=temperature, categories=_FAKE_CATEGORIES)
-        if json_mode:
-            return json.dumps({"errors": [e.model_dump(exclude={"span_found"}) for e in errors]})
-        return format_text_answer(errors)
 
 
 def gemba_score(errors: Sequence[MQMError]) -> float:
@@ -320,67 +303,6 @@ def legacy_parse(answer: str | None) -> MQMVerdict:
         else:
             errors.append(MQMError(severity=severity, category=line))
     return MQMVerdict(errors=errors)
-
-
-def format_text_answer(errors: Sequence[MQMError]) -> str:
-    """Write errors in the GEMBA text format (``no-error`` under empty sections)."""
-    lines: list[str] = []
-    for severity in SEVERITIES:
-        lines.append(f"{severity.capitalize()}:")
-        found = [e for e in errors if e.severity == severity]
-        lines.extend(f'{e.category} - "{e.span}"' for e in found)
-        if not found:
-            lines.append("no-error")
-    return "\n".join(lines) + "\n"
-
-
-_FAKE_CATEGORIES = (
-    "accuracy/mistranslation",
-    "accuracy/omission",
-    "accuracy/addition",
-    "fluency/grammar",
-    "fluency/punctuation",
-    "style/awkward",
-    "terminology/inappropriate for context",
-)
-
-
-def fake_errors(
-    target: str, *, seed: int, temperature: float, categories: Sequence[str]
-) -> list[MQMError]:
-    """Deterministic plausible errors for the fake server.
-
-    The base annotation depends on the item only; with probability ``temperature / 2`` one error
-    is added or dropped, so answers vary with temperature but never between identical requests.
-    """
-    words = [w.strip(".,;:!?\"'“”«»()") for w in target.split()] or ["text"]
-    words = [w for w in words if w] or ["text"]
-    base = random.Random(seed)
-    count = base.choice((0, 1, 1, 2, 2, 3, 4))
-    errors = [
-        MQMError(
-            severity=base.choice(("major", "minor", "minor", "minor", "critical")),
-            category=base.choice(categories),
-            span=base.choice(words),
-        )
-        for _ in range(count)
-    ]
-    noise = random.Random(f"{seed}:{temperature}")
-    if temperature > 0 and noise.random() < temperature / 2:
-        if errors and noise.random() < 0.5:
-            errors.pop(noise.randrange(len(errors)))
-        else:
-            errors.append(MQMError(severity="minor", category=noise.choice(categories), span=noise.choice(words)))
-    return errors
-
-
-def _between(text: str, start: str, end: str) -> str:
-    begin = text.rfind(start)
-    if begin == -1:
-        return ""
-    begin += len(start)
-    stop = text.find(end, begin)
-    return text[begin : stop if stop != -1 else None]
 
 
 def _undecorate(line: str) -> str:

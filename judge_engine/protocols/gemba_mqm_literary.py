@@ -25,7 +25,6 @@ model download, no dependencies), given the target language's ISO code.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import ClassVar
@@ -34,15 +33,13 @@ import sentencex
 from pydantic import BaseModel
 
 from judge_engine.languages import language_code
-from judge_engine.protocols.base import Item, Message, Score
+from judge_engine.protocols.base import Item, Score
 from judge_engine.protocols.gemba_mqm import (
     WEIGHTS,
     GembaMQM,
     MQMError,
     MQMVerdict,
     Severity,
-    fake_errors,
-    format_text_answer,
 )
 
 ASPECTS: tuple[str, ...] = ("accuracy", "fluency", "style", "terminology", "other")
@@ -66,7 +63,6 @@ class GembaMQMLiterary(GembaMQM):
         "LitEval literary MQM error spans; score -(25 critical + 5 major + 1 minor) per sentence, per aspect"
     )
     template_dir: ClassVar[str] = "gemba_mqm_literary"
-    fake_signature: ClassVar[str] = "including too-literal translation and temporal effect"
 
     # --- reading: the parent's parser, with hyphenated categories kept whole -----------------
 
@@ -91,21 +87,6 @@ class GembaMQMLiterary(GembaMQM):
     def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
         assert isinstance(verdict, MQMVerdict)
         return literary_score(verdict.errors, count_sentences(str(item["target"]), str(item["target_lang"])))
-
-    # --- the fake server's answers -------------------------------------------------------------
-
-    def fake_answer(
-        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
-    ) -> str | None:
-        last = messages[-1]["content"] if messages else ""
-        if self.fake_signature not in last:
-            return None
-        start = last.rfind("translation:\n```") + len("translation:\n```")
-        target = last[start : last.find("```", start)]
-        errors = fake_errors(target, seed=seed, temperature=temperature, categories=_FAKE_CATEGORIES)
-        if json_mode:
-            return json.dumps({"errors": [e.model_dump(exclude={"span_found"}) for e in errors]}, ensure_ascii=False)
-        return format_text_answer(errors)
 
 
 def aspect_of(category: str) -> str:
@@ -135,17 +116,3 @@ def count_sentences(text: str, language: str) -> int:
     so that its penalty is not divided by zero). ``language`` is a name or an ISO code."""
     segments = sentencex.segment(language_code(language), text)
     return max(1, sum(1 for s in segments if s.strip()))
-
-
-_FAKE_CATEGORIES = (
-    "accuracy/mistranslation (too-literal)",
-    "accuracy/mistranslation (temporal effect)",
-    "accuracy/omission",
-    "accuracy/misnomer",
-    "fluency/coherence",
-    "fluency/grammar",
-    "style/unidiomatic",
-    "style/register",
-    "terminology/inappropriate for context",
-    "locale convention",
-)

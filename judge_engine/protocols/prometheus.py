@@ -14,9 +14,6 @@ A 1-5 rubric renders exactly the library's text.
 
 from __future__ import annotations
 
-import json
-import random
-import re
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, ClassVar, Literal
@@ -31,7 +28,6 @@ from judge_engine.protocols.base import (
     Protocol,
     ProtocolOptions,
     Score,
-    stable_seed,
     strip_code_fence,
 )
 from judge_engine.protocols.prometheus_parse import (
@@ -117,7 +113,6 @@ class PrometheusAbsolute(Protocol):
     required_fields: ClassVar[tuple[str, ...]] = ("instruction", "response")
     output_model: ClassVar[type[BaseModel]] = AbsoluteVerdict
     options_model: ClassVar[type[ProtocolOptions]] = PrometheusAbsoluteOptions
-    fake_signature: ClassVar[str] = "a score rubric representing a evaluation criteria are given"
 
     options: PrometheusAbsoluteOptions
 
@@ -191,26 +186,6 @@ class PrometheusAbsolute(Protocol):
         low, high = self.rubric_for(item).bounds
         return Score(float(verdict.score), {"normalized": (verdict.score - low) / (high - low)})
 
-    def fake_answer(
-        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
-    ) -> str | None:
-        last = messages[-1]["content"] if messages else ""
-        scale = _SCALE.search(last)
-        if self.fake_signature not in last or scale is None:
-            return None
-        low, high = int(scale.group(1)), int(scale.group(2))
-        base = random.Random(seed)
-        # Judges favour the upper middle of a scale (LitEval: Prometheus gave 4 of 6 to 55%).
-        score = base.choice([s for s in range(low, high + 1) for _ in range(1 + (s > (low + high) / 2))])
-        noise = random.Random(f"{seed}:{temperature}")
-        if temperature > 0 and noise.random() < temperature / 2:
-            score = min(high, max(low, score + noise.choice((-1, 1))))
-        feedback = base.choice(_FAKE_FEEDBACK).format(score=score, high=high)
-        if json_mode:
-            return json.dumps({"feedback": feedback, "score": score})
-        prefix = "Feedback: " if '"Feedback: (write a feedback' in last else ""
-        return f"{prefix}{feedback} [RESULT] {score}"
-
 
 class PrometheusRelative(Protocol):
     """Prometheus relative grading: feedback and the better of two responses.
@@ -226,7 +201,6 @@ class PrometheusRelative(Protocol):
     required_fields: ClassVar[tuple[str, ...]] = ("instruction", "response_a", "response_b")
     output_model: ClassVar[type[BaseModel]] = RelativeVerdict
     options_model: ClassVar[type[ProtocolOptions]] = PrometheusRelativeOptions
-    fake_signature: ClassVar[str] = "two responses to evaluate (denoted as Response A and Response B)"
 
     options: PrometheusRelativeOptions
 
@@ -289,25 +263,6 @@ class PrometheusRelative(Protocol):
         assert isinstance(verdict, RelativeVerdict)
         return Score(1.0 if verdict.winner == "A" else 0.0)
 
-    def fake_answer(
-        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
-    ) -> str | None:
-        last = messages[-1]["content"] if messages else ""
-        if self.fake_signature not in last:
-            return None
-        shown_a = _section(last, "###Response A:\n")
-        shown_b = _section(last, "###Response B:\n")
-        # The same text wins whichever side it is shown on, so a greedy fake judge is position
-        # consistent; sampling noise (temperature / 2) flips some verdicts, as real judges do.
-        winner: Winner = "A" if stable_seed(shown_a) >= stable_seed(shown_b) else "B"
-        noise = random.Random(f"{seed}:{temperature}")
-        if temperature > 0 and noise.random() < temperature / 2:
-            winner = _other(winner)
-        feedback = random.Random(seed).choice(_FAKE_COMPARISONS).format(winner=winner)
-        if json_mode:
-            return json.dumps({"feedback": feedback, "winner": winner})
-        return f"Feedback: {feedback} [RESULT] {winner}"
-
 
 def position_consistency(outcomes: Iterable[tuple[Hashable, str, str | None]]) -> float | None:
     """Share of pairs whose winner is the same in both orders.
@@ -367,27 +322,6 @@ def _swapped(variant: str) -> bool:
 def _other(winner: Winner) -> Winner:
     return "B" if winner == "A" else "A"
 
-
-def _section(prompt: str, header: str) -> str:
-    start = prompt.find(header)
-    if start == -1:
-        return ""
-    start += len(header)
-    end = prompt.find("\n\n###", start)
-    return prompt[start : end if end != -1 else None]
-
-
-_SCALE = re.compile(r"write a score that is an integer between (\d+) and (\d+)\.")
-_FAKE_FEEDBACK = (
-    "The response follows the instruction and meets most of the rubric's expectations; it earns {score} of {high}.",
-    "The response addresses the criteria unevenly: some parts are precise, others vague, so it earns {score}.",
-    "Measured against the rubric, the response is mostly adequate but misses details; {score} fits best.",
-)
-_FAKE_COMPARISONS = (
-    "Both responses address the instruction, but Response {winner} is more precise and complete.",
-    "The responses share a structure; Response {winner} follows the criteria more closely.",
-    "Response {winner} handles the key point of the instruction better, while the other stays vague.",
-)
 
 __all__ = [
     "AbsoluteVerdict",

@@ -31,7 +31,6 @@ as in the paper); one template serves every language. Text answers are one line 
 from __future__ import annotations
 
 import json
-import random
 import re
 from collections.abc import Sequence
 from statistics import fmean
@@ -127,7 +126,6 @@ class TTCT(Protocol):
     # Twelve "Qn: r" lines, as the prompt demands: 72 tokens (84 as JSON) from the fake server.
     typical_completion_tokens: ClassVar[int] = 80
     template: ClassVar[str] = "ttct/user.j2"
-    fake_signature: ClassVar[str] = "Torrance Tests of Creative Thinking (TTCT)"
 
     options: TTCTOptions
 
@@ -208,19 +206,6 @@ class TTCT(Protocol):
         assert isinstance(verdict, TTCTVerdict)
         return ttct_score(verdict.model_dump())
 
-    # --- the fake server's answers ----------------------------------------------------------
-
-    def fake_answer(
-        self, messages: Sequence[Message], *, seed: int, temperature: float, json_mode: bool
-    ) -> str | None:
-        last = messages[-1]["content"] if messages else ""
-        if self.fake_signature not in last:
-            return None
-        ratings = fake_ratings(seed=seed, temperature=temperature)
-        if json_mode:
-            return json.dumps(ratings)
-        return "".join(f"{q.upper()}: {r}\n" for q, r in ratings.items())
-
 
 def ttct_score(ratings: dict[str, Any]) -> Score:
     """Dimension means of the oriented ratings (Q2 reversed) and their mean, the overall score."""
@@ -245,19 +230,3 @@ def _rating(token: str) -> int | None:
         return None
     value = int(token)
     return value if 1 <= value <= 5 else None
-
-
-def fake_ratings(*, seed: int, temperature: float) -> dict[str, int]:
-    """Deterministic ratings for the fake server: a level per dimension, each question within
-    one point of it; with temperature, each rating moves one point with probability ``t / 3``."""
-    base = random.Random(seed)
-    noise = random.Random(f"{seed}:{temperature}")
-    ratings: dict[str, int] = {}
-    for questions in DIMENSIONS.values():
-        level = base.randint(2, 4)
-        for question in questions:
-            rating = level + base.choice((-1, 0, 0, 1))
-            if temperature > 0 and noise.random() < temperature / 3:
-                rating += noise.choice((-1, 1))
-            ratings[question] = min(5, max(1, rating))
-    return ratings

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from judge_engine.errors import ConfigError, DatasetError, VerdictError
+from judge_engine.fake.writers.bws import write_bws
 from judge_engine.protocols import get_protocol
 from judge_engine.protocols.bws import (
     BestWorstScaling,
@@ -244,11 +245,11 @@ def test_fake_answers_parse_under_every_order(json_mode: bool) -> None:
         for temperature in (0.0, 0.7, 1.0):
             for variant in protocol.variants(ITEM):
                 messages = protocol.render(ITEM, variant)
-                answer = protocol.fake_answer(
+                answer = write_bws(
                     messages, seed=seed, temperature=temperature, json_mode=json_mode
                 )
                 assert answer is not None
-                assert answer == protocol.fake_answer(
+                assert answer == write_bws(
                     messages, seed=seed, temperature=temperature, json_mode=json_mode
                 )
                 verdicts.append(protocol.parse(answer, ITEM, variant))
@@ -260,4 +261,4 @@ def test_fake_answers_parse_under_every_order(json_mode: bool) -> None:
 
 def test_fake_ignores_other_prompts() -> None:
     messages = [{"role": "user", "content": "Which translation is best?"}]
-    assert _protocol().fake_answer(messages, seed=1, temperature=0.0, json_mode=False) is None
+    assert write_bws(messages, seed=1, temperature=0.0, json_mode=False) is None

@@ -9,14 +9,14 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from judge_engine import templating
 from judge_engine.errors import ConfigError, VerdictError
+from judge_engine.fake.writers import get_writer
 from judge_engine.protocols import get_protocol
 from judge_engine.protocols.close_reading import NonPragmaticSpans, NovelSpans, SpansVerdict
-from judge_engine.protocols.close_reading_parse import count_words, locate, read_expressions
+from judge_engine.protocols.close_reading_parse import count_words, read_expressions
+from judge_engine.text import fold
 
 PROMPT_FILES = {
     ("novel-spans", "zero"): "novelty_prompt.txt",
@@ -140,8 +140,6 @@ def _shapes(records: list[dict[str, str]]) -> list[str]:
 
 
 def _fold(text: str) -> str:
-    from judge_engine.protocols.close_reading_parse import _fold as fold
-
     return fold(text)[0].strip()
 
 
@@ -237,17 +235,7 @@ def test_missing_justification_reads_as_empty() -> None:
     assert read_expressions('[{"expression": "x"}]') == [{"expression": "x", "justification": ""}]
 
 
-# --- locating and scoring --------------------------------------------------------------------
-
-
-def test_locate_exact_and_normalised_offsets() -> None:
-    assert locate("counted gulls", PASSAGE) == (22, 35)
-    start, end = locate("DAUGHTER'S LAUGH, thin as a paper cut", PASSAGE) or (0, 0)
-    assert PASSAGE[start:end] == "daughter’s laugh, thin as  a paper cut"
-    start, end = locate("rocks. nobody", PASSAGE) or (0, 0)
-    assert PASSAGE[start:end] == "rocks.\nNobody"
-    assert locate("a silver whale", PASSAGE) is None
-    assert locate("   ", PASSAGE) is None
+# --- found or not, and scoring --------------------------------------------------------------------
 
 
 def test_not_found_is_flagged_kept_and_not_counted() -> None:
@@ -301,18 +289,15 @@ def test_json_mode_recomputes_protocol_fields() -> None:
 @pytest.mark.parametrize("json_mode", [False, True])
 def test_fake_answers_parse_and_are_found(name: str, shots: str, json_mode: bool) -> None:
     protocol = _protocol(name, shots=shots, output="json" if json_mode else "text")
+    write = get_writer(name)
     item = {"passage": PASSAGE}
     messages = protocol.render(item)
     answers = set()
     for seed in range(40):
         for temperature in (0.0, 0.7, 1.0):
-            answer = protocol.fake_answer(
-                messages, seed=seed, temperature=temperature, json_mode=json_mode
-            )
+            answer = write(messages, seed=seed, temperature=temperature, json_mode=json_mode)
             assert answer is not None
-            assert answer == protocol.fake_answer(
-                messages, seed=seed, temperature=temperature, json_mode=json_mode
-            )
+            assert answer == write(messages, seed=seed, temperature=temperature, json_mode=json_mode)
             verdict = protocol.parse(answer, item)
             assert all(e.found for e in verdict.expressions)
             protocol.score(verdict, item)
@@ -321,60 +306,12 @@ def test_fake_answers_parse_and_are_found(name: str, shots: str, json_mode: bool
 
 
 def test_fake_answer_varies_with_temperature_and_ignores_other_prompts() -> None:
-    protocol = _protocol("novel-spans")
-    messages = protocol.render({"passage": PASSAGE})
-    cold = [
-        protocol.fake_answer(messages, seed=s, temperature=0.0, json_mode=False) for s in range(30)
-    ]
-    hot = [
-        protocol.fake_answer(messages, seed=s, temperature=1.0, json_mode=False) for s in range(30)
-    ]
+    write = get_writer("novel-spans")
+    messages = _protocol("novel-spans").render({"passage": PASSAGE})
+    cold = [write(messages, seed=s, temperature=0.0, json_mode=False) for s in range(30)]
+    hot = [write(messages, seed=s, temperature=1.0, json_mode=False) for s in range(30)]
     assert cold != hot
     other = _protocol("nonpragmatic-spans").render({"passage": PASSAGE})
-    assert protocol.fake_answer(other, seed=1, temperature=0.0, json_mode=False) is None
-    assert (
-        protocol.fake_answer(
-            [{"role": "user", "content": "hello"}], seed=1, temperature=0.0, json_mode=False
-        )
-        is None
-    )
-
-
-# --- properties of locate -------------------------------------------------------------------
-
-_TEXT = st.text(alphabet="ab’'\" \n\tÉé—-", min_size=1, max_size=40)
-
-
-@given(_TEXT, st.data())
-def test_locate_finds_every_substring_exactly(passage: str, data: st.DataObject) -> None:
-    start = data.draw(st.integers(0, len(passage) - 1))
-    end = data.draw(st.integers(start + 1, len(passage)))
-    needle = passage[start:end]
-    where = locate(needle, passage)
-    if not needle.strip():
-        assert where is None
-        return
-    assert where is not None
-    assert passage[where[0] : where[1]] == needle.strip()
-
-
-def test_locate_skips_a_match_that_ends_inside_one_characters_expansion() -> None:
-    # "—" folds to "--": the first folded "aa-" ends halfway through the dash (found by hypothesis).
-    assert locate("AA-", "aaaaaa—aa-") == (7, 10)
-    assert locate("A—", "a-a—") == (2, 4)
-
-
-@given(_TEXT, st.data())
-def test_locate_normalised_offsets_cover_an_equivalent_span(
-    passage: str, data: st.DataObject
-) -> None:
-    start = data.draw(st.integers(0, len(passage) - 1))
-    end = data.draw(st.integers(start + 1, len(passage)))
-    # What a judge does to a quote: other case, straight apostrophes, one space for any run.
-    needle = " ".join(passage[start:end].upper().replace("’", "'").split())
-    where = locate(needle, passage)
-    if not _fold(needle):
-        assert where is None
-        return
-    assert where is not None
-    assert _fold(passage[where[0] : where[1]]) == _fold(needle)
+    assert write(other, seed=1, temperature=0.0, json_mode=False) is None
+    hello = [{"role": "user", "content": "hello"}]
+    assert write(hello, seed=1, temperature=0.0, json_mode=False) is None

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from judge_engine.dataset import to_item
+from judge_engine.fake.writers import get_writer
 from judge_engine.protocols import get_protocol
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*/config.yaml"))
@@ -28,6 +29,6 @@ def test_example_items_render_and_fake_answers_parse(config_path: Path) -> None:
             for variant in protocol.variants(item):
                 messages = protocol.render(item, variant)
                 for temperature in (0.0, 1.0):
-                    answer = protocol.fake_answer(messages, seed=number, temperature=temperature, json_mode=protocol.json_mode)
+                    answer = get_writer(protocol.name)(messages, seed=number, temperature=temperature, json_mode=protocol.json_mode)
                     assert answer is not None, (judge["name"], number, variant)
                     protocol.score(protocol.parse(answer, item, variant), item, variant)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
 
 from judge_engine.errors import ReasonCode, VerdictError
+from judge_engine.fake.writers.mqm import write_gemba_mqm
 from judge_engine.protocols.gemba_mqm import GembaMQM, gemba_score, legacy_parse
 from judge_engine.protocols.gemba_mqm_literary import GembaMQMLiterary
 
@@ -116,7 +118,7 @@ def test_an_answer_stopped_at_any_section_boundary_is_rejected() -> None:
     cannot be told from a complete answer; the provider's finish reason is the only sign.)"""
     protocol = GembaMQM()
     for seed in range(40):
-        answer = protocol.fake_answer(protocol.render(ITEM), seed=seed, temperature=0.0, json_mode=False)
+        answer = write_gemba_mqm(protocol.render(ITEM), seed=seed, temperature=0.0, json_mode=False)
         assert answer is not None
         lines = answer.strip().splitlines()
         protocol.parse(answer, ITEM)
@@ -147,13 +149,24 @@ def test_json_mode_answers() -> None:
     assert protocol.response_format()["type"] == "json_schema"
 
 
+def test_spans_are_found_as_judges_quote_them() -> None:
+    """A judge copies a span with other quote marks, case or spacing: it is still found (the
+    target first, then the source). A lower-case substring search found none of the first three."""
+    item = {**ITEM, "source": "Er sagte: „Nein“ und ging.", "target": "He said: “No” and left\n the room."}
+    spans = ['said: "no"', "LEFT THE ROOM", '"nein" und', "a silver whale"]
+    answer = json.dumps({"errors": [{"severity": "minor", "category": "other", "span": s} for s in spans]})
+    verdict = GembaMQM().parse(answer, item)
+    assert [e.span_found for e in verdict.errors] == ["target", "target", "source", "none"]
+    assert [e.span for e in verdict.errors] == spans  # the judge's own words are kept
+
+
 def test_fake_answers_parse_in_both_modes() -> None:
     for mode in ("text", "json"):
         protocol = GembaMQM.from_options({"output": mode})
         messages = protocol.render(ITEM)
         for seed in range(50):
             for temperature in (0.0, 0.5, 1.0):
-                answer = protocol.fake_answer(messages, seed=seed, temperature=temperature, json_mode=mode == "json")
+                answer = write_gemba_mqm(messages, seed=seed, temperature=temperature, json_mode=mode == "json")
                 assert answer is not None
                 score = protocol.score(protocol.parse(answer, ITEM), ITEM).score
                 assert score is not None and -25 <= score <= 0

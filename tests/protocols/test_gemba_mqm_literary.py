@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from judge_engine.errors import VerdictError
-from judge_engine.protocols import get_protocol
+from judge_engine.fake.writers.mqm import write_gemba_mqm_literary
 from judge_engine.protocols.base import stable_seed
 from judge_engine.protocols.gemba_mqm import GembaMQM, MQMError, gemba_score
 from judge_engine.protocols.gemba_mqm_literary import (
@@ -240,7 +240,6 @@ def test_json_mode() -> None:
 @pytest.mark.parametrize("parser", ["strict", "legacy-gemba"])
 def test_fake_answers_parse_and_vary_with_temperature(json_mode: bool, parser: str) -> None:
     protocol = GembaMQMLiterary.from_options({"output": "json" if json_mode else "text", "parser": parser})
-    fake = get_protocol("gemba-mqm-literary")()
     targets = ["He kept silent. Then he went out into the well-known rain.", "他沉默了。然后他走进雨中。"]
     by_temperature: dict[float, list[float]] = {0.0: [], 1.0: []}
     for n in range(80):
@@ -248,9 +247,9 @@ def test_fake_answers_parse_and_vary_with_temperature(json_mode: bool, parser: s
         messages = protocol.render(item)
         for temperature in by_temperature:
             seed = stable_seed(n)
-            answer = fake.fake_answer(messages, seed=seed, temperature=temperature, json_mode=json_mode)
+            answer = write_gemba_mqm_literary(messages, seed=seed, temperature=temperature, json_mode=json_mode)
             assert answer is not None
-            assert answer == fake.fake_answer(messages, seed=seed, temperature=temperature, json_mode=json_mode)
+            assert answer == write_gemba_mqm_literary(messages, seed=seed, temperature=temperature, json_mode=json_mode)
             if parser == "legacy-gemba" and json_mode:
                 continue  # the legacy rules read only the text format
             verdict = protocol.parse(answer, item)
@@ -264,4 +263,4 @@ def test_fake_answers_parse_and_vary_with_temperature(json_mode: bool, parser: s
 
 def test_fake_answer_ignores_the_original_gemba_prompt() -> None:
     messages = GembaMQM().render(ITEM)
-    assert GembaMQMLiterary().fake_answer(messages, seed=1, temperature=0.0, json_mode=False) is None
+    assert write_gemba_mqm_literary(messages, seed=1, temperature=0.0, json_mode=False) is None

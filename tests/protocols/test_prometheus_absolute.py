@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from judge_engine.errors import ConfigError, DatasetError, VerdictError
-from judge_engine.protocols import get_protocol
+from judge_engine.fake.writers.prometheus import write_absolute
 from judge_engine.protocols.prometheus import PrometheusAbsolute
 from judge_engine.protocols.prometheus_parse import library_parse_absolute, read_score
 from judge_engine.protocols.prometheus_rubrics import (
@@ -178,16 +178,15 @@ def test_fake_answers_parse_and_vary_with_temperature(rubric: str, json_mode: bo
     protocol = PrometheusAbsolute.from_options(
         {"rubric": rubric, "output": "json" if json_mode else "text", "wording": wording}
     )
-    fake = get_protocol("prometheus-absolute")()  # the fake server's instance: default options
     low, high = protocol.options.rubric.bounds  # type: ignore[union-attr]
     seen = set()
     for seed in range(60):
         item = {**ITEM, "response": f"Hi number {seed}!"}
         messages = protocol.render(item)
         for temperature in (0.0, 0.3, 1.0):
-            answer = fake.fake_answer(messages, seed=seed, temperature=temperature, json_mode=json_mode)
+            answer = write_absolute(messages, seed=seed, temperature=temperature, json_mode=json_mode)
             assert answer is not None
-            assert answer == fake.fake_answer(messages, seed=seed, temperature=temperature, json_mode=json_mode)
+            assert answer == write_absolute(messages, seed=seed, temperature=temperature, json_mode=json_mode)
             assert answer.startswith("{") == json_mode
             if not json_mode:
                 assert answer.startswith("Feedback: ") == (wording == "eval")
@@ -200,5 +199,4 @@ def test_fake_answers_parse_and_vary_with_temperature(rubric: str, json_mode: bo
 
 
 def test_fake_answer_ignores_other_prompts() -> None:
-    fake = PrometheusAbsolute()
-    assert fake.fake_answer([{"role": "user", "content": "hello"}], seed=1, temperature=0, json_mode=False) is None
+    assert write_absolute([{"role": "user", "content": "hello"}], seed=1, temperature=0, json_mode=False) is None

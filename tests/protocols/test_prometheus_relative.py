@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from judge_engine.errors import DatasetError, VerdictError
-from judge_engine.protocols import get_protocol
+from judge_engine.fake.writers.prometheus import write_relative
 from judge_engine.protocols.base import stable_seed
 from judge_engine.protocols.prometheus import (
     PrometheusRelative,
@@ -147,7 +147,6 @@ def test_fake_answers_parse_and_are_position_consistent_when_greedy(json_mode: b
     protocol = PrometheusRelative.from_options(
         {"both_orders": True, "output": "json" if json_mode else "text"}
     )
-    fake = get_protocol("prometheus-relative")()
     outcomes: dict[float, list[tuple[str, str, str | None]]] = {0.0: [], 1.0: []}
     for n in range(80):
         item = {**ITEM, "id": str(n), "response_a": f"Blue {n}.", "response_b": f"Red {n}."}
@@ -155,7 +154,7 @@ def test_fake_answers_parse_and_are_position_consistent_when_greedy(json_mode: b
             messages = protocol.render(item, variant)
             for temperature in outcomes:
                 seed = stable_seed(n, variant)
-                answer = fake.fake_answer(messages, seed=seed, temperature=temperature, json_mode=json_mode)
+                answer = write_relative(messages, seed=seed, temperature=temperature, json_mode=json_mode)
                 assert answer is not None and answer.startswith("{") == json_mode
                 verdict = protocol.parse(answer, item, variant)
                 outcomes[temperature].append((item["id"], variant, verdict.winner))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from judge_engine.errors import ConfigError, VerdictError
+from judge_engine.fake.writers.ttct import write_ttct
 from judge_engine.protocols import get_protocol
 from judge_engine.protocols.ttct import QUESTIONS, TTCT, TTCTVerdict, ttct_score
 
@@ -173,11 +174,11 @@ def test_fake_answers_parse_in_both_modes(json_mode: bool) -> None:
     seen = set()
     for seed in range(60):
         for temperature in (0.0, 0.5, 1.0, 1.5):
-            answer = protocol.fake_answer(
+            answer = write_ttct(
                 messages, seed=seed, temperature=temperature, json_mode=json_mode
             )
             assert answer is not None
-            assert answer == protocol.fake_answer(
+            assert answer == write_ttct(
                 messages, seed=seed, temperature=temperature, json_mode=json_mode
             )
             score = protocol.score(protocol.parse(answer, ITEM), ITEM)
@@ -185,20 +186,19 @@ def test_fake_answers_parse_in_both_modes(json_mode: bool) -> None:
             seen.add(answer)
     assert len(seen) > 60
     cold = [
-        protocol.fake_answer(messages, seed=s, temperature=0.0, json_mode=json_mode)
+        write_ttct(messages, seed=s, temperature=0.0, json_mode=json_mode)
         for s in range(20)
     ]
     hot = [
-        protocol.fake_answer(messages, seed=s, temperature=1.0, json_mode=json_mode)
+        write_ttct(messages, seed=s, temperature=1.0, json_mode=json_mode)
         for s in range(20)
     ]
     assert cold != hot
 
 
 def test_fake_ignores_other_prompts() -> None:
-    protocol = _protocol()
     assert (
-        protocol.fake_answer(
+        write_ttct(
             [{"role": "user", "content": "Rate this."}], seed=1, temperature=0, json_mode=False
         )
         is None

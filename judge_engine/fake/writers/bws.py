@@ -1,0 +1,50 @@
+"""Fake answers to best-worst scaling prompts: ``Best: <label>`` / ``Worst: <label>``, or the JSON
+``{"best": ..., "worst": ...}``, picked from the translations the prompt shows."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from collections.abc import Sequence
+
+from judge_engine.fake.writers import last_turn
+from judge_engine.protocols.base import Message, stable_seed
+from judge_engine.protocols.bws import MIN_CANDIDATES
+
+SIGNATURE = "choose the single best translation and the single worst"
+_SHOWN = re.compile(r'^Translation ([A-Z]):\n"""\n(.*?)\n"""$', re.DOTALL | re.MULTILINE)
+
+
+def write_bws(
+    messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool
+) -> str | None:
+    """A ``bws`` answer, or None (also for a prompt that shows fewer than two translations)."""
+    last = last_turn(messages)
+    if SIGNATURE not in last:
+        return None
+    shown: list[tuple[str, str]] = _SHOWN.findall(last)
+    if len(shown) < MIN_CANDIDATES:
+        return None
+    best, worst = fake_picks(shown, seed=seed, temperature=temperature)
+    if json_mode:
+        return json.dumps({"best": best, "worst": worst})
+    return f"Best: {best}\nWorst: {worst}\n"
+
+
+def fake_picks(
+    shown: Sequence[tuple[str, str]], *, seed: int, temperature: float
+) -> tuple[str, str]:
+    """Deterministic picks among ``(label, text)``: quality is a hash of each text (so the same
+    candidate wins under every order), with a mild primacy bias (``A`` is picked best in about
+    one request in eight) and, with temperature, an occasional random pick."""
+    ranked = sorted(shown, key=lambda pair: stable_seed("fake-bws-quality", pair[1]))
+    best, worst = ranked[-1][0], ranked[0][0]
+    rng = random.Random(f"{seed}:{temperature}")
+    if rng.random() < 0.125:
+        best = shown[0][0]
+    if temperature > 0 and rng.random() < temperature / 3:
+        best = rng.choice(shown)[0]
+    if worst == best:
+        worst = next(label for label, _ in ranked if label != best)
+    return best, worst
