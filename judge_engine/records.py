@@ -433,9 +433,10 @@ class JudgeEntry:
         )  # fmt: skip
 
 
-SYNTHETIC_NOTE = ("DEMO RUN: every answer came from judge-engine's built-in fake server; they are "
-                  "synthetic, not a model's judgments")
-"""What a demo run's manifest says about itself (and ``show``, ``stats`` and ``meta`` print)."""
+DEMO_NOTE = ("DEMO RUN: answers come from judge-engine's built-in fake server; they are synthetic, "
+             "not a model's judgments.")
+"""What a demo run says about itself: in its manifest (``synthetic``), and first in what the run,
+``show``, ``stats`` and ``meta`` print."""
 
 
 @dataclass(slots=True)
@@ -476,7 +477,7 @@ class Manifest:
 
     @property
     def synthetic(self) -> str | None:
-        return SYNTHETIC_NOTE if self.demo else None
+        return DEMO_NOTE if self.demo else None
 
     def judge(self, name: str) -> JudgeEntry | None:
         return next((j for j in self.judges if j.name == name), None)
@@ -498,7 +499,7 @@ class Manifest:
             "demo": self.demo,
         }
         if self.demo:
-            document["synthetic"] = SYNTHETIC_NOTE
+            document["synthetic"] = DEMO_NOTE
         document.update({
             "config_path": self.config_path,
             "config_path_from_run": self.config_path_from_run,

@@ -71,7 +71,6 @@ REVIEWED: dict[str, int] = {
     "cli/display.py": 520,  # everything drawn with rich; splitting it would give rich two homes
     "records.py": 600,  # every persisted format and its readers of past versions: one definition
     "session.py": 500,  # one lifecycle (prepare, endpoints, execute, signals) read top to bottom
-    "protocols/prometheus.py": 420,  # both Prometheus modes share rubrics, rendering and parsing
 }
 
 

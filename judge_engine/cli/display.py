@@ -27,6 +27,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from judge_engine.records import DEMO_NOTE
 from judge_engine.runtime import JudgeRuntime, RunProgress
 
 if TYPE_CHECKING:
@@ -41,8 +42,6 @@ RATE_WINDOW_S = 20.0
 PIPED_WIDTH = 160
 GRACE_NOTE_S = 10.0
 """What the Ctrl-C message promises (the session's grace period)."""
-DEMO_BANNER = "DEMO: answers come from judge-engine's built-in fake server; they are synthetic, not a model's judgments."
-DEMO_LINE = "DEMO RUN: answers come from judge-engine's built-in fake server; they are synthetic, not a model's judgments."
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -278,7 +277,7 @@ class SessionView:
             self._said_dir = True
             console.print(f"Run directory: {progress.run_dir}", highlight=False, soft_wrap=True)
             if progress.demo and not self._live_wanted:  # the live display shows it above its figures
-                console.print(f"[bold yellow]{DEMO_BANNER}[/bold yellow]")
+                console.print(f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
         if not self._said_start and progress.started:
             self._said_start = True
             console.print(start_line(progress), highlight=False)
@@ -287,7 +286,7 @@ class SessionView:
                 self._meters[judge.config.name].sample(judge)
             self._next_lines = time.monotonic() + self._every_s
             if self._live_wanted:
-                self._live = LiveDisplay(progress.judges, console=console, banner=DEMO_BANNER if progress.demo else "")
+                self._live = LiveDisplay(progress.judges, console=console, banner=DEMO_NOTE if progress.demo else "")
                 self._live.__enter__()
         if progress.stop_requested_at is not None and not self._said_stop and self._said_start:
             self._said_stop = True

@@ -101,7 +101,8 @@ def _watched(args: argparse.Namespace, start: Any) -> int:
 
 
 def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int:
-    from judge_engine.cli.display import DEMO_BANNER, summary
+    from judge_engine.cli.display import summary
+    from judge_engine.records import DEMO_NOTE
 
     if result.already_complete:
         if result.started_by == "run":
@@ -114,7 +115,7 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
     for message in result.failures.values():
         console.print(f"[red]{_escape(message)}[/red]")
     if result.demo:
-        console.print(f"[yellow]{DEMO_BANNER}[/yellow]")
+        console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
     console.print(f"Run directory: {result.run_dir}", highlight=False, soft_wrap=True)
     if result.status == "cancelled":
         console.print(f"Cancelled. Finish it with:\n  judge-engine resume {result.run_dir}", highlight=False)

@@ -42,13 +42,14 @@ def print_item(run_dir: Path, *, item_id: str | None, judge: str | None, console
     Raises:
         RunDirError: not a run directory, or nothing recorded for the item.
     """
-    from judge_engine.cli.display import DEMO_LINE, say
+    from judge_engine.cli.display import say
     from judge_engine.errors import RunDirError
+    from judge_engine.records import DEMO_NOTE
     from judge_engine.store import iter_outcomes, iter_transcript, read_manifest
 
     manifest = read_manifest(run_dir)
     if manifest.demo:
-        say(console, f"[bold yellow]{DEMO_LINE}[/bold yellow]")
+        say(console, f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
     outcomes = [o for o in iter_outcomes(run_dir) if judge is None or o.judge == judge]
     if item_id is None:
         if not outcomes:

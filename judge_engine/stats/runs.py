@@ -14,14 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from judge_engine.errors import RunDirError, TableError
-from judge_engine.records import OUTCOMES, Manifest, OutcomeRecord
+from judge_engine.records import DEMO_NOTE, OUTCOMES, Manifest, OutcomeRecord
 from judge_engine.stats.tables import Table
 from judge_engine.store import latest_outcome_records, read_manifest
-
-DEMO_NOTE = (
-    "DEMO RUN: answers come from judge-engine's built-in fake server; they are synthetic, "
-    "not a model's judgments."
-)
 
 
 @dataclass(frozen=True)
