@@ -17,6 +17,10 @@ HOMES = {
     "orjson": {"jsonio.py"},
     "langcodes": {"languages.py"},
     "aiohttp": {"providers/openai_http.py", "fake/app.py"},
+    "nltk": {"lexicon.py"},
+    "wn": set(),
+    "textblob": set(),
+    "textblob_aptagger": set(),
 }
 
 

