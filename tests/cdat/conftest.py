@@ -1,5 +1,5 @@
-"""Fixtures for CDAT/DAT: a lexicon written for the tests, and the real lexicon when its
-optional extra is installed (the tests that need it skip otherwise)."""
+"""Fixtures for CDAT/DAT: a lexicon written for the tests, and the real lexicon and embedder
+when their optional extras are installed (the tests that need them skip otherwise)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import pytest
 
+from judge_engine.embeddings import Embedder, minilm_problem
 from judge_engine.lexicon import Lexicon, LexiconUnavailable, PackagedLexicon
 from tests.engine.conftest import _test_key, fake_server  # noqa: F401  (the engine's fixtures)
 
@@ -35,3 +36,13 @@ def packaged_lexicon() -> Lexicon:
         pytest.skip(str(exc))
     return lexicon
 
+
+@pytest.fixture(scope="session")
+def minilm() -> Embedder:
+    """all-MiniLM-L6-v2 from the ``embeddings`` extra; skips when it is not installed."""
+    problem = minilm_problem()
+    if problem:
+        pytest.skip(problem)
+    from judge_engine.embeddings import get_embedder
+
+    return get_embedder("minilm")
