@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,3 +147,19 @@ def test_summarize_one_temperature_against_both_baselines() -> None:
     # (135, 75) beats (125, 75); Random (120, 80) and Common (140, 60) are not beaten by it.
     assert good.pareto and not trivial.pareto
     assert np.isclose(good.novelty.high - good.novelty.mean, 1.96 * good.novelty.sem)
+
+
+def test_the_plane_is_drawn_with_baselines_models_and_front(tmp_path: Path) -> None:
+    from judge_engine.stats import plots
+    from judge_engine.stats.creativity_plots import creativity_plane
+
+    if not plots.available():
+        pytest.skip("matplotlib is not installed")
+    spread = [float(i % 5 - 2) for i in range(50)]
+    random = [(120 + s, 80.0 + s) for s in spread]
+    common = [(140 + s, 60.0 + s) for s in spread]
+    lists = [ListScore(m, t, n + s, a + s) for m, n, a in (("good", 75.0, 135.0), ("meh", 66.0, 126.0))
+             for t in (0.5, 1.0) for s in spread]
+    path = creativity_plane(summarize(lists, random=random, common=common), random=random, common=common,
+                            path=tmp_path / "plane.png")
+    assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
