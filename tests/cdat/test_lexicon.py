@@ -125,3 +125,19 @@ def test_morphy_and_tags_equal_nltks_on_the_same_files(nltk_on_packaged_data: An
         assert bool(packaged_lexicon.wordnet.lemmas(word)) == bool(reader.synsets(word, pos="n")), word
         assert packaged_lexicon.tag(word) == tagger.tag([word])[0][1], word
 
+
+def test_every_word_of_the_papers_lists_is_read_as_nltk_reads_it(
+    shared_data: Path, nltk_on_packaged_data: Any, packaged_lexicon: PackagedLexicon
+) -> None:
+    """All 7,000-odd distinct words of the stored baselines and human answers: the disagreements
+    with the stored valid counts cannot come from WordNet or from this tagger's algorithm."""
+    from benchmarks.cdat_baselines import load_lists
+    from judge_engine.protocols.word_lists import clean_word
+
+    reader, tagger = nltk_on_packaged_data
+    words = {clean_word(w) for lists in load_lists(shared_data / "cdat").values() for s in lists for w in (*s.words, s.cue)}
+    words.discard("")
+    assert len(words) > 7000
+    for word in sorted(words):
+        assert bool(packaged_lexicon.wordnet.lemmas(word)) == bool(reader.synsets(word, pos="n")), word
+        assert packaged_lexicon.tag(word) == tagger.tag([word])[0][1], word
