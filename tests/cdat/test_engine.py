@@ -116,3 +116,23 @@ def test_without_an_embedder_the_words_are_kept_and_the_task_says_why(
         assert o["status"] == "unscored" and o["score"] is None and o["verdict"]["valid_words"] is not None
         if o["reason_code"] == "not_embedded":
             assert len(o["verdict"]["valid_words"]) >= 7
+
+
+def test_scoring_later_costs_no_call_the_answers_come_from_the_cache(
+    tmp_path: Path, fake_server: FakeServer, packaged_lexicon: Lexicon
+) -> None:
+    """embedder: none first, then the same judge with an embedder: a new run (the options are
+    part of the judge's identity) whose every answer is a cache hit, now scored."""
+    first = _job(tmp_path, fake_server, protocol_options={"embedder": "none"})
+    _, before = _run(first)
+    calls = fake_server.stats()["requests_total"]
+    assert calls == len(CUES) * 2 and fake_server.stats()["by_protocol"] == {"cdat": calls}
+    config = yaml.safe_load(first.read_text(encoding="utf-8"))
+    config["judges"][0]["protocol_options"] = {"embedder": "test-hash"}
+    first.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    assert main(["run", str(first), "--no-live"]) == 3
+    after = read_lines(first.parent / "runs" / "latest" / "outcomes.jsonl")
+    assert all(o["cache_hits"] == 1 for o in after)
+    assert {o["reason_code"] for o in after} == {"too_few_valid", None}
+    assert [o["verdict"] for o in after] == [o["verdict"] for o in before]
+    assert fake_server.stats()["requests_total"] == calls
