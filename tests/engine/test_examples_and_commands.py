@@ -22,11 +22,17 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p for p in (REPO / "examples").glob("*/config.yaml"))
 
 
+EXAMPLE_PENDING = {"cdat", "dat"}
+"""Protocols whose example is still to be written (issue 18: ``examples/cdat`` lands with the
+``cdat-baselines`` command and the generation-run report)."""
+
+
 def test_every_protocol_has_an_example() -> None:
     from judge_engine.config import load_config
 
     covered = {j.protocol for path in EXAMPLES for j in load_config(path).judges}
-    assert covered == set(available())
+    assert covered == set(available()) - EXAMPLE_PENDING
+    assert not covered & EXAMPLE_PENDING, "an example exists now: drop it from EXAMPLE_PENDING"
 
 
 @pytest.mark.parametrize("config", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])

@@ -1,0 +1,45 @@
+"""The appropriateness-novelty plane of a CDAT run (matplotlib, imported lazily through
+:mod:`judge_engine.stats.plots`; call ``plots.available()`` first)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from judge_engine.stats.creativity import ModelSummary, Point, pareto_front
+from judge_engine.stats.plots import _pyplot, _save
+
+
+def creativity_plane(summaries: Sequence[ModelSummary], *, random: Sequence[Point], common: Sequence[Point],
+                     path: Path, title: str = "CDAT: appropriateness and novelty") -> Path:
+    """One panel per temperature: the baselines' lists (faint) and means (diamonds), the line
+    through the two means (the trivial trade-off the elbow distance is measured from), each model's
+    mean with its 95% intervals, and the Pareto front over models and baselines (dashed)."""
+    plt = _pyplot()
+    panels: list[float | None] = [*sorted({s.temperature for s in summaries})] or [None]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), squeeze=False)
+    means = {name: (float(np.mean([p[0] for p in pts])), float(np.mean([p[1] for p in pts])))
+             for name, pts in (("Random", random), ("Common", common))}
+    for ax, temperature in zip(axes[0], panels, strict=True):
+        rows = [s for s in summaries if s.temperature == temperature]
+        for name, pts, colour in (("Random", random, "tab:gray"), ("Common", common, "tab:brown")):
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=6, alpha=0.15, color=colour, edgecolors="none")
+            ax.scatter(*means[name], marker="D", s=70, color=colour, edgecolors="black", label=name, zorder=3)
+        (x1, y1), (x2, y2) = means["Common"], means["Random"]
+        ax.axline((x1, y1), (x2, y2), ls=":", color="black", lw=1, label="Common-Random line")
+        for row in rows:
+            ax.errorbar(row.appropriateness.mean, row.novelty.mean, fmt="o", ms=7, capsize=3, zorder=4,
+                        xerr=[[row.appropriateness.mean - row.appropriateness.low], [row.appropriateness.high - row.appropriateness.mean]],
+                        yerr=[[row.novelty.mean - row.novelty.low], [row.novelty.high - row.novelty.mean]],
+                        label=f"{row.model}{'' if row.gate is None or row.gate.passed else ' (gate: fail)'}")
+        points = {r.model: (r.appropriateness.mean, r.novelty.mean) for r in rows
+                  if np.isfinite(r.appropriateness.mean) and np.isfinite(r.novelty.mean)} | means
+        front = sorted((points[name] for name in pareto_front(points)), key=lambda p: p[0])
+        ax.plot([p[0] for p in front], [p[1] for p in front], "k--", lw=1.5, label="Pareto front")
+        ax.set(xlabel="appropriateness", ylabel="novelty",
+               title=title if temperature is None else f"{title} (T={temperature:g})")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small", loc="lower left")
+    return _save(fig, plt, path)
