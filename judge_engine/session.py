@@ -53,7 +53,7 @@ from judge_engine.records import (
     spend_section,
     total_spend,
 )
-from judge_engine.runtime import JudgeRuntime, RunProgress
+from judge_engine.runtime import JudgeCounters, JudgeRuntime, RunProgress
 from judge_engine.store import RunStore, count_outcomes, latest_outcomes, read_manifest, utc_now
 
 GRACE_S = 10.0
@@ -387,17 +387,17 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progr
 
 
 def _runtime(prepared: PreparedRun, judge: JudgeConfig, endpoint: Endpoint) -> JudgeRuntime:
+    """A judge's runtime, whole at construction: nothing is changed on it afterwards."""
     protocol = prepared.protocols[judge.name]
-    runtime = JudgeRuntime(
+    return JudgeRuntime(
         config=judge,
         protocol=protocol,
         endpoint=endpoint,
         template_hashes=template_hashes(protocol),
         lane=Lane(judge.name, judge.limits),
         provider=for_judge(judge, endpoint),
+        counters=JudgeCounters(total=prepared.tasks_of(judge)),
     )
-    runtime.counters.total = prepared.tasks_of(judge)
-    return runtime
 
 
 def _session_spend(store: RunStore, before: Mapping[str, Spend]) -> dict[str, Any]:
