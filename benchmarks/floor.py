@@ -28,18 +28,19 @@ if __package__ in (None, ""):
 
 def bodies(transcripts: Path, n: int) -> list[bytes]:
     """The first ``n`` request bodies the engine sent, as the direct transport sends them."""
+    from judge_engine.records import AttemptRecord
+    from judge_engine.store import iter_transcript
+
     out: list[bytes] = []
-    with transcripts.open("rb") as handle:
-        for line in handle:
-            record = json.loads(line)
-            if record.get("cache_hit"):
-                continue
-            sent: dict[str, Any] = dict(record["request"])
-            sent.pop("api_base", None)
-            sent["model"] = str(sent["model"]).removeprefix("openai/")
-            out.append(json.dumps(sent).encode())
-            if len(out) >= n:
-                break
+    for record in iter_transcript(transcripts.parent):
+        if not isinstance(record, AttemptRecord) or record.cache_hit:
+            continue
+        sent: dict[str, Any] = dict(record.request)
+        sent.pop("api_base", None)
+        sent["model"] = str(sent["model"]).removeprefix("openai/")
+        out.append(json.dumps(sent).encode())
+        if len(out) >= n:
+            break
     return out
 
 

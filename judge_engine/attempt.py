@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from judge_engine.blocks import item_values
 from judge_engine.errors import (
     Abandoned,
     FatalProviderError,
@@ -149,4 +150,19 @@ def attempt_record(
                                              "completion_tokens": response.completion_tokens},
         cost=None if response is None else (0.0 if cache_hit else response.cost),
         error=None if error is None else dict(error),
+        split_at=_item_text(task),
     )
+
+
+def _item_text(task: Task) -> tuple[str, ...]:
+    """The item's text values, where the transcript splits the request (cached per item: every
+    attempt of every judge, temperature and repeat of an item shares them)."""
+    cached = _ITEM_TEXT.get(id(task.item))
+    if cached is None or cached[0] is not task.item:
+        if len(_ITEM_TEXT) >= 1024:
+            _ITEM_TEXT.clear()
+        cached = _ITEM_TEXT[id(task.item)] = (task.item, tuple(item_values(task.item)))
+    return cached[1]
+
+
+_ITEM_TEXT: dict[int, tuple[Any, tuple[str, ...]]] = {}

@@ -12,7 +12,13 @@ document      version  what changed
 outcome line  1        no ``v`` key; lines before reason codes lack ``reason_code``
               2        ``"v": 2``; otherwise as version 1
 attempt line  1        no ``v`` key; the whole request repeated in every line
-              2        ``"v": 2``; otherwise as version 1
+              2        ``"v": 2``; otherwise as version 1 (still written by :meth:`AttemptRecord.to_dict`,
+                       the expanded form, e.g. for export)
+              3        ``"v": 3``: compact. The request is references into the run's
+                       ``blocks.jsonl`` (:mod:`judge_engine.blocks`) with the item's text inline;
+                       ``usage`` once (not also inside ``response``); ``response.cost``
+                       dropped (the line's ``cost`` is what the attempt cost); empty
+                       ``headers`` and ``model`` left out
 manifest      1        ``"format": "judge-engine-run", "version": 1``
 ============  =======  ==================================================================
 
@@ -27,10 +33,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from judge_engine.blocks import Encoder, decode_request
 from judge_engine.errors import ReasonCode, RunDirError
 
 OUTCOME_VERSION = 2
-ATTEMPT_VERSION = 2
+ATTEMPT_VERSION = 3
+EXPANDED_ATTEMPT_VERSION = 2
+"""The version of :meth:`AttemptRecord.to_dict`'s self-contained form (requests written out)."""
 MANIFEST_FORMAT = "judge-engine-run"
 MANIFEST_VERSION = 1
 
@@ -196,9 +205,14 @@ class AttemptRecord:
     error: Mapping[str, Any] | None = None
     """``{kind, status, message}`` of a failed attempt (redacted), or None."""
 
+    split_at: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    """The item's text values (not stored): where :meth:`encode` splits the request's messages,
+    so that only the item's own text is written per line."""
+
     def to_dict(self) -> dict[str, Any]:
+        """The self-contained (expanded, version 2) form: the request written out whole."""
         record: dict[str, Any] = {
-            "v": ATTEMPT_VERSION,
+            "v": EXPANDED_ATTEMPT_VERSION,
             "task_id": self.task_id,
             "judge": self.judge,
             "item_id": self.item_id,
@@ -211,6 +225,33 @@ class AttemptRecord:
         }
         if self.response is not None:
             record["response"] = dict(self.response)
+            record["usage"] = dict(self.usage or {})
+            record["cost"] = self.cost
+        if self.error is not None:
+            record["error"] = dict(self.error)
+        return record
+
+    def encode(self, encoder: Encoder) -> dict[str, Any]:
+        """The compact (version 3) line; new blocks go to the encoder's sink first."""
+        record: dict[str, Any] = {
+            "v": ATTEMPT_VERSION,
+            "task_id": self.task_id,
+            "judge": self.judge,
+            "item_id": self.item_id,
+            "attempt": self.attempt,
+            "reask": self.reask,
+            "at": self.at,
+            "request": encoder.encode(self.request, self.split_at),
+            "cache_hit": self.cache_hit,
+            "latency_s": self.latency_s,
+        }
+        if self.response is not None:
+            response = {"content": self.response.get("content"), "finish_reason": self.response.get("finish_reason")}
+            if self.response.get("model"):
+                response["model"] = self.response["model"]
+            if self.response.get("headers"):
+                response["headers"] = self.response["headers"]
+            record["response"] = response
             record["usage"] = dict(self.usage or {})
             record["cost"] = self.cost
         if self.error is not None:
@@ -237,7 +278,7 @@ class ProtocolErrorRecord:
     traceback: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"v": ATTEMPT_VERSION, "task_id": self.task_id, "judge": self.judge, "item_id": self.item_id,
+        return {"v": EXPANDED_ATTEMPT_VERSION, "task_id": self.task_id, "judge": self.judge, "item_id": self.item_id,
                 "at": self.at, "event": "protocol_error", "stage": self.stage, "error": self.error,
                 "traceback": self.traceback}
 
@@ -245,11 +286,19 @@ class ProtocolErrorRecord:
 TranscriptRecord = AttemptRecord | ProtocolErrorRecord
 
 
-def transcript_record(raw: Mapping[str, Any], *, where: str = TRANSCRIPTS) -> TranscriptRecord:
+def transcript_record(raw: Mapping[str, Any], *, blocks: Mapping[str, Any] | None = None,
+                      where: str = TRANSCRIPTS, requests: bool = True) -> TranscriptRecord:
     """Read a transcript line of any version.
 
+    Args:
+        blocks: the run's blocks (:func:`judge_engine.store.read_blocks`), needed to rebuild the
+            request of a version 3 line.
+        requests: False to leave a version 3 line's request encoded (what counting spend needs;
+            rebuilding a request costs more than reading the rest of the line).
+
     Raises:
-        RunDirError: a line from a newer version, or one without the fields every version has.
+        RunDirError: a line from a newer version, one without the fields every version has, or a
+            version 3 line whose blocks are missing.
     """
     version = int(raw.get("v") or 1)
     if version > ATTEMPT_VERSION:
@@ -261,6 +310,17 @@ def transcript_record(raw: Mapping[str, Any], *, where: str = TRANSCRIPTS) -> Tr
                 at=str(raw.get("at") or ""), stage=str(raw.get("stage") or ""), error=str(raw.get("error") or ""),
                 traceback=str(raw.get("traceback") or ""),
             )  # fmt: skip
+        request, response, usage = raw["request"], raw.get("response"), raw.get("usage")
+        cost = None if raw.get("cost") is None else float(raw["cost"])
+        if version >= 3:
+            if requests:
+                if blocks is None:
+                    raise RunDirError(f"{where}: a version 3 line needs the run's blocks to be read")
+                request = decode_request(request, blocks, where=where)
+            if response is not None:  # the expanded shape every reader knows
+                response = {"content": response.get("content"), "finish_reason": response.get("finish_reason"),
+                            "usage": dict(usage or {}), "cost": cost or 0.0,
+                            "headers": dict(response.get("headers") or {}), "model": str(response.get("model") or "")}
         return AttemptRecord(
             task_id=str(raw["task_id"]),
             judge=str(raw.get("judge") or ""),
@@ -268,12 +328,12 @@ def transcript_record(raw: Mapping[str, Any], *, where: str = TRANSCRIPTS) -> Tr
             attempt=int(raw.get("attempt") or 0),
             reask=int(raw.get("reask") or 0),
             at=str(raw.get("at") or ""),
-            request=raw["request"],
+            request=request,
             cache_hit=bool(raw.get("cache_hit")),
             latency_s=float(raw.get("latency_s") or 0.0),
-            response=raw.get("response"),
-            usage=raw.get("usage"),
-            cost=None if raw.get("cost") is None else float(raw["cost"]),
+            response=response,
+            usage=usage,
+            cost=cost,
             error=raw.get("error"),
         )
     except KeyError as exc:

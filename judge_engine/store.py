@@ -7,7 +7,10 @@ replaces and reads them. Append-only JSONL, flushed per line, safe to kill at an
 runs/<run_id>/
   run.json           manifest: resolved config (no secrets), versions, template hashes, counts, status
   outcomes.jsonl     one line per finished task (scored, or unscored with the reason)
-  transcripts.jsonl  one line per provider attempt (request as sent, raw answer or error, usage, cost)
+  transcripts.jsonl  one line per provider attempt (the request as references to blocks plus the
+                     item's own text, raw answer or error, usage, cost)
+  blocks.jsonl       the text every request repeats (system prompt, few-shot turns, the template
+                     around the item), stored once per run (see judge_engine/blocks.py)
   .lock              held by the process writing the run
 ```
 
@@ -34,13 +37,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from judge_engine.blocks import BLOCKS, Encoder, block_id, block_line, read_block_line
 from judge_engine.errors import RunDirError
+from judge_engine.index import IndexWriter, RunIndex
 from judge_engine.jsonio import JSONDecodeError, dumps_line, loads, pretty
 from judge_engine.records import (
     LOCK,
     MANIFEST,
     OUTCOMES,
     TRANSCRIPTS,
+    AttemptRecord,
     Counts,
     Manifest,
     OutcomeRecord,
@@ -126,11 +132,26 @@ def latest_outcome_records(run_dir: Path, *, notes: list[str] | None = None) -> 
     return latest
 
 
-def iter_transcript(run_dir: Path, *, offset: int = 0) -> Iterator[TranscriptRecord]:
-    """Every transcript line (attempts and protocol errors) in the order written."""
+def read_blocks(run_dir: Path) -> dict[str, Any]:
+    """The run's message blocks, id -> body (empty for a run written before blocks existed).
+    A torn last line is skipped: no transcript line can refer to it (a block is written before
+    any line that uses it)."""
+    path = run_dir / BLOCKS
+    blocks: dict[str, Any] = {}
+    for raw in read_jsonl(path):
+        ident, body = read_block_line(raw, where=str(path))
+        blocks[ident] = body
+    return blocks
+
+
+def iter_transcript(run_dir: Path, *, offset: int = 0, requests: bool = True) -> Iterator[TranscriptRecord]:
+    """Every transcript line (attempts and protocol errors) in the order written, each request
+    rebuilt exactly as sent (``requests=False``: left encoded, for readers that need only the
+    usage, costs and answers)."""
     path = run_dir / TRANSCRIPTS
+    blocks = read_blocks(run_dir) if requests else None
     for raw in read_jsonl(path, offset=offset):
-        yield transcript_record(raw, where=str(path))
+        yield transcript_record(raw, blocks=blocks, where=str(path), requests=requests)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +187,12 @@ class RunStore:
         self._lock_fd: int | None = None
         self._outcomes_fd: int | None = None
         self._transcripts_fd: int | None = None
+        self._blocks_fd: int | None = None
+        self._known_blocks: set[str] = set()
+        self._new_blocks: list[bytes] = []
+        self._encoder = Encoder(self)
+        self._index: RunIndex | None = None
+        self._indexer: IndexWriter | None = None
         self.spend: dict[str, Spend] = {}
         """What each judge has spent over the whole run (every session), kept current by each
         transcript write."""
@@ -188,12 +215,13 @@ class RunStore:
         manifest = read_manifest(run_dir)
         store = cls(run_dir)
         store._acquire()
-        for name in (OUTCOMES, TRANSCRIPTS):
+        for name in (OUTCOMES, TRANSCRIPTS, BLOCKS):
             _cut_torn_tail(run_dir / name)
         recorded = manifest.spend
         store.spend = {judge: Spend.from_dict(r) for judge, r in (recorded.get("judges") or {}).items()}
-        for record in iter_transcript(run_dir, offset=int(recorded.get("covers_bytes") or 0)):
+        for record in iter_transcript(run_dir, offset=int(recorded.get("covers_bytes") or 0), requests=False):
             store._count(record)
+        store._known_blocks = set(read_blocks(run_dir))
         store._open_files()
         return store
 
@@ -210,15 +238,41 @@ class RunStore:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         self._outcomes_fd = os.open(self.run_dir / OUTCOMES, flags, 0o644)
         self._transcripts_fd = os.open(self.run_dir / TRANSCRIPTS, flags, 0o644)
+        self._blocks_fd = os.open(self.run_dir / BLOCKS, flags, 0o644)
+        # The index catches up with whatever an earlier session wrote, then follows every line.
+        self._index = RunIndex.open(self.run_dir)
+        self._indexer = self._index.writer()
 
     def write_outcome(self, record: OutcomeRecord) -> None:
-        assert self._outcomes_fd is not None
-        os.write(self._outcomes_fd, dumps_line(record.to_dict()))
+        assert self._outcomes_fd is not None and self._indexer is not None
+        line = dumps_line(record.to_dict())
+        os.write(self._outcomes_fd, line)
+        self._indexer.outcome(record, len(line))
 
     def write_transcript(self, record: TranscriptRecord) -> None:
-        assert self._transcripts_fd is not None
-        os.write(self._transcripts_fd, dumps_line(record.to_dict()))
+        """Append a transcript line; an attempt's new blocks are written first, so that no line
+        ever refers to a block a crash could have lost."""
+        assert self._transcripts_fd is not None and self._blocks_fd is not None
+        if isinstance(record, AttemptRecord):
+            line = record.encode(self._encoder)
+            if self._new_blocks:
+                os.write(self._blocks_fd, b"".join(self._new_blocks))
+                self._new_blocks.clear()
+        else:
+            line = record.to_dict()
+        data = dumps_line(line)
+        os.write(self._transcripts_fd, data)
+        assert self._indexer is not None
+        self._indexer.attempt(record.task_id, record.item_id, record.judge, len(data))
         self._count(record)
+
+    def add(self, kind: str, body: Any) -> str:
+        """:class:`~judge_engine.blocks.BlockSink`: queue a block the run does not have yet."""
+        ident = block_id(kind, body)
+        if ident not in self._known_blocks:
+            self._known_blocks.add(ident)
+            self._new_blocks.append(dumps_line(block_line(kind, body, ident)))
+        return ident
 
     def _count(self, record: TranscriptRecord) -> None:
         spend = self.spend.get(record.judge)
@@ -243,11 +297,18 @@ class RunStore:
         os.replace(tmp, path)
 
     def close(self) -> None:
-        for fd in (self._outcomes_fd, self._transcripts_fd):
+        if self._index is not None:
+            try:
+                if self._indexer is not None:
+                    self._indexer.flush()
+            finally:
+                self._index.close()
+                self._index = self._indexer = None
+        for fd in (self._blocks_fd, self._outcomes_fd, self._transcripts_fd):
             if fd is not None:
                 os.fsync(fd)
                 os.close(fd)
-        self._outcomes_fd = self._transcripts_fd = None
+        self._outcomes_fd = self._transcripts_fd = self._blocks_fd = None
         if self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)

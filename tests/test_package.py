@@ -77,7 +77,7 @@ SOFT_LIMIT = 400
 REVIEWED: dict[str, int] = {
     # module: lines it may reach, after a read found it one concern (say why when you raise one)
     "cli/display.py": 520,  # everything drawn with rich; splitting it would give rich two homes
-    "records.py": 600,  # every persisted format and its readers of past versions: one definition
+    "records.py": 650,  # every persisted format and its readers of past versions: one definition
     "session.py": 500,  # one lifecycle (prepare, endpoints, execute, signals) read top to bottom
 }
 

@@ -20,7 +20,7 @@ from judge_engine.fake import FakeServer
 from judge_engine.fake.answers import AnswerBook
 from judge_engine.lexicon import Lexicon
 from judge_engine.protocols.cdat import CDAT
-from tests.engine.conftest import TEST_KEY_ENV, read_lines
+from tests.engine.conftest import TEST_KEY_ENV, read_lines, read_transcripts
 
 CUES = ["release", "outset", "newspaper", "occupant", "fidelity", "beam", "operand", "dividend",
         "mess", "gossip", "station", "ladder", "fever", "arrow", "cup", "heel", "norm", "phase",
@@ -100,7 +100,7 @@ def test_an_answer_cut_off_at_max_tokens_is_read_as_it_is(
     # one often cut mid-word ("velv"), and the method reads it all the same.
     config = _job(tmp_path, fake_server, max_tokens=12, protocol_options={"embedder": "test-hash"})
     _, outcomes = _run(config)
-    transcript = read_lines(config.parent / "runs" / "latest" / "transcripts.jsonl")
+    transcript = read_transcripts(config.parent / "runs" / "latest")
     assert {t["response"]["finish_reason"] for t in transcript} == {"length"}
     assert {o["reason_code"] for o in outcomes} == {"too_few_valid", None}  # never "incomplete"
     assert all(o["attempts"] == 1 and o["reasks"] == 0 for o in outcomes)

@@ -113,6 +113,13 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def read_transcripts(run: Path) -> list[dict[str, Any]]:
+    """Every transcript line of a run, requests rebuilt (the expanded form of each record)."""
+    from judge_engine.store import iter_transcript
+
+    return [record.to_dict() for record in iter_transcript(run)]
+
+
 def expected_gemba_score(item: dict[str, Any], temperature: float) -> float:
     """The score the fake server's well-formed answer implies for an item: what the engine must
     report, whatever faults and re-asks happened on the way."""

@@ -15,7 +15,15 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeConfig, FakeServer
-from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, TRANSPORTS, make_job, read_lines
+from judge_engine.store import iter_transcript
+from tests.engine.conftest import (
+    TEST_KEY,
+    TEST_KEY_ENV,
+    TRANSPORTS,
+    make_job,
+    read_lines,
+    read_transcripts,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -48,6 +56,11 @@ def test_sigkill_mid_run_then_resume_loses_nothing_and_judges_nothing_twice(tmp_
     before = read_lines(run / "outcomes.jsonl")
     assert 30 <= len(before) < 120
     assert json.loads((run / "run.json").read_text())["status"] == "running"
+    # Killed mid-write, the directory is still whole for every reader: no transcript line refers
+    # to a block the kill lost (blocks are written before the lines that use them).
+    attempts = list(iter_transcript(run))
+    assert len(attempts) >= len(before) and all(a.request["messages"] for a in attempts)  # type: ignore[union-attr]
+    assert main(["show", str(run)]) == 0
     assert main(["resume", str(run), "--no-live"]) == 0
     outcomes = read_lines(run / "outcomes.jsonl")
     per_task = Counter(o["task_id"] for o in outcomes)
@@ -110,7 +123,7 @@ def test_chaos_resets_truncation_503_and_hangs_are_retried(transport: str, tmp_p
     assert main(["run", str(job.config), "--no-live"]) == 0
     outcomes = read_lines(job.only_run() / "outcomes.jsonl")
     assert len(outcomes) == 100 and {o["status"] for o in outcomes} == {"scored"}
-    errors = Counter(t["error"]["kind"] for t in read_lines(job.only_run() / "transcripts.jsonl") if "error" in t)
+    errors = Counter(t["error"]["kind"] for t in read_transcripts(job.only_run()) if "error" in t)
     assert errors["retry"] > 0
 
 

@@ -9,7 +9,13 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
-from tests.engine.conftest import TRANSPORTS, expected_gemba_score, make_job, read_lines
+from tests.engine.conftest import (
+    TRANSPORTS,
+    expected_gemba_score,
+    make_job,
+    read_lines,
+    read_transcripts,
+)
 
 
 def _items(job_dir: Path) -> dict[str, dict]:
@@ -21,7 +27,7 @@ def test_end_to_end_job_scores_every_item_correctly(tmp_path: Path, fake_server:
     assert main(["run", str(job.config), "--no-live"]) == 0
     run = job.only_run()
     outcomes = read_lines(run / "outcomes.jsonl")
-    transcripts = read_lines(run / "transcripts.jsonl")
+    transcripts = read_transcripts(run)
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["status"] == "completed"
     assert manifest["counts"]["total"] == {"tasks": 30, "scored": 30, "unscored": 0, "unscored_by_code": {}}
@@ -48,7 +54,7 @@ def test_rerun_makes_zero_http_calls(tmp_path: Path, fake_server: FakeServer) ->
     assert main(["run", str(job.config), "--no-live", "--new-run"]) == 0  # fresh run dir: all cache hits
     assert fake_server.stats()["requests_total"] == calls
     fresh = [d for d in job.run_dirs() if d != job.run_dirs()[0]][0]
-    hits = read_lines(fresh / "transcripts.jsonl")
+    hits = read_transcripts(fresh)
     assert len(hits) == 12 and all(t["cache_hit"] for t in hits)
     assert all(o["status"] == "scored" for o in read_lines(fresh / "outcomes.jsonl"))
 
@@ -62,7 +68,7 @@ def test_three_repeats_are_three_distinct_calls(tmp_path: Path, fake_server: Fak
     per_item = {(o["item_id"], o["temperature"]) for o in outcomes}
     assert len(per_item) == 10
     assert sorted({o["repeat"] for o in outcomes}) == [0, 1, 2]
-    transcripts = read_lines(job.only_run() / "transcripts.jsonl")
+    transcripts = read_transcripts(job.only_run())
     assert not any(t["cache_hit"] for t in transcripts)
     at_zero: dict[str, set[float]] = {}
     for o in outcomes:
@@ -102,7 +108,7 @@ def test_faults_500s_and_malformed_answers_end_scored_and_correct(transport: str
     assert wrong == []
     reasked = [o for o in outcomes if o["reasks"] > 0]
     assert reasked, "2% malformed answers over 200 items should have caused a re-ask"
-    transcripts = read_lines(job.only_run() / "transcripts.jsonl")
+    transcripts = read_transcripts(job.only_run())
     assert any(t.get("error", {}).get("status") == 500 for t in transcripts)
 
 
@@ -117,7 +123,7 @@ def test_unreadable_answers_are_reasked_then_unscored_never_scored(tmp_path: Pat
         assert "no 'Critical:'" in outcome["reason"]
         assert outcome["reason_code"] == "unreadable"
     assert fake_server.stats()["requests_total"] == 9  # 1 + 2 re-asks each
-    transcripts = read_lines(job.only_run() / "transcripts.jsonl")
+    transcripts = read_transcripts(job.only_run())
     last_request = transcripts[-1]["request"]["messages"]
     assert last_request[-1]["content"].startswith("Your previous answer could not be used")
 
@@ -148,5 +154,5 @@ def test_several_judges_run_side_by_side(tmp_path: Path, fake_server: FakeServer
     outcomes = read_lines(job.only_run() / "outcomes.jsonl")
     assert sorted((o["judge"], o["status"]) for o in outcomes).count(("b", "scored")) == 12
     assert sum(o["judge"] == "a" for o in outcomes) == 6
-    json_requests = [t for t in read_lines(job.only_run() / "transcripts.jsonl") if t["judge"] == "b"]
+    json_requests = [t for t in read_transcripts(job.only_run()) if t["judge"] == "b"]
     assert all(t["request"]["response_format"]["type"] == "json_schema" for t in json_requests)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from judge_engine.fake import FakeServer
-from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, make_job, read_lines
+from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, make_job, read_transcripts
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,7 +55,7 @@ def test_first_ctrl_c_sends_nothing_more_and_finishes_calls_in_flight(tmp_path: 
     assert "no new calls go out; finishing" in err and "Ctrl-C again to abort" in err
     run = job.only_run()
     # Every call the server received was answered and recorded: nothing in flight was lost.
-    attempts = [t for t in read_lines(run / "transcripts.jsonl") if "request" in t]
+    attempts = [t for t in read_transcripts(run) if "request" in t]
     assert len(attempts) == at_signal and all("response" in t for t in attempts)
     # Abandoned tasks were never sent: resuming judges each remaining task exactly once (limits
     # are not part of a run's identity: raise them so the rest goes fast).
@@ -92,7 +92,7 @@ def test_demo_fake_server_outlives_a_terminal_ctrl_c(tmp_path: Path) -> None:
               next(job.runs.glob("*/outcomes.jsonl")).read_bytes().count(b"\n") >= 10)
     os.killpg(process.pid, signal.SIGINT)  # what the terminal does
     assert process.wait(timeout=30) == 130
-    transcripts = read_lines(job.only_run() / "transcripts.jsonl")
+    transcripts = read_transcripts(job.only_run())
     errors = [t["error"] for t in transcripts if "error" in t]
     assert errors == []
 

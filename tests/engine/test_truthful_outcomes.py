@@ -17,7 +17,7 @@ import pytest
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
 from judge_engine.protocols.gemba_mqm import GembaMQM
-from tests.engine.conftest import TRANSPORTS, make_job, read_lines
+from tests.engine.conftest import TRANSPORTS, make_job, read_lines, read_transcripts
 
 
 def _closed_port() -> int:
@@ -170,7 +170,7 @@ def test_an_exception_in_protocol_code_is_a_protocol_error_and_the_run_goes_on(
     assert [o["item_id"] for o in broken] == ["item-00003", "item-00013"]
     assert {o["reason_code"] for o in broken} == {"protocol_error"}
     assert all(f"the protocol's {stage} raised KeyError" in o["reason"] for o in broken)
-    events = [t for t in read_lines(job.only_run() / "transcripts.jsonl") if t.get("event") == "protocol_error"]
+    events = [t for t in read_transcripts(job.only_run()) if t.get("event") == "protocol_error"]
     assert len(events) == 2 and "Traceback" in events[0]["traceback"] and events[0]["stage"] == stage
 
 
@@ -198,7 +198,7 @@ def test_resume_reports_this_session_and_the_whole_run(tmp_path: Path, fake_serv
     # resume), except the calls in flight at the kill (at most concurrency = 4): they were sent
     # but their answers never reached the process, so nothing could record them.
     assert sent - 4 <= manifest["spend"]["total"]["calls"] <= sent
-    transcripts = read_lines(run / "transcripts.jsonl")
+    transcripts = read_transcripts(run)
     assert manifest["spend"]["total"]["cost"] == pytest.approx(sum(t.get("cost", 0) for t in transcripts))
     session = manifest["sessions"][-1]
     assert session["judged"] == 60 - done_before
