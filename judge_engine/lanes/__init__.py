@@ -4,15 +4,7 @@ One lane per judge deployment. A request is admitted when (1) the lane is not pa
 Retry-After, (2) the request pacer allows it and (3) the token pacer allows its estimated tokens.
 After the call the token estimate is reconciled with the usage the provider reported.
 
-Token estimates without a tokenizer. The token pacer needs a prompt's size before sending it.
-Counting it exactly (tiktoken) cost ~0.2-0.5 ms per request, the largest single CPU cost of a
-TPM-paced run, and is exact only for OpenAI's own tokenizers anyway. The lane instead sizes a
-prompt by its UTF-8 bytes (:func:`rough_prompt_tokens`: BPE tokenizers work on bytes, so one
-token is ~4 bytes of Latin text and ~3 bytes, one character, of Chinese) and scales that by
-the ratio of reported to estimated prompt tokens it learns from every answer. The pacer is then
-calibrated to the provider's own count, whatever its tokenizer: an under-estimate is paid back
-when each answer's usage is reconciled into the schedule, and an over-estimate, which
-reconciling alone would turn into idle time, is learnt away within a few dozen answers.
+Token estimates without a tokenizer: see :mod:`judge_engine.lanes.tokens`.
 
 Pacing, not windows. Both pacers are GCRA ("virtual scheduling"): admissions are spaced
 ``cost * 60 / per_minute`` seconds apart, with a few milliseconds of tolerance so that a late
@@ -53,10 +45,13 @@ import asyncio
 import math
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from judge_engine.config import Limits
+from judge_engine.lanes.tokens import TokenEstimate, rough_prompt_tokens
+
+__all__ = ["BURST_WINDOW_S", "PACE_TOLERANCE_S", "Admission", "Lane", "LaneStats", "Pacer", "rough_prompt_tokens"]
 
 PACE_TOLERANCE_S = 0.02
 """Slack of the pacers: a wake-up this late is caught up."""
@@ -76,26 +71,6 @@ SLOWDOWN_429_SHARE = 0.02
 
 _DECLARED_REQUESTS = ("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
 _DECLARED_TOKENS = ("x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")
-
-
-BYTES_PER_TOKEN = 4
-"""Prior of :func:`rough_prompt_tokens` before the lane has learnt the provider's ratio."""
-TOKENS_PER_MESSAGE = 4
-"""Chat framing per message (role and separators), as OpenAI's counting recipe adds."""
-RATIO_SMOOTHING = 0.1
-"""Weight of each answer in the learnt reported/estimated prompt-token ratio (after the tenth)."""
-
-
-def rough_prompt_tokens(messages: Sequence[Mapping[str, str]]) -> int:
-    """A tokenizer-free size of a chat prompt: UTF-8 bytes / 4 per message plus its framing.
-
-    Costs ~1 us per request against ~300 us for tiktoken; the lane corrects its scale with the
-    usage the provider reports (see the module docstring).
-    """
-    total = 3
-    for message in messages:
-        total += TOKENS_PER_MESSAGE + len((message.get("content") or "").encode("utf-8")) // BYTES_PER_TOKEN
-    return total
 
 
 @dataclass(slots=True)
@@ -178,9 +153,8 @@ class Lane:
         self.declared: dict[str, float] = {}
         """Limits the provider declared in its headers (``rpm``, ``tpm``), once seen."""
         self._set_limits(limits.rpm, limits.tpm)
-        self._completion_estimate: float | None = None
-        self._prompt_ratio = 1.0
-        self._ratio_samples = 0
+        self.estimate = TokenEstimate()
+        """What a request will cost in tokens, learnt from the answers' usage."""
 
     def _set_limits(self, rpm: float | None, tpm: float | None) -> None:
         margin = 1.0 - self.limits.headroom
@@ -239,14 +213,6 @@ class Lane:
 
     # --- admission --------------------------------------------------------------------------
 
-    def estimate_tokens(self, prompt_tokens: int, max_tokens: int | None) -> float:
-        """A request's tokens: its rough prompt size (:func:`rough_prompt_tokens`) scaled by the
-        reported/estimated ratio learnt so far, plus a moving average of the completions seen."""
-        completion = self._completion_estimate
-        if completion is None:
-            completion = float(min(max_tokens or 256, 256))
-        return prompt_tokens * self._prompt_ratio + completion
-
     async def admit(self, rough_prompt: int = 0, max_tokens: int | None = None) -> Admission:
         """Wait until this lane may send one request whose prompt has ``rough_prompt`` tokens by
         :func:`rough_prompt_tokens` (read only when the lane paces tokens).
@@ -276,7 +242,7 @@ class Lane:
                 if self._requests is not None:
                     self._requests.admit()
                 if self._tokens is not None:
-                    estimated = self.estimate_tokens(rough_prompt, max_tokens)
+                    estimated = self.estimate.tokens(rough_prompt, max_tokens)
                     self._tokens.admit(estimated)
                 self.stats.requests += 1
                 return Admission(estimated, rough_prompt)
@@ -302,16 +268,7 @@ class Lane:
         actual = float(prompt_tokens + completion_tokens)
         if self._tokens is not None and actual > 0:
             self._tokens.reconcile(actual - admission.estimated_tokens)
-        if completion_tokens > 0:
-            prev = self._completion_estimate
-            self._completion_estimate = completion_tokens if prev is None else 0.9 * prev + 0.1 * completion_tokens
-        estimated_prompt = admission.rough_prompt
-        if prompt_tokens > 0 and estimated_prompt > 0:
-            # A running mean until it has ten answers, then an exponential one: the first answer
-            # already replaces the prior, and a drift in the data is still followed.
-            self._ratio_samples += 1
-            weight = max(RATIO_SMOOTHING, 1.0 / self._ratio_samples)
-            self._prompt_ratio += weight * (prompt_tokens / estimated_prompt - self._prompt_ratio)
+        self.estimate.learn(admission.rough_prompt, prompt_tokens, completion_tokens)
         self._accepted.append((now, actual))
         self._forget_before(now - MEASURE_S)
         self._consecutive_429 = 0
