@@ -6,23 +6,7 @@ After the call the token estimate is reconciled with the usage the provider repo
 
 Token estimates without a tokenizer: see :mod:`judge_engine.lanes.tokens`.
 
-Pacing, not windows. Both pacers are GCRA ("virtual scheduling"): admissions are spaced
-``cost * 60 / per_minute`` seconds apart, with a few milliseconds of tolerance so that a late
-wake-up is caught up instead of lost. An earlier design admitted ``rpm/60`` requests per
-one-second window; a provider window that is not a whole number of ours (say 5 s against 0.995 s)
-then lets one extra burst in, and every such burst is a wave of 429s (benchmark: 0.969 of the
-limit; paced: 0.98). Pacing keeps any provider window to its share, give or take a burst.
-
-Small bursts, on purpose. A paced client wakes from idle for every request, and on a small VM a
-wake-up costs more CPU than the request it sends (a bare aiohttp loop at 50 requests/s: ~1.0 ms
-per request one by one, ~0.7 in pairs, ~0.6 in fours). So when a slot comes due, the waiters
-whose slots follow within :data:`BURST_WINDOW_S` (past the tolerance) go out with it,
-``Limits.burst`` at most (2: pairs): the long-run pace is unchanged, and a window sees at most
-``burst - 1`` requests above it.
-Measured (benchmarks/, TPM-bound): one by one 1.70-1.97 ms of CPU per request, 0.45% 429s; pairs
-1.47-1.56 ms, 0.65%; threes 1.52 ms, 0.84% (a burst spends part of the 1% headroom).
-asyncio-throttle, named in the first design, polls a sliding log: it can only pace exactly by
-polling fast (CPU) and otherwise loses the polling interval on every request, so it went.
+GCRA pacing and small bursts: see :mod:`judge_engine.lanes.pacer`.
 
 Declared limits. Providers state their real per-minute limits in response headers
 (``x-ratelimit-limit-requests`` / ``-tokens``; Anthropic's ``anthropic-ratelimit-*-limit``). A
@@ -49,15 +33,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from judge_engine.config import Limits
+from judge_engine.lanes.pacer import BURST_WINDOW_S, PACE_TOLERANCE_S, Pacer, Pacing
 from judge_engine.lanes.tokens import TokenEstimate, rough_prompt_tokens
 
 __all__ = ["BURST_WINDOW_S", "PACE_TOLERANCE_S", "Admission", "Lane", "LaneStats", "Pacer", "rough_prompt_tokens"]
 
-PACE_TOLERANCE_S = 0.02
-"""Slack of the pacers: a wake-up this late is caught up."""
-BURST_WINDOW_S = 0.05
-"""How far ahead of its slot (beyond the tolerance: 70 ms in all) a request may go out with the
-on-time one before it (``Limits.burst``)."""
 MEASURE_WINDOW_S = 1.0
 MEASURE_S = 5.0
 MIN_SCALE = 0.02
@@ -81,31 +61,6 @@ class Admission:
     """Prompt and completion tokens charged to the token pacer."""
     rough_prompt: int = 0
     """The prompt's :func:`rough_prompt_tokens`, which the reported usage calibrates."""
-
-
-class Pacer:
-    """GCRA: admissions of ``cost`` units spaced ``cost * 60 / per_minute`` seconds apart.
-
-    ``per_minute`` may change at any time (adaptive control); ``reconcile`` moves the schedule by
-    the difference between an estimated and an actual cost.
-    """
-
-    def __init__(self, per_minute: float, clock: Callable[[], float], tolerance_s: float = PACE_TOLERANCE_S) -> None:
-        self.per_minute = per_minute
-        self.tolerance_s = tolerance_s
-        self._clock = clock
-        self._tat = -math.inf  # theoretical arrival time of the next conforming admission
-
-    def wait_time(self, early_s: float = 0.0) -> float:
-        """Seconds until the next admission conforms (0 when it does now), or would conform if
-        it may go ``early_s`` ahead of its slot."""
-        return max(0.0, self._tat - self.tolerance_s - early_s - self._clock())
-
-    def admit(self, cost: float = 1.0) -> None:
-        self._tat = max(self._clock(), self._tat) + cost * 60.0 / self.per_minute
-
-    def reconcile(self, delta_cost: float) -> None:
-        self._tat += delta_cost * 60.0 / self.per_minute
 
 
 @dataclass(slots=True)
@@ -135,9 +90,7 @@ class Lane:
         self.stats = LaneStats()
         self._clock = clock
         self._sleep = sleep  # with ``clock``, lets tests run the lane in virtual time
-        self._released_early = 0  # requests sent ahead of their slot since the last on-time one
         self._started = clock()
-        self._scale = 1.0
         self._paused_until = 0.0
         self._last_slowdown = -math.inf
         self._last_probe = clock()
@@ -146,29 +99,12 @@ class Lane:
         self._pauses: deque[tuple[float, float]] = deque()  # (from, until) of recent lane pauses
         self._recent_429: deque[float] = deque()
         self._lock = asyncio.Lock()  # one coroutine polls the windows; the rest queue fairly
-        self._requests: Pacer | None = None
-        self._tokens: Pacer | None = None
-        self._rpm: float | None = None
-        self._tpm: float | None = None
+        self.pacing = Pacing(limits, clock)
+        """The request and token pacers, at the pace the adaptive control sets."""
         self.declared: dict[str, float] = {}
         """Limits the provider declared in its headers (``rpm``, ``tpm``), once seen."""
-        self._set_limits(limits.rpm, limits.tpm)
         self.estimate = TokenEstimate()
         """What a request will cost in tokens, learnt from the answers' usage."""
-
-    def _set_limits(self, rpm: float | None, tpm: float | None) -> None:
-        margin = 1.0 - self.limits.headroom
-        self._rpm = rpm * margin if rpm else None
-        self._tpm = tpm * margin if tpm else None
-        if self._rpm is None:
-            self._requests = None
-        elif self._requests is None:
-            self._requests = Pacer(self._rpm, self._clock)
-        if self._tpm is None:
-            self._tokens = None
-        elif self._tokens is None:
-            self._tokens = Pacer(self._tpm, self._clock)
-        self._apply_scale(self._scale)
 
     def observe_headers(self, headers: Mapping[str, str]) -> None:
         """Adopt limits the provider declares when they are lower than the configured ones."""
@@ -184,7 +120,7 @@ class Lane:
             self.declared["tpm"] = tpm
             changed = True
         if changed:
-            self._set_limits(_lower(self.limits.rpm, self.declared.get("rpm")),
+            self.pacing.set_limits(_lower(self.limits.rpm, self.declared.get("rpm")),
                              _lower(self.limits.tpm, self.declared.get("tpm")))
 
     # --- pace -------------------------------------------------------------------------------
@@ -192,24 +128,20 @@ class Lane:
     @property
     def scale(self) -> float:
         """Current pace as a share of the configured limits (1.0 = full configured rate)."""
-        return self._scale
+        return self.pacing.scale
 
     def _apply_scale(self, scale: float) -> None:
-        self._scale = min(1.0, max(MIN_SCALE, scale))
-        if self._requests is not None and self._rpm is not None:
-            self._requests.per_minute = self._rpm * self._scale
-        if self._tokens is not None and self._tpm is not None:
-            self._tokens.per_minute = self._tpm * self._scale
+        self.pacing.scale = min(1.0, max(MIN_SCALE, scale))
 
     def _maybe_probe(self, now: float) -> None:
-        if self._scale >= 1.0:
+        if self.pacing.scale >= 1.0:
             return
         # Not while 429s keep coming, even too few to cut the pace: probing past them would
         # climb above the provider's limit, one pause at a time.
         quiet_since = max(self._last_slowdown, self._recent_429[-1] if self._recent_429 else -math.inf)
         if now - quiet_since >= PROBE_AFTER_S and now - self._last_probe >= PROBE_EVERY_S:
             self._last_probe = now
-            self._apply_scale(self._scale * PROBE_FACTOR)
+            self._apply_scale(self.pacing.scale * PROBE_FACTOR)
 
     # --- admission --------------------------------------------------------------------------
 
@@ -228,30 +160,16 @@ class Lane:
                     await self._sleep(self._paused_until - now)
                     continue
                 self._maybe_probe(now)
-                wait = self._wait_time()
+                wait = self.pacing.wait_to_release()
                 if wait > 0:
-                    if self._released_early < self.limits.burst - 1 and self._wait_time(BURST_WINDOW_S) == 0:
-                        # Goes out with the on-time request before it: one wake-up, several sends.
-                        self._released_early += 1
-                    else:
-                        await self._sleep(wait)
-                        continue  # re-check: a 429 may have paused the lane meanwhile
-                else:
-                    self._released_early = 0
+                    await self._sleep(wait)
+                    continue  # re-check: a 429 may have paused the lane meanwhile
                 estimated = 0.0
-                if self._requests is not None:
-                    self._requests.admit()
-                if self._tokens is not None:
+                if self.pacing.tokens is not None:
                     estimated = self.estimate.tokens(rough_prompt, max_tokens)
-                    self._tokens.admit(estimated)
+                self.pacing.admit(estimated)
                 self.stats.requests += 1
                 return Admission(estimated, rough_prompt)
-
-    def _wait_time(self, early_s: float = 0.0) -> float:
-        return max(
-            self._requests.wait_time(early_s) if self._requests is not None else 0.0,
-            self._tokens.wait_time(early_s) if self._tokens is not None else 0.0,
-        )
 
     def on_success(
         self,
@@ -266,8 +184,8 @@ class Lane:
         if headers:
             self.observe_headers(headers)
         actual = float(prompt_tokens + completion_tokens)
-        if self._tokens is not None and actual > 0:
-            self._tokens.reconcile(actual - admission.estimated_tokens)
+        if actual > 0:
+            self.pacing.reconcile_tokens(actual - admission.estimated_tokens)
         self.estimate.learn(admission.rough_prompt, prompt_tokens, completion_tokens)
         self._accepted.append((now, actual))
         self._forget_before(now - MEASURE_S)
@@ -317,18 +235,18 @@ class Lane:
         if active >= 2 * MEASURE_WINDOW_S and self._accepted:
             count = sum(1 for t, _ in self._accepted if now - t <= span)
             tokens = sum(n for t, n in self._accepted if now - t <= span)
-            if self._rpm:
-                observed.append(count / active * 60.0 / self._rpm)
-            if self._tpm:
-                observed.append(tokens / active * 60.0 / self._tpm)
+            if self.pacing.rpm:
+                observed.append(count / active * 60.0 / self.pacing.rpm)
+            if self.pacing.tpm:
+                observed.append(tokens / active * 60.0 / self.pacing.tpm)
         measured = max(observed) if observed else 0.0
-        if measured >= 0.3 * self._scale:
+        if measured >= 0.3 * self.pacing.scale:
             # We were really pushing: the accepted pace is the provider's real limit. Cut to just
             # under it, but never by more than 30% at once (the measure is noisy after a burst).
-            return max(self._scale * DEEPEST_CUT, min(self._scale * 0.97, measured * 0.98))
+            return max(self.pacing.scale * DEEPEST_CUT, min(self.pacing.scale * 0.97, measured * 0.98))
         if measured > 0:
-            return self._scale  # a storm we did not cause: pause, but keep the pace
-        return self._scale * 0.85
+            return self.pacing.scale  # a storm we did not cause: pause, but keep the pace
+        return self.pacing.scale * 0.85
 
     @property
     def paused_for(self) -> float:
