@@ -410,10 +410,8 @@ def test_pauses_do_not_count_as_time_the_provider_refused_us() -> None:
     for _ in range(125):  # 2.5 seconds at 50/s (3,000 RPM) ...
         clock.now += 0.02
         lane.on_success(Admission(1), 1, 1)
-    lane._pauses.append((clock.now, clock.now + 2.5))  # ... then 2.5 seconds paused
-    lane._paused_until = clock.now + 2.5
+    assert lane.controller.pause(clock.now, 2.5)  # ... then 2.5 seconds paused (no 429 counted)
     clock.now += 2.5
-    lane._last_slowdown = -1e9
     for _ in range(5):  # 4% of the lane's recent requests: the pace is too high
         lane.on_rate_limited(0.1)
     # Over the 2.5 active seconds the provider took 3,000 RPM, half the config: a real limit, so
