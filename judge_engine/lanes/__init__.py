@@ -41,6 +41,8 @@ class Admission:
 
 @dataclass(slots=True)
 class LaneStats:
+    """Counters of one lane, for the live display and the run's summary."""
+
     requests: int = 0
     rate_limited: int = 0
     retries: int = 0
@@ -72,7 +74,7 @@ class Lane:
         """What a request will cost in tokens, learnt from the answers' usage."""
         self._clock = clock
         self._sleep = sleep  # with ``clock``, lets tests run the lane in virtual time
-        self._lock = asyncio.Lock()  # one coroutine polls the windows; the rest queue fairly
+        self._lock = asyncio.Lock()  # one coroutine waits for the pacers; the rest queue fairly
 
     @property
     def scale(self) -> float:
