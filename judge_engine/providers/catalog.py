@@ -61,7 +61,7 @@ class PromptCounter:
 
 def count_prompt_tokens(model: str, messages: Sequence[Mapping[str, str]]) -> int:
     """Prompt tokens of ``messages`` with :func:`prompt_counter`'s tokenizer for ``model``, for
-    ``plan``'s estimates (a running lane sizes prompts without a tokenizer: see ``lanes``). Cached
+    ``plan``'s estimates (a running lane sizes prompts without a tokenizer: see ``lanes.tokens``). Cached
     per text, so the few-shot turns every item shares are counted once; a small cache, because
     item texts never repeat and 65,536 of them held ~240 MB at 10^5 items."""
     total = 3

@@ -90,11 +90,13 @@ def test_paced_lane_never_exceeds_a_provider_window() -> None:
     arrive on their slots; the lane's own small bursts are tested below)."""
     clock = FakeClock()
     lane = Lane("t", Limits(rpm=3000, headroom=0.0), clock=clock)
+    request_pacer = lane.pacing.requests
+    assert request_pacer is not None
     sent: list[float] = []
 
     async def scenario() -> None:
         for _ in range(600):
-            while (wait := max(lane._requests.wait_time(), 0.0)) > 0:  # type: ignore[union-attr]
+            while (wait := max(request_pacer.wait_time(), 0.0)) > 0:
                 clock.now += wait
             await lane.admit(1)
             sent.append(clock.now)
@@ -171,7 +173,8 @@ def _simulate_tpm_lane(provider_tokens_per_estimated: float, *, seconds: float =
     clock = FakeClock()
     start = clock.now
     lane = Lane("t", Limits(tpm=60_000, headroom=0.0), clock=clock)
-    assert lane._tokens is not None
+    token_pacer = lane.pacing.tokens
+    assert token_pacer is not None
     estimated_prompt = 500
     prompt = round(estimated_prompt * provider_tokens_per_estimated)
     completion = 100
@@ -180,7 +183,7 @@ def _simulate_tpm_lane(provider_tokens_per_estimated: float, *, seconds: float =
 
     async def scenario() -> None:
         while clock.now - start < seconds:
-            wait = lane._tokens.wait_time()  # type: ignore[union-attr]
+            wait = token_pacer.wait_time()
             if answers and answers[0][0] <= clock.now + wait:
                 at, _, admission = heapq.heappop(answers)
                 clock.now = max(clock.now, at)
@@ -382,10 +385,10 @@ def test_declared_lower_limits_replace_the_configured_ones() -> None:
     lane = Lane("t", Limits(rpm=6000, tpm=2_000_000, headroom=0.0))
     lane.observe_headers({"x-ratelimit-limit-requests": "3000", "x-ratelimit-limit-tokens": "5000000"})
     assert lane.declared == {"rpm": 3000.0, "tpm": 5_000_000.0}
-    assert lane._rpm == 3000.0  # lower: adopted
-    assert lane._tpm == 2_000_000.0  # higher than configured: the config may ration a shared key
+    assert lane.pacing.rpm == 3000.0  # lower: adopted
+    assert lane.pacing.tpm == 2_000_000.0  # higher than configured: the config may ration a shared key
     lane.observe_headers({"anthropic-ratelimit-requests-limit": "50"})
-    assert lane._rpm == 50.0
+    assert lane.pacing.rpm == 50.0
 
 
 def test_declared_limit_paces_a_lane_configured_without_one() -> None:
@@ -407,10 +410,8 @@ def test_pauses_do_not_count_as_time_the_provider_refused_us() -> None:
     for _ in range(125):  # 2.5 seconds at 50/s (3,000 RPM) ...
         clock.now += 0.02
         lane.on_success(Admission(1), 1, 1)
-    lane._pauses.append((clock.now, clock.now + 2.5))  # ... then 2.5 seconds paused
-    lane._paused_until = clock.now + 2.5
+    assert lane.controller.pause(clock.now, 2.5)  # ... then 2.5 seconds paused (no 429 counted)
     clock.now += 2.5
-    lane._last_slowdown = -1e9
     for _ in range(5):  # 4% of the lane's recent requests: the pace is too high
         lane.on_rate_limited(0.1)
     # Over the 2.5 active seconds the provider took 3,000 RPM, half the config: a real limit, so
