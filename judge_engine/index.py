@@ -94,13 +94,13 @@ class Query:
     min_score: float | None = None
     max_score: float | None = None
     sort: str = "item"
-    """``item``, ``score`` or ``-score`` (descending), ``judge``."""
+    """``item``, ``score`` (lowest first), ``score-desc`` or ``judge``."""
     limit: int | None = None
     offset: int = 0
 
 
 _ORDER = {"item": "item_id, judge, temperature, repeat, variant", "score": "score IS NULL, score, item_id",
-          "-score": "score IS NULL, score DESC, item_id", "judge": "judge, item_id, temperature, repeat, variant"}
+          "score-desc": "score IS NULL, score DESC, item_id", "judge": "judge, item_id, temperature, repeat, variant"}
 
 
 class IndexWriter:

@@ -154,6 +154,72 @@ def iter_transcript(run_dir: Path, *, offset: int = 0, requests: bool = True) ->
         yield transcript_record(raw, blocks=blocks, where=str(path), requests=requests)
 
 
+def writer_active(run_dir: Path) -> bool:
+    """Whether a judge-engine process is writing this run now (it holds the run's lock)."""
+    try:
+        fd = os.open(run_dir / LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock taken here
+    return False
+
+
+def open_index(run_dir: Path) -> RunIndex:
+    """The run's index, brought up to date with its files, unless another process is writing
+    the run (its own store keeps the index current, flushing every couple of seconds).
+
+    Raises:
+        RunDirError: not a run directory, or a corrupt line the index would have to read.
+    """
+    return RunIndex.open(run_dir, catch_up=not writer_active(run_dir))
+
+
+class LineReader:
+    """Reads single lines of a run's JSONL files by offset, through one open handle each."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self._handles: dict[str, Any] = {}
+        self._blocks: dict[str, Any] | None = None
+
+    def _read(self, name: str, offset: int, length: int) -> dict[str, Any]:
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = self._handles[name] = (self.run_dir / name).open("rb")
+        handle.seek(offset)
+        try:
+            record: dict[str, Any] = loads(handle.read(length))
+        except JSONDecodeError:
+            raise RunDirError(f"{self.run_dir / name}: no line at byte {offset} (rebuild the index: delete "
+                              f"{self.run_dir / 'index.sqlite'})") from None
+        return record
+
+    def outcome(self, offset: int, length: int) -> OutcomeRecord:
+        return OutcomeRecord.from_dict(self._read(OUTCOMES, offset, length), where=str(self.run_dir / OUTCOMES))
+
+    def transcript(self, offset: int, length: int) -> TranscriptRecord:
+        if self._blocks is None:
+            self._blocks = read_blocks(self.run_dir)
+        return transcript_record(self._read(TRANSCRIPTS, offset, length), blocks=self._blocks,
+                                 where=str(self.run_dir / TRANSCRIPTS))
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
+
+    def __enter__(self) -> LineReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 @dataclass(frozen=True, slots=True)
 class LatestOutcome:
     """What the readers of a whole run need of a task's last outcome line (small: a million of

@@ -1,8 +1,13 @@
-"""``judge-engine show``: an item's transcripts, from the run directory alone.
+"""``judge-engine show``: transcripts and outcomes, from the run directory alone.
 
-Read through :mod:`judge_engine.store` (every format version); printed with the primitives of
-:mod:`judge_engine.cli.display`. Run text (dataset fields, answers, errors) is always printed
-literally, never read as markup.
+``show RUN --item ID`` prints every task of one item in full: the messages sent, each answer or
+error, the verdict and score. Without ``--item``, the filters pick tasks (``--judge``,
+``--status``, ``--reason``, ``--temperature``, ``--repeat``, ``--min-score``, ``--max-score``),
+``--sort`` orders them and ``--limit`` (default 10) bounds them; ``--brief`` prints one line per
+task instead of its transcript. The run's index (``index.sqlite``) finds the lines, so a run of a
+million tasks answers as fast as a small one.
+
+Run text (dataset fields, answers, errors) is always printed literally, never read as markup.
 """
 
 from __future__ import annotations
@@ -16,62 +21,99 @@ from judge_engine.cli import EXIT_OK
 
 if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal as Console
+    from judge_engine.index import TaskRow
     from judge_engine.records import OutcomeRecord, TranscriptRecord
+    from judge_engine.store import LineReader
+
+DEFAULT_LIMIT = 10
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    show = commands.add_parser("show", help="print transcripts: messages, raw answer, verdict, score, attempts")
+    show = commands.add_parser(
+        "show", help="print transcripts and outcomes: messages, raw answer, verdict, score, attempts",
+        description="Without --item: the tasks the filters pick (first --limit of them, in --sort order).")
     show.add_argument("run_dir", type=Path)
-    show.add_argument("--item", help="item id (default: the first item)")
+    show.add_argument("--item", help="every task of this item id")
     show.add_argument("--judge", help="only this judge")
+    show.add_argument("--status", choices=["scored", "unscored", "undone"])
+    show.add_argument("--reason", metavar="CODE", help="only unscored tasks with this reason code")
+    show.add_argument("--temperature", type=float)
+    show.add_argument("--repeat", type=int)
+    show.add_argument("--min-score", type=float)
+    show.add_argument("--max-score", type=float)
+    show.add_argument("--sort", choices=["item", "score", "score-desc", "judge"], default="item",
+                      help="order of the tasks (score: lowest first)")
+    show.add_argument("--limit", type=int, default=None, help=f"at most N tasks (default {DEFAULT_LIMIT} without --item)")
+    show.add_argument("--brief", action="store_true", help="one line per task: no prompt, no transcript")
     show.set_defaults(handler=show_command)
 
 
 def show_command(args: argparse.Namespace) -> int:
-    from judge_engine.cli.display import make_console
+    from judge_engine.cli.display import make_console, say
+    from judge_engine.index import Query
+    from judge_engine.records import DEMO_NOTE
+    from judge_engine.store import LineReader, open_index, read_manifest
 
-    print_item(args.run_dir, item_id=args.item, judge=args.judge, console=make_console())
+    console = make_console()
+    manifest = read_manifest(args.run_dir)
+    if manifest.demo:
+        say(console, f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
+    filtered = any(getattr(args, f) is not None for f in
+                   ("judge", "status", "reason", "temperature", "repeat", "min_score", "max_score"))
+    limit = args.limit if args.limit is not None else (None if args.item else DEFAULT_LIMIT)
+    query = Query(judge=args.judge, status=args.status, reason_code=args.reason, temperature=args.temperature,
+                  repeat=args.repeat, item_id=args.item, min_score=args.min_score, max_score=args.max_score,
+                  sort=args.sort, limit=limit)
+    with open_index(args.run_dir) as index, LineReader(args.run_dir) as reader:
+        if args.item is None and not filtered and not args.brief:
+            first = index.tasks(Query(limit=1))
+            if not first:
+                from judge_engine.errors import RunDirError
+
+                raise RunDirError(f"{args.run_dir}: nothing recorded yet")
+            query = Query(item_id=first[0].item_id, sort=args.sort)  # the README's first look: one item
+        rows = index.tasks(query)
+        if not rows:
+            say(console, "[yellow]no task matches[/yellow]")
+            return EXIT_OK
+        if args.brief:
+            _print_brief(console, rows, reader)
+        else:
+            attempts = index.attempt_offsets([r.task_id for r in rows])
+            for row in rows:
+                records = [reader.transcript(offset, length) for offset, length in attempts.get(row.task_id, [])]
+                if row.outcome_offset is None or row.outcome_length is None:
+                    _print_undone(console, records)
+                else:
+                    _print_task(console, reader.outcome(row.outcome_offset, row.outcome_length), records)
+        if limit is not None and len(rows) == limit:
+            say(console, f"[dim]first {limit} tasks shown (--limit N for more)[/dim]")
     return EXIT_OK
 
 
-def print_item(run_dir: Path, *, item_id: str | None, judge: str | None, console: Console) -> None:
-    """Print every task of one item: messages sent, raw answers, verdict, score, attempts, re-asks.
+def _print_brief(console: Console, rows: Sequence[TaskRow], reader: LineReader) -> None:
+    from judge_engine.cli.display import print_table
 
-    A task judged again (``resume --retry``) shows every attempt it ever made and its last outcome.
-
-    Raises:
-        RunDirError: not a run directory, or nothing recorded for the item.
-    """
-    from judge_engine.cli.display import say
-    from judge_engine.errors import RunDirError
-    from judge_engine.records import DEMO_NOTE
-    from judge_engine.store import iter_outcomes, iter_transcript, read_manifest
-
-    manifest = read_manifest(run_dir)
-    if manifest.demo:
-        say(console, f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
-    outcomes = [o for o in iter_outcomes(run_dir) if judge is None or o.judge == judge]
-    if item_id is None:
-        if not outcomes:
-            raise RunDirError(f"{run_dir}: no outcomes yet")
-        item_id = outcomes[0].item_id
-    chosen = {o.task_id: o for o in outcomes if o.item_id == item_id}  # the last line wins
-    attempts: dict[str, list[TranscriptRecord]] = {}
-    for record in iter_transcript(run_dir):
-        if record.item_id == item_id and (judge is None or record.judge == judge):
-            attempts.setdefault(record.task_id, []).append(record)
-    if not chosen and not attempts:
-        raise RunDirError(f"{run_dir}: no outcome or attempt for item {item_id!r}")
-    for task_id, result in chosen.items():
-        _print_task(console, result, attempts.get(task_id, []))
-    for task_id, undone in attempts.items():
-        if task_id not in chosen:  # attempts, but the run stopped before the task finished
-            _print_undone(console, undone)
+    table = []
+    for row in rows:
+        outcome = None
+        if row.outcome_offset is not None and row.outcome_length is not None:
+            outcome = reader.outcome(row.outcome_offset, row.outcome_length)
+        status = row.status or "undone"
+        why = f"{row.reason_code}: {outcome.reason}" if outcome is not None and not outcome.scored else ""
+        score = "" if row.score is None else f"{row.score:g}"
+        table.append([row.item_id, row.judge, f"{row.temperature:g}" if row.temperature is not None else "",
+                      str(row.repeat if row.repeat is not None else ""), row.variant or "", status, score,
+                      why[:160]])
+    print_table("tasks", ["item", "judge", "T", "repeat", "variant", "status", "score", "why unscored"], table,
+                console=console)
 
 
 def _print_undone(console: Console, attempts: Sequence[TranscriptRecord]) -> None:
     from judge_engine.cli.display import rule, say
 
+    if not attempts:
+        return
     first = attempts[0]
     rule(console, f"item {first.item_id} · judge {first.judge} · task {first.task_id[:15]}")
     _print_attempts(console, attempts)
