@@ -73,6 +73,10 @@ def show_command(args: argparse.Namespace) -> int:
                 raise RunDirError(f"{args.run_dir}: nothing recorded yet")
             query = Query(item_id=first[0].item_id, sort=args.sort)  # the README's first look: one item
         rows = index.tasks(query)
+        if not rows and args.item is not None:
+            from judge_engine.errors import RunDirError
+
+            raise RunDirError(f"{args.run_dir}: no outcome or attempt for item {args.item!r}")
         if not rows:
             say(console, "[yellow]no task matches[/yellow]")
             return EXIT_OK
