@@ -150,6 +150,7 @@ def attempt_record(
                                              "completion_tokens": response.completion_tokens},
         cost=None if response is None else (0.0 if cache_hit else response.cost),
         error=None if error is None else dict(error),
+        replayed=response is not None and response.replayed,
         split_at=_item_text(task),
     )
 

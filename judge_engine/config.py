@@ -222,6 +222,14 @@ def _apply_env(raw: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
+def read_scalar(text: str) -> Any:
+    """A value typed on the command line, read as the config file would read it (YAML:
+    ``true``, ``3``, ``0.5``, ``legacy-gemba``)."""
+    import yaml
+
+    return yaml.safe_load(text) if text else ""
+
+
 def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     merged = dict(raw)
     judge_keys = {k: overrides[k] for k in ("model", "api_base") if overrides.get(k) is not None}
@@ -235,6 +243,12 @@ def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str
         merged["cache"] = {**(merged.get("cache") or {}), "dir": str(overrides["cache_dir"])}
     if overrides.get("limit") is not None and isinstance(merged.get("dataset"), dict):
         merged["dataset"] = {**merged["dataset"], "limit": overrides["limit"]}
+    options = overrides.get("protocol_options") or {}
+    if options and isinstance(merged.get("judges"), list):  # judge name -> options to merge (rescore)
+        merged["judges"] = [
+            {**j, "protocol_options": {**(j.get("protocol_options") or {}), **options.get(j.get("name"), {})}}
+            if isinstance(j, dict) else j for j in merged["judges"]
+        ]
     return merged
 
 

@@ -40,7 +40,8 @@ class ReasonCode(StrEnum):
 
     The first four are verdicts about the judge's answer (re-asked first, then recorded); the
     next seven say the answer never came or could not be used for a reason outside the answer;
-    the last two belong to generation protocols, whose first answer is the data.
+    then two belong to generation protocols, whose first answer is the data, and the last to
+    ``rescore``.
     """
 
     UNREADABLE = "unreadable"
@@ -77,6 +78,9 @@ class ReasonCode(StrEnum):
     """A generation answer was read and its words checked, but the judge has no embedder
     (``embedder: none``): the verdict is kept and its scores are left to be computed offline.
     Running the config again with an embedder scores it from the cache at no cost."""
+    NOT_RECORDED = "not_recorded"
+    """``rescore``: the current rules need an answer the original run never recorded (a re-ask
+    it did not make, or a task it never finished); ``rescore --reask-online`` asks for it."""
 
 
 class JudgeEngineError(Exception):

@@ -34,6 +34,18 @@ class Task:
     def item_id(self) -> str:
         return str(self.item["id"])
 
+    @property
+    def ref(self) -> str:
+        """Where the task sits in the plan: judge, item, variant, temperature, repeat. Unlike the
+        task id it survives a change of protocol options, so a replay can find what a task's
+        counterpart in another run was answered (:mod:`judge_engine.providers.replay`)."""
+        return task_ref(self.judge, self.item_id, self.variant, self.temperature, self.repeat)
+
+
+def task_ref(judge: str, item_id: str, variant: str, temperature: float, repeat: int) -> str:
+    """The :attr:`Task.ref` of a task's coordinates."""
+    return f"{judge}\x1f{item_id}\x1f{variant}\x1f{float(temperature)!r}\x1f{repeat}"
+
 
 def build_protocol(judge: JudgeConfig) -> Protocol:
     """Instantiate the judge's protocol with its validated options."""

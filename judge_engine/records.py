@@ -204,7 +204,8 @@ class AttemptRecord:
     """What this attempt cost (0 for a cache hit); None when it failed."""
     error: Mapping[str, Any] | None = None
     """``{kind, status, message}`` of a failed attempt (redacted), or None."""
-
+    replayed: bool = False
+    """Answered from another run's transcript (``rescore``): no call was made."""
     split_at: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """The item's text values (not stored): where :meth:`encode` splits the request's messages,
     so that only the item's own text is written per line."""
@@ -223,6 +224,8 @@ class AttemptRecord:
             "cache_hit": self.cache_hit,
             "latency_s": self.latency_s,
         }
+        if self.replayed:
+            record["replayed"] = True
         if self.response is not None:
             record["response"] = dict(self.response)
             record["usage"] = dict(self.usage or {})
@@ -245,6 +248,8 @@ class AttemptRecord:
             "cache_hit": self.cache_hit,
             "latency_s": self.latency_s,
         }
+        if self.replayed:
+            record["replayed"] = True
         if self.response is not None:
             response = {"content": self.response.get("content"), "finish_reason": self.response.get("finish_reason")}
             if self.response.get("model"):
@@ -335,6 +340,7 @@ def transcript_record(raw: Mapping[str, Any], *, blocks: Mapping[str, Any] | Non
             usage=usage,
             cost=cost,
             error=raw.get("error"),
+            replayed=bool(raw.get("replayed")),
         )
     except KeyError as exc:
         raise RunDirError(f"{where}: a transcript line without {exc.args[0]!r}") from None
@@ -355,6 +361,8 @@ class Spend:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost: float = 0.0
+    replayed: int = 0
+    """Answers taken from another run's transcript (``rescore``): no call, no cost."""
 
     def add(self, record: TranscriptRecord) -> None:
         """Count one transcript line (protocol-error lines count nothing)."""
@@ -362,6 +370,9 @@ class Spend:
             return
         if record.cache_hit:
             self.cache_hits += 1
+            return
+        if record.replayed:
+            self.replayed += 1
             return
         self.calls += 1
         if record.usage:
@@ -373,27 +384,33 @@ class Spend:
         """This spend less ``other`` (e.g. a session's share of the run's)."""
         return Spend(self.calls - other.calls, self.cache_hits - other.cache_hits,
                      self.prompt_tokens - other.prompt_tokens,
-                     self.completion_tokens - other.completion_tokens, self.cost - other.cost)
+                     self.completion_tokens - other.completion_tokens, self.cost - other.cost,
+                     self.replayed - other.replayed)
 
     def plus(self, other: Spend) -> Spend:
         return Spend(self.calls + other.calls, self.cache_hits + other.cache_hits,
                      self.prompt_tokens + other.prompt_tokens,
-                     self.completion_tokens + other.completion_tokens, self.cost + other.cost)
+                     self.completion_tokens + other.completion_tokens, self.cost + other.cost,
+                     self.replayed + other.replayed)
 
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "cache_hits": self.cache_hits, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "cost": round(self.cost, 8)}
+        record: dict[str, Any] = {"calls": self.calls, "cache_hits": self.cache_hits,
+                                  "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                                  "cost": round(self.cost, 8)}
+        if self.replayed:
+            record["replayed"] = self.replayed
+        return record
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any] | None) -> Spend:
         raw = raw or {}
         return cls(int(raw.get("calls") or 0), int(raw.get("cache_hits") or 0),
                    int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0),
-                   float(raw.get("cost") or 0.0))
+                   float(raw.get("cost") or 0.0), int(raw.get("replayed") or 0))
 
 
 def total_spend(spends: Mapping[str, Spend]) -> Spend:
@@ -533,6 +550,8 @@ class Manifest:
     """One entry per session: started/ended, status, tasks judged, its own spend, ``--retry``."""
     failures: dict[str, str] = field(default_factory=dict)
     """Judge -> why it stopped, when the last session failed."""
+    rescored_from: str | None = None
+    """The run whose recorded answers this run re-scored (``judge-engine rescore``), if any."""
     version: int = MANIFEST_VERSION
 
     @property
@@ -573,6 +592,8 @@ class Manifest:
         })
         if self.failures:
             document["failures"] = self.failures
+        if self.rescored_from:
+            document["rescored_from"] = self.rescored_from
         return document
 
     @classmethod
@@ -607,6 +628,7 @@ class Manifest:
                 spend=dict(raw.get("spend") or {}),
                 sessions=list(raw.get("sessions") or []),
                 failures=dict(raw.get("failures") or {}),
+                rescored_from=None if raw.get("rescored_from") is None else str(raw["rescored_from"]),
                 version=version,
             )
         except (KeyError, TypeError, ValueError) as exc:

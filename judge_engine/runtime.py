@@ -55,8 +55,9 @@ class JudgeSetup:
         """Where this judge's requests go, for messages."""
         return self.endpoint.label
 
-    def request(self, messages: Sequence[Message], temperature: float) -> ProviderRequest:
-        """The request for one conversation at one temperature."""
+    def request(self, messages: Sequence[Message], temperature: float, task_ref: str = "") -> ProviderRequest:
+        """The request for one conversation at one temperature (``task_ref``: the asking task's
+        :attr:`~judge_engine.plan.Task.ref`)."""
         return ProviderRequest(
             model=self.endpoint.model,
             messages=messages,
@@ -66,6 +67,7 @@ class JudgeSetup:
             params=self.config.params,
             api_base=self.endpoint.api_base,
             timeout_s=self.config.timeout_s,
+            task_ref=task_ref,
         )
 
     def key(self, request: ProviderRequest, repeat: int) -> str:

@@ -43,6 +43,7 @@ from judge_engine.lanes import Lane
 from judge_engine.plan import build_protocol, run_id, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint, check_credentials, endpoint_for, for_judge
+from judge_engine.providers.base import Provider
 from judge_engine.records import (
     MANIFEST,
     Counts,
@@ -327,11 +328,15 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
 
 
 async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progress: RunProgress | None = None,
-                  retry: frozenset[str] | None = None, install_signals: bool = True) -> RunResult:
+                  retry: frozenset[str] | None = None, install_signals: bool = True,
+                  providers: Mapping[str, Provider] | None = None, latest: bool = True) -> RunResult:
     """Run (or resume) a prepared run to the end, a failure, or a stop request.
 
     Args:
         where: each judge's endpoint (:func:`endpoints`).
+        providers: a provider per judge instead of the one its endpoint calls for (``rescore``'s
+            replay).
+        latest: point ``<runs>/latest`` at this run (not for a re-scored copy).
         progress: filled in as the session goes, for whoever watches it.
         retry: ``resume --retry``: ``unscored`` or reason codes (checked by :func:`retry_codes`);
             their tasks are judged again and their new outcome lines supersede the old ones.
@@ -340,12 +345,14 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progr
     started = time.monotonic()
     run_dir = prepared.run_dir
     store = RunStore.open(run_dir) if prepared.resumed else RunStore.create(run_dir, prepared.manifest)
-    point_latest(run_dir)
+    if latest:
+        point_latest(run_dir)
     cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled)
     runtimes: list[JudgeRuntime] = []
     try:
         done, again = retry_selection(run_dir, retry)
-        runtimes = [_runtime(prepared, judge, where[judge.name]) for judge in prepared.config.judges]
+        runtimes = [_runtime(prepared, judge, where[judge.name], (providers or {}).get(judge.name))
+                    for judge in prepared.config.judges]
         engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, done=done, again=again)
         spent_before = {judge: Spend().plus(spend) for judge, spend in store.spend.items()}
         session: dict[str, Any] = {"started_at": utc_now(), "status": "running",
@@ -386,7 +393,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progr
             store.close()
 
 
-def _runtime(prepared: PreparedRun, judge: JudgeConfig, endpoint: Endpoint) -> JudgeRuntime:
+def _runtime(prepared: PreparedRun, judge: JudgeConfig, endpoint: Endpoint, provider: Provider | None) -> JudgeRuntime:
     """A judge's runtime, whole at construction: nothing is changed on it afterwards."""
     protocol = prepared.protocols[judge.name]
     return JudgeRuntime(
@@ -395,7 +402,7 @@ def _runtime(prepared: PreparedRun, judge: JudgeConfig, endpoint: Endpoint) -> J
         endpoint=endpoint,
         template_hashes=template_hashes(protocol),
         lane=Lane(judge.name, judge.limits),
-        provider=for_judge(judge, endpoint),
+        provider=provider if provider is not None else for_judge(judge, endpoint),
         counters=JudgeCounters(total=prepared.tasks_of(judge)),
     )
 

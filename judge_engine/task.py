@@ -67,7 +67,7 @@ def prepare_task(judge: JudgeSetup, task: Task, cache: AnswerCache) -> PreparedT
         messages: list[Message] = judge.protocol.render(task.item, task.variant)
     except Exception as exc:  # never crash a run: the task is unscored with the reason
         return PreparedTask(task, render_error=exc)
-    request = judge.request(messages, task.temperature)
+    request = judge.request(messages, task.temperature, task.ref)
     key = judge.key(request, task.repeat)
     return PreparedTask(task, messages, request, key, cache.get(key))
 
@@ -117,7 +117,7 @@ async def judge_task(
             judge.counters.reasks += 1
             messages = [*messages, {"role": "assistant", "content": response.content or ""},
                         {"role": "user", "content": reask}]
-            request = judge.request(messages, task.temperature)
+            request = judge.request(messages, task.temperature, task.ref)
             key = judge.key(request, task.repeat)
             cached = cache.get(key)
             continue

@@ -23,6 +23,9 @@ class ProviderRequest:
     params: Mapping[str, Any] = field(default_factory=dict)
     api_base: str | None = None
     timeout_s: float = 120.0
+    task_ref: str = ""
+    """Which task asks (:attr:`judge_engine.plan.Task.ref`): never sent, never recorded, not in
+    the cache key; a replay provider answers by it."""
 
     def as_sent(self) -> dict[str, Any]:
         """The request as recorded in transcripts (no key, no transport settings)."""
@@ -51,6 +54,8 @@ class ProviderResponse:
     cost: float
     headers: Mapping[str, str] = field(default_factory=dict)
     model: str = ""
+    replayed: bool = False
+    """Taken from a recorded run (the replay provider), not from a call."""
 
     def to_record(self) -> dict[str, Any]:
         return {

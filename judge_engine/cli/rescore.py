@@ -1,0 +1,53 @@
+"""``judge-engine rescore RUN_DIR``: the current parser and scoring over a run's recorded answers.
+
+No connection and no spend (a replay of the transcripts: :mod:`judge_engine.rescore`); the result
+is a new run directory, and what changed is printed: the tasks whose score or status moved, and
+the counts per reason code before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from judge_engine.cli import EXIT_OK
+
+SHOWN_CHANGES = 20
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    rescore = commands.add_parser(
+        "rescore", help="re-parse and re-score a run's recorded answers (no calls, no spend)",
+        description="Judge a run's tasks again from its transcripts with the current protocol code and options; "
+                    "writes a new run directory and prints what changed.")
+    rescore.add_argument("run_dir", type=Path)
+    rescore.add_argument("--protocol-option", action="append", default=[], metavar="[JUDGE.]KEY=VALUE",
+                         help="change a protocol option (e.g. parser=legacy-gemba); repeatable")
+    rescore.add_argument("--output", type=Path, help="the new run directory (default: beside the run)")
+    rescore.add_argument("--reask-online", action="store_true",
+                         help="ask the provider for answers the run never recorded (re-asks the new rules make)")
+    rescore.set_defaults(handler=rescore_command)
+
+
+def rescore_command(args: argparse.Namespace) -> int:
+    from judge_engine.cli.display import escape, make_console, print_table, say
+    from judge_engine.rescore import rescore
+
+    result = rescore(args.run_dir, options=args.protocol_option, output=args.output, reask_online=args.reask_online)
+    console = make_console()
+    if result.run.demo:
+        from judge_engine.records import DEMO_NOTE
+
+        say(console, f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
+    codes = sorted(set(result.before) | set(result.after), key=lambda c: (c != "scored", c))
+    print_table(f"re-scored {result.tasks:,} tasks of {result.original.name}", ["outcome", "before", "after"],
+                [[c, f"{result.before.get(c, 0):,}", f"{result.after.get(c, 0):,}"] for c in codes], console=console)
+    spend = result.run.manifest.spend.get("total", {})
+    say(console, f"{len(result.changed):,} tasks changed score or status; {spend.get('replayed', 0):,} recorded "
+                 f"answers replayed, {spend.get('calls', 0):,} calls made.")
+    if result.changed:
+        print_table("what changed" + (f" (first {SHOWN_CHANGES})" if len(result.changed) > SHOWN_CHANGES else ""),
+                    ["task", "before", "after"],
+                    [[escape(c.task), c.before, c.after] for c in result.changed[:SHOWN_CHANGES]], console=console)
+    say(console, f"New run directory: {escape(str(result.run.run_dir))}")
+    return EXIT_OK
