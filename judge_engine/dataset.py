@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,22 +50,26 @@ def _format(config: DatasetConfig) -> str:
     raise DatasetError(f"{config.path}: cannot tell the format from the suffix; set dataset.format")
 
 
-def iter_rows(config: DatasetConfig) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_rows(config: DatasetConfig, *, skip: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, raw row) pairs. Line numbers are 1-based file lines (CSV: the header
-    is line 1). Blank JSONL lines are skipped."""
+    is line 1). Blank JSONL lines are skipped. ``skip``: leave out the first rows unread (a
+    JSONL line is not even parsed: a resumed run passes its finished prefix this way)."""
     path = config.path
     if not path.is_file():
         raise DatasetError(f"{path}: dataset file not found")
     if _format(config) == "jsonl":
-        yield from _jsonl_rows(path)
+        yield from _jsonl_rows(path, skip)
     else:
-        yield from _csv_rows(path)
+        yield from itertools.islice(_csv_rows(path), skip, None)
 
 
-def _jsonl_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _jsonl_rows(path: Path, skip: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
+                continue
+            if skip:
+                skip -= 1
                 continue
             try:
                 row = loads(line)
@@ -107,9 +112,10 @@ def to_item(
     return item
 
 
-def iter_items(config: DatasetConfig, required: Sequence[str] = ()) -> Iterator[dict[str, Any]]:
-    """Stream items (after :func:`to_item`), honouring ``config.limit``."""
-    for count, (number, row) in enumerate(iter_rows(config), start=1):
+def iter_items(config: DatasetConfig, required: Sequence[str] = (), *, skip: int = 0) -> Iterator[dict[str, Any]]:
+    """Stream items (after :func:`to_item`), honouring ``config.limit``; ``skip`` leaves out the
+    first items unread (:func:`iter_rows`)."""
+    for count, (number, row) in enumerate(iter_rows(config, skip=skip), start=skip + 1):
         if config.limit is not None and count > config.limit:
             return
         yield to_item(row, config.fields, required, f"{config.path}:{number}")

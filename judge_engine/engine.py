@@ -17,7 +17,7 @@ directory stays consistent and nothing is sent after the request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -33,6 +33,20 @@ _YIELD_EVERY = 512
 _PREPARE_BATCH = 32
 """Tasks the feeder prepares at once: a paced run wakes for each answer, and work done on that
 wake-up runs cold, so the next tasks' prompts and cache lookups are done together instead."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resumption:
+    """What one judge finished before this session (read from the run's index)."""
+
+    skip_rows: int = 0
+    """Leading dataset items whose tasks are all finished: not even read again."""
+    skip_tasks: int = 0
+    """How many tasks those items hold."""
+    done: frozenset[str] = frozenset()
+    """Other finished task ids, left as they are."""
+    again: frozenset[str] = frozenset()
+    """Finished task ids judged again (``resume --retry``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,26 +67,24 @@ class Engine:
         dataset: DatasetConfig,
         store: RunStore,
         cache: AnswerCache,
-        done: set[str],
-        again: set[str] | None = None,
+        resumptions: Mapping[str, Resumption] | None = None,
     ) -> None:
         self.judges = list(judges)
         self._dataset = dataset
         self._store = store
         self._cache = cache
-        self._done = done
-        self._again = again or set()
+        self._resumptions = dict(resumptions or {})
         self._stopping = asyncio.Event()
 
     @property
     def done_count(self) -> int:
         """Tasks finished before this session and left as they are."""
-        return len(self._done)
+        return sum(r.skip_tasks + len(r.done) for r in self._resumptions.values())
 
     @property
     def retry_count(self) -> int:
         """Finished tasks this session judges again (``resume --retry``)."""
-        return len(self._again)
+        return sum(len(r.again) for r in self._resumptions.values())
 
     def request_stop(self) -> None:
         """Stop dispatching: no new provider call starts; calls in flight finish and are recorded."""
@@ -109,11 +121,16 @@ class Engine:
 
     async def _feed(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], workers: int) -> None:
         batch: list[Task] = []
+        resumption = self._resumptions.get(judge.config.name, Resumption())
+        judge.counters.done += resumption.skip_tasks
+        judge.counters.resumed += resumption.skip_tasks
+        done = resumption.done
         try:
-            for position, task in enumerate(iter_tasks(judge.config, judge.protocol, self._dataset)):
+            stream = iter_tasks(judge.config, judge.protocol, self._dataset, skip_rows=resumption.skip_rows)
+            for position, task in enumerate(stream):
                 if self.stopping or judge.stopped:
                     return
-                if task.task_id in self._done:
+                if task.task_id in done:
                     judge.counters.done += 1
                     judge.counters.resumed += 1
                     if position % _YIELD_EVERY == 0:

@@ -30,7 +30,7 @@ from judge_engine.jsonio import JSONDecodeError, loads
 from judge_engine.records import OUTCOMES, TRANSCRIPTS, OutcomeRecord
 
 INDEX = "index.sqlite"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 FLUSH_ROWS = 2000
 FLUSH_S = 2.0
 
@@ -48,7 +48,9 @@ CREATE TABLE IF NOT EXISTS tasks (
     reason_code TEXT,
     score REAL,
     outcome_offset INTEGER,
-    outcome_length INTEGER
+    outcome_length INTEGER,
+    row INTEGER,
+    row_tasks INTEGER
 );
 CREATE TABLE IF NOT EXISTS attempts (
     task INTEGER NOT NULL,
@@ -59,6 +61,7 @@ CREATE TABLE IF NOT EXISTS attempts (
 CREATE INDEX IF NOT EXISTS tasks_item ON tasks (item_id);
 CREATE INDEX IF NOT EXISTS tasks_judge_status ON tasks (judge, status, reason_code);
 CREATE INDEX IF NOT EXISTS tasks_score ON tasks (score);
+CREATE INDEX IF NOT EXISTS tasks_judge_row ON tasks (judge, row);
 """
 
 
@@ -121,7 +124,7 @@ class IndexWriter:
         scored = record.status == "scored"
         self._outcomes.append((record.task_id, record.item_id, record.judge, record.temperature, record.repeat,
                                record.variant, record.status, None if scored else record.reason_code,
-                               record.score if scored else None, offset, length))
+                               record.score if scored else None, offset, length, record.row, record.row_tasks))
         self._maybe_flush()
 
     def attempt(self, task_id: str, item_id: str, judge: str, length: int) -> None:
@@ -147,7 +150,8 @@ def _outcome_row(raw: Mapping[str, Any], offset: int, length: int) -> tuple[Any,
     score = raw.get("score")
     return (str(raw["task_id"]), str(raw.get("item_id", "")), str(raw.get("judge", "")),
             float(raw.get("temperature") or 0.0), int(raw.get("repeat") or 0), str(raw.get("variant") or ""),
-            status, code, None if score is None or status != "scored" else float(score), offset, length)
+            status, code, None if score is None or status != "scored" else float(score), offset, length,
+            raw.get("row"), raw.get("row_tasks"))
 
 
 class RunIndex:
@@ -242,11 +246,12 @@ class RunIndex:
             if outcomes:
                 db.executemany(
                     "INSERT INTO tasks (task_id, item_id, judge, temperature, repeat, variant, status, reason_code, "
-                    "score, outcome_offset, outcome_length) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "score, outcome_offset, outcome_length, row, row_tasks) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT(task_id) DO UPDATE SET item_id = excluded.item_id, judge = excluded.judge, "
                     "temperature = excluded.temperature, repeat = excluded.repeat, variant = excluded.variant, "
                     "status = excluded.status, reason_code = excluded.reason_code, score = excluded.score, "
-                    "outcome_offset = excluded.outcome_offset, outcome_length = excluded.outcome_length "
+                    "outcome_offset = excluded.outcome_offset, outcome_length = excluded.outcome_length, "
+                    "row = excluded.row, row_tasks = excluded.row_tasks "
                     "WHERE excluded.outcome_offset > coalesce(tasks.outcome_offset, -1)",
                     outcomes)
             db.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
@@ -284,6 +289,41 @@ class RunIndex:
                                     f"WHERE t.task_id IN ({marks}) ORDER BY a.offset", list(chunk))
             for task_id, offset, length in rows:
                 found.setdefault(task_id, []).append((offset, length))
+        return found
+
+    def finished_prefix(self, judge: str) -> tuple[int, int]:
+        """(rows, tasks): how many leading dataset items have every task of ``judge`` finished,
+        and how many tasks those are. A resumed run skips them without reading them."""
+        rows = tasks = 0
+        cursor = self._db.execute("SELECT row, max(row_tasks), count(*) FROM tasks WHERE judge = ? AND "
+                                  "status IS NOT NULL AND row IS NOT NULL GROUP BY row ORDER BY row", (judge,))
+        for row, expected, done in cursor:
+            if row != rows or expected is None or done < expected:
+                break
+            rows, tasks = rows + 1, tasks + done
+        return rows, tasks
+
+    def finished_tasks(self, judge: str, *, from_row: int = 0) -> set[str]:
+        """Task ids of ``judge`` with an outcome, beyond the first ``from_row`` items (and any
+        whose item position is unknown: outcomes written before positions were recorded)."""
+        rows = self._db.execute("SELECT task_id FROM tasks WHERE judge = ? AND status IS NOT NULL AND "
+                                "(row IS NULL OR row >= ?)", (judge, from_row))
+        return {task_id for (task_id,) in rows}
+
+    def finished_before(self, judge: str, rows: int) -> int:
+        """Finished tasks of ``judge`` in its first ``rows`` items."""
+        (count,) = self._db.execute("SELECT count(*) FROM tasks WHERE judge = ? AND status IS NOT NULL AND row < ?",
+                                    (judge, rows)).fetchone()
+        return int(count)
+
+    def first_row(self, task_ids: Sequence[str]) -> int | None:
+        """The smallest item position among ``task_ids`` (None: none known)."""
+        found: int | None = None
+        for chunk in _chunks(task_ids, 500):
+            marks = ",".join("?" * len(chunk))
+            (low,) = self._db.execute(f"SELECT min(row) FROM tasks WHERE task_id IN ({marks})", list(chunk)).fetchone()
+            if low is not None:
+                found = low if found is None else min(found, low)
         return found
 
     def _meta(self, key: str) -> str | None:

@@ -29,6 +29,11 @@ class Task:
     variant: str
     temperature: float
     repeat: int
+    row: int = -1
+    """The item's position in the dataset (0-based; -1: unknown)."""
+    row_tasks: int = 0
+    """How many tasks this judge has for the item (variants x temperatures x repeats): with
+    ``row``, what lets a resumed run skip the items it finished without reading them."""
 
     @property
     def item_id(self) -> str:
@@ -99,11 +104,14 @@ def task_id(identity: Mapping[str, Any], item: Mapping[str, Any], variant: str, 
     )
 
 
-def iter_tasks(judge: JudgeConfig, protocol: Protocol, dataset: DatasetConfig) -> Iterator[Task]:
-    """Every task of one judge, item by item (variants, temperatures, repeats innermost)."""
+def iter_tasks(judge: JudgeConfig, protocol: Protocol, dataset: DatasetConfig, *, skip_rows: int = 0) -> Iterator[Task]:
+    """Every task of one judge, item by item (variants, temperatures, repeats innermost), from
+    the item at position ``skip_rows`` on (the rows before it are not read)."""
     identity = judge_identity(judge, protocol)
-    for item in iter_items(dataset, protocol.required_fields):
-        for variant in protocol.variants(item):
+    for row, item in enumerate(iter_items(dataset, protocol.required_fields, skip=skip_rows), start=skip_rows):
+        variants = protocol.variants(item)
+        row_tasks = len(variants) * len(judge.temperatures) * judge.repeats
+        for variant in variants:
             for temperature in judge.temperatures:
                 for repeat in range(judge.repeats):
                     yield Task(
@@ -113,4 +121,6 @@ def iter_tasks(judge: JudgeConfig, protocol: Protocol, dataset: DatasetConfig) -
                         variant=variant,
                         temperature=temperature,
                         repeat=repeat,
+                        row=row,
+                        row_tasks=row_tasks,
                     )

@@ -10,7 +10,8 @@ every version written before:
 document      version  what changed
 ============  =======  ==================================================================
 outcome line  1        no ``v`` key; lines before reason codes lack ``reason_code``
-              2        ``"v": 2``; otherwise as version 1
+              2        ``"v": 2``; otherwise as version 1; later ``row`` and ``row_tasks``
+                       (the item's position, its task count) were added, None when absent
 attempt line  1        no ``v`` key; the whole request repeated in every line
               2        ``"v": 2``; otherwise as version 1 (still written by :meth:`AttemptRecord.to_dict`,
                        the expanded form, e.g. for export)
@@ -103,6 +104,11 @@ class OutcomeRecord:
     latency_s: float = 0.0
     at: str = ""
     """When the task finished (UTC, ISO 8601)."""
+    row: int | None = None
+    """The item's position in the dataset (0-based), when known."""
+    row_tasks: int | None = None
+    """How many tasks the judge has for that item: a resumed run skips, unread, the leading
+    items whose tasks are all done."""
 
     @property
     def scored(self) -> bool:
@@ -133,6 +139,8 @@ class OutcomeRecord:
             "cost": self.cost,
             "latency_s": self.latency_s,
             "at": self.at,
+            "row": self.row,
+            "row_tasks": self.row_tasks,
         }
 
     @classmethod
@@ -170,6 +178,8 @@ class OutcomeRecord:
                 cost=float(raw.get("cost") or 0.0),
                 latency_s=float(raw.get("latency_s") or 0.0),
                 at=str(raw.get("at") or ""),
+                row=None if raw.get("row") is None else int(raw["row"]),
+                row_tasks=None if raw.get("row_tasks") is None else int(raw["row_tasks"]),
             )
         except KeyError as exc:
             raise RunDirError(f"{where}: an outcome line without {exc.args[0]!r}") from None

@@ -27,7 +27,7 @@ import os
 import platform
 import signal
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -37,8 +37,9 @@ from judge_engine import __version__
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig, load_config
 from judge_engine.dataset import DatasetSummary, scan
-from judge_engine.engine import Engine, EngineResult
+from judge_engine.engine import Engine, EngineResult, Resumption
 from judge_engine.errors import ConfigError, RunDirError
+from judge_engine.index import Query, RunIndex
 from judge_engine.lanes import Lane
 from judge_engine.plan import build_protocol, run_id, template_hashes
 from judge_engine.protocols import Protocol
@@ -55,7 +56,7 @@ from judge_engine.records import (
     total_spend,
 )
 from judge_engine.runtime import JudgeCounters, JudgeRuntime, RunProgress
-from judge_engine.store import RunStore, count_outcomes, latest_outcomes, read_manifest, utc_now
+from judge_engine.store import RunStore, read_manifest, utc_now
 
 GRACE_S = 10.0
 """How long in-flight calls may finish after the first Ctrl-C."""
@@ -256,16 +257,27 @@ def retry_codes(retry: str | None) -> frozenset[str] | None:
     return codes
 
 
-def retry_selection(run_dir: Path, codes: frozenset[str] | None) -> tuple[set[str], set[str]]:
-    """(task ids finished and left alone, task ids to judge again) for ``resume --retry``:
-    tasks whose last outcome is unscored with one of ``codes`` (see :func:`retry_codes`) are
-    judged again; with None, only tasks with no outcome yet are judged."""
-    latest = latest_outcomes(run_dir)
-    if codes is None:
-        return set(latest), set()
-    again = {task for task, o in latest.items() if o.status != "scored"
-             and (RETRY_ALL in codes or str(o.reason_code) in codes)}
-    return set(latest) - again, again
+def retry_selection(index: RunIndex, judges: Sequence[str], codes: frozenset[str] | None) -> dict[str, Resumption]:
+    """Per judge, what a resumed session leaves alone and what it judges again: the leading items
+    whose tasks are all finished (skipped unread), the other finished tasks, and, for ``resume
+    --retry``, the tasks whose last outcome is unscored with one of ``codes`` (see
+    :func:`retry_codes`)."""
+    found = {}
+    for judge in judges:
+        again: set[str] = set()
+        if codes is not None:
+            rows = index.tasks(Query(judge=judge, status="unscored"))
+            again = {r.task_id for r in rows if RETRY_ALL in codes or str(r.reason_code) in codes}
+        skip_rows, skip_tasks = index.finished_prefix(judge)
+        if again:
+            first = index.first_row(sorted(again))
+            if first is None or first < skip_rows:  # a retried task's item must be read again
+                skip_rows = 0 if first is None else first
+                skip_tasks = index.finished_before(judge, skip_rows)
+        done = index.finished_tasks(judge, from_row=skip_rows) - again
+        found[judge] = Resumption(skip_rows, skip_tasks, frozenset(done), frozenset(again))
+    return found
+
 
 
 # --- 2. endpoints -----------------------------------------------------------------------------
@@ -350,10 +362,10 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progr
     cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled)
     runtimes: list[JudgeRuntime] = []
     try:
-        done, again = retry_selection(run_dir, retry)
+        resumptions = retry_selection(store.index, [j.name for j in prepared.config.judges], retry)
         runtimes = [_runtime(prepared, judge, where[judge.name], (providers or {}).get(judge.name))
                     for judge in prepared.config.judges]
-        engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, done=done, again=again)
+        engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, resumptions=resumptions)
         spent_before = {judge: Spend().plus(spend) for judge, spend in store.spend.items()}
         session: dict[str, Any] = {"started_at": utc_now(), "status": "running",
                                    "retry": sorted(retry) if retry is not None else None}
@@ -378,7 +390,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progr
                        judged=sum(j.counters.done - j.counters.resumed for j in runtimes),
                        spend=_session_spend(store, spent_before))
         manifest.status, manifest.updated_at = outcome.status, utc_now()
-        manifest.counts = count_outcomes(latest_outcomes(run_dir))
+        manifest.counts = store.counts()
         manifest.spend, manifest.failures = store.spend_record(), dict(outcome.failures)
         store.write_manifest(manifest)
         totals = [JudgeTotals(j.config.name, j.config.model, j.protocol.name, j.counters.retries, j.counters.reasks,

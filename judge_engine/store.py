@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -124,7 +123,7 @@ def iter_outcomes(run_dir: Path, *, notes: list[str] | None = None) -> Iterator[
 
 def latest_outcome_records(run_dir: Path, *, notes: list[str] | None = None) -> dict[str, OutcomeRecord]:
     """Task id -> its last outcome line, whole (for readers of one run's worth of outcomes in
-    memory, such as ``stats``; :func:`latest_outcomes` keeps only what counting needs)."""
+    memory, such as ``stats``; at a million tasks, ask the index instead)."""
     latest: dict[str, OutcomeRecord] = {}
     for record in iter_outcomes(run_dir, notes=notes):
         latest.pop(record.task_id, None)  # re-inserted, so the order follows the winning lines
@@ -218,31 +217,6 @@ class LineReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@dataclass(frozen=True, slots=True)
-class LatestOutcome:
-    """What the readers of a whole run need of a task's last outcome line (small: a million of
-    them fit in memory)."""
-
-    judge: str
-    status: str
-    reason_code: str | None
-
-
-def latest_outcomes(run_dir: Path) -> dict[str, LatestOutcome]:
-    """Task id -> its last outcome line's judge, status and reason code, streaming the file."""
-    return {record.task_id: LatestOutcome(record.judge, record.status, record.reason_code)
-            for record in iter_outcomes(run_dir)}
-
-
-def count_outcomes(latest: Mapping[str, LatestOutcome]) -> dict[str, Any]:
-    """The manifest's ``counts``: tasks, scored and unscored (by reason code) per judge and
-    overall. Outcome lines written before reason codes existed count as ``unrecorded``."""
-    per_judge: dict[str, Counts] = {}
-    for outcome in latest.values():
-        per_judge.setdefault(outcome.judge, Counts()).add(outcome.status, outcome.reason_code)
-    return counts_section(per_judge)
 
 
 class RunStore:
@@ -345,6 +319,29 @@ class RunStore:
         if spend is None:
             spend = self.spend[record.judge] = Spend()
         spend.add(record)
+
+    @property
+    def index(self) -> RunIndex:
+        """The run's index, current with every line this store has written (flushed first)."""
+        assert self._index is not None and self._indexer is not None, "the store is closed"
+        self._indexer.flush()
+        return self._index
+
+    def counts(self) -> dict[str, Any]:
+        """The manifest's ``counts`` of the run as written so far: tasks, scored and unscored by
+        reason code, per judge and in total (from the index, not a read of every line)."""
+        per_judge: dict[str, Counts] = {}
+        for (judge, status, code), n in self.index.counts().items():
+            if status == "undone":
+                continue
+            counts = per_judge.setdefault(judge, Counts())
+            counts.tasks += n
+            if status == "scored":
+                counts.scored += n
+            else:
+                counts.unscored += n
+                counts.unscored_by_code[str(code)] = counts.unscored_by_code.get(str(code), 0) + n
+        return counts_section(per_judge)
 
     def total_spend(self) -> Spend:
         """The whole run's spend over every judge."""

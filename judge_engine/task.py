@@ -259,4 +259,6 @@ def outcome(
         cost=round(log.cost, 8),
         latency_s=round(log.latency_s, 4),
         at=utc_now(),
+        row=task.row if task.row >= 0 else None,
+        row_tasks=task.row_tasks or None,
     )

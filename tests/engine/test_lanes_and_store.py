@@ -15,7 +15,7 @@ from judge_engine.errors import RunDirError
 from judge_engine.lanes import Admission, Lane, Pacer, rough_prompt_tokens
 from judge_engine.providers.base import parse_retry_after, redact
 from judge_engine.records import Manifest, OutcomeRecord
-from judge_engine.store import RunStore, latest_outcomes, read_jsonl
+from judge_engine.store import RunStore, latest_outcome_records, read_jsonl
 
 
 class FakeClock:
@@ -359,7 +359,7 @@ def test_store_tolerates_and_cuts_a_torn_last_line(tmp_path: Path) -> None:
         handle.write(b'{"task_id": "c", "sco')  # a crash mid-write
     assert [r["task_id"] for r in read_jsonl(outcomes)] == ["a", "b"]
     store = RunStore.open(tmp_path / "run")
-    assert set(latest_outcomes(tmp_path / "run")) == {"a", "b"}
+    assert set(latest_outcome_records(tmp_path / "run")) == {"a", "b"}
     store.write_outcome(_outcome("c"))
     store.close()
     assert [r["task_id"] for r in read_jsonl(outcomes)] == ["a", "b", "c"]

@@ -111,6 +111,7 @@ def test_transport_exhausted_tasks_are_coded_counted_and_retried_exactly(
 
 
 def test_retry_selection_takes_the_latest_line_per_task(tmp_path: Path) -> None:
+    from judge_engine.index import RunIndex
     from judge_engine.session import retry_codes, retry_selection
 
     run = tmp_path / "run"
@@ -124,11 +125,16 @@ def test_retry_selection_takes_the_latest_line_per_task(tmp_path: Path) -> None:
         {"task_id": "e", "item_id": "1", "judge": "j", "status": "unscored"},  # written before reason codes
     ]
     (run / "outcomes.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert retry_selection(run, None) == ({"a", "b", "c", "d", "e"}, set())
-    assert retry_selection(run, retry_codes("transport_exhausted"))[1] == {"a"}
-    assert retry_selection(run, retry_codes("unreadable, transport_exhausted"))[1] == {"a", "b"}
-    assert retry_selection(run, retry_codes("unscored")) == ({"c", "d"}, {"a", "b", "e"})
-    assert retry_selection(run, retry_codes("unrecorded"))[1] == {"e"}
+    def selection(codes: str | None) -> tuple[set[str], set[str]]:
+        with RunIndex.open(run) as index:
+            chosen = retry_selection(index, ["j"], retry_codes(codes))["j"]
+        return set(chosen.done), set(chosen.again)
+
+    assert selection(None) == ({"a", "b", "c", "d", "e"}, set())
+    assert selection("transport_exhausted")[1] == {"a"}
+    assert selection("unreadable, transport_exhausted")[1] == {"a", "b"}
+    assert selection("unscored") == ({"c", "d"}, {"a", "b", "e"})
+    assert selection("unrecorded")[1] == {"e"}
 
 
 def test_a_missing_api_key_stops_before_anything_is_sent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
