@@ -35,6 +35,8 @@ HOMES = {
     "wn": set(),
     "textblob": set(),
     "textblob_aptagger": set(),
+    "pandas": {"frames.py"},
+    "pyarrow": {"parquet.py"},
 }
 """Each third-party library and the modules that may import it (numpy and pydantic are the
 stats' and the models' common language, imported wherever they are used)."""
