@@ -316,3 +316,90 @@ def test_the_previous_format_exports_with_its_items(tmp_path: Path, capsys: pyte
     items = items_by_id(RUN_V1 / "items.jsonl")
     assert all(row["item.target"] == items[row["item_id"]]["tgt"] for row in rows)
 
+
+# --- load_run ----------------------------------------------------------------------------------------
+
+
+def test_load_run_has_the_exports_values_and_proper_dtypes(demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    import judge_engine
+
+    frame = judge_engine.load_run(RUN_V1)
+    rows = frame.astype(object).to_dict("records")
+    for row, at in zip(rows, frame["at"], strict=True):
+        row["at"] = at.isoformat(timespec="milliseconds")  # a timestamp now, the line's text before
+    check_rows(rows, RUN_V1)
+    for name in ("judge", "status", "reason_code", "protocol", "model", "variant"):
+        assert isinstance(frame[name].dtype, pd.CategoricalDtype), name
+    assert list(frame["status"].cat.categories) == ["scored", "unscored"]
+    assert "transport_exhausted" in frame["reason_code"].cat.categories  # every code, so counts line up across runs
+    assert frame["score"].dtype == "float64" and frame["score"].isna().sum() == 6  # the 6 tasks still unscored
+    assert frame["score"].isna().eq(frame["status"] == "unscored").all()
+    assert str(frame["verdict.errors.count"].dtype) == "Int64" and frame["verdict.errors.count"].isna().sum() == 6
+    assert frame["repeat"].dtype == "int64" and frame["temperature"].dtype == "float64"
+    assert str(frame["at"].dtype).startswith("datetime64") and str(frame["at"].dt.tz) == "UTC"
+    assert frame["reason_code"].value_counts()["unreadable"] == 6
+
+
+def test_load_run_equals_the_parquet_export(demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    import judge_engine
+
+    out = tmp_path / "o.parquet"
+    assert main(["export", str(demo_runs["bws"]), "--format", "parquet", "-o", str(out)]) == 0
+    frame, exported = judge_engine.load_run(demo_runs["bws"]), pd.read_parquet(out)
+    assert list(frame.columns) == list(exported.columns) and len(frame) == 60
+    assert frame["verdict.seed"].tolist() == exported["verdict.seed"].tolist()  # 64-bit seeds, every digit
+    for column in frame.columns.drop("at"):
+        assert frame[column].astype(object).fillna("").tolist() == exported[column].astype(object).fillna("").tolist()
+
+
+def test_load_run_transcripts_has_one_row_per_transcript_line(demo_runs: dict[str, Path]) -> None:
+    pytest.importorskip("pandas")
+    import judge_engine
+
+    for run in (demo_runs["literary_mt"], RUN_V1):
+        lines = [json.loads(line) for line in (run / "transcripts.jsonl").read_text(encoding="utf-8").splitlines()]
+        frame = judge_engine.load_run(run, transcripts=True)
+        assert len(frame) == len(lines)
+        assert list(frame["task_id"]) == [line["task_id"] for line in lines]
+        assert list(frame["content"]) == [line["response"]["content"] for line in lines]
+        assert list(frame["usage.prompt_tokens"]) == [line["usage"]["prompt_tokens"] for line in lines]
+        assert list(frame["attempt"]) == [line["attempt"] for line in lines]
+        assert list(frame["cache_hit"]) == [line["cache_hit"] for line in lines]  # run_v1's retries: from the cache
+        assert set(frame["event"]) == {"attempt"} and str(frame["event"].dtype) == "category"
+        assert "messages" not in " ".join(frame.columns)  # the request is not in it: show or iter_transcript
+
+
+def test_load_run_without_pandas_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import judge_engine
+    from judge_engine.errors import ConfigError
+
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ConfigError, match=r"pip install 'judge-engine\[data\]'"):
+        judge_engine.load_run(RUN_V1)
+
+
+def test_load_run_transcripts_keeps_errors_and_protocol_errors(tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    import judge_engine
+    from judge_engine.records import AttemptRecord, ProtocolErrorRecord
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN_V1, run)
+    failed = AttemptRecord(task_id="b2:t", judge="mqm", item_id="lit-001", attempt=1, reask=0,
+                           at="2026-01-01T00:00:00+00:00", request={"messages": []}, latency_s=0.5,
+                           error={"kind": "transient", "status": 503, "message": "busy"})
+    crashed = ProtocolErrorRecord(task_id="b2:t", judge="mqm", item_id="lit-001", at="2026-01-01T00:00:01+00:00",
+                                  stage="parse", error="KeyError: 'x'", traceback="Traceback ...")
+    (run / "transcripts.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in (failed, crashed)),
+                                           encoding="utf-8")
+    frame = judge_engine.load_run(run, transcripts=True)
+    first, second = frame.to_dict("records")
+    assert (first["event"], first["error.kind"], first["error.status"], first["error.message"]) == (
+        "attempt", "transient", 503, "busy")
+    assert math.isnan(first["cost"]) and frame["usage.prompt_tokens"].isna().all()
+    assert (second["event"], second["stage"], second["error.message"], second["traceback"]) == (
+        "protocol_error", "parse", "KeyError: 'x'", "Traceback ...")
+    assert frame["attempt"].isna().tolist() == [False, True] and frame["cache_hit"].tolist() == [False, False]

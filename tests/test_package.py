@@ -47,7 +47,8 @@ def test_public_api_is_pinned_and_sorted() -> None:
     assert judge_engine.__all__ == [
         "ConfigError", "DatasetError", "FatalProviderError", "JobConfig", "JudgeConfig", "JudgeEngineError",
         "Protocol", "ProtocolOptions", "ProviderError", "RunDirError", "RunResult", "Score", "TemplateError",
-        "VerdictError", "__version__", "available", "get_protocol", "load_config", "register", "resume", "run",
+        "VerdictError", "__version__", "available", "get_protocol", "load_config", "load_run", "register", "resume",
+        "run",
     ]
     for name in judge_engine.__all__:
         assert getattr(judge_engine, name) is not None
