@@ -69,7 +69,8 @@ def load_run(path: str | Path, *, transcripts: bool = False) -> pd.DataFrame:
     run_dir = Path(path)
     read_manifest(run_dir)  # a run directory of a format this version reads, or a clear error
     columns, batches = transcript_batches(run_dir) if transcripts else outcome_batches(run_dir)
-    frame = table(columns, batches).to_pandas(types_mapper=_nullable(pd))
+    # self_destruct frees each Arrow column once converted: the peak is about one copy of the run.
+    frame = table(columns, batches).to_pandas(types_mapper=_nullable(pd), split_blocks=True, self_destruct=True)
     return _typed(pd, frame, columns)
 
 

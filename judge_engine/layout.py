@@ -140,7 +140,9 @@ class ItemTable:
             for name, value in item.items():
                 if name != "id":
                     table.kinds[name] = merge_kinds(table.kinds.get(name), kind_of(value))
-            table.encoded[str(item["id"])] = dumps(item)
+            # Copied to its exact size: orjson's bytes keep ~4 KB of spare room each (200 MB a
+            # 50,000 items otherwise).
+            table.encoded[str(item["id"])] = bytes(memoryview(dumps(item)))
         return table
 
     @property
