@@ -70,7 +70,8 @@ def read_rows(path: Path, *, batch_rows: int = READ_BATCH_ROWS) -> Iterator[tupl
 
     A null cell is left out of its row, as a JSONL line leaves out a key it lacks, so the same
     data gives the same items (and task ids) from either file. Values are plain JSON ones:
-    timestamps, dates and times become ISO 8601 text, decimals floats, binary UTF-8 text.
+    timestamps, dates and times become ISO 8601 text, decimals floats, binary UTF-8 text, maps
+    objects.
 
     Raises:
         ConfigError: pyarrow is not installed.
@@ -90,7 +91,7 @@ def read_rows(path: Path, *, batch_rows: int = READ_BATCH_ROWS) -> Iterator[tupl
             raise DatasetError(f"{path}: unreadable after row {number} ({exc})") from None
         if batch is None:
             return
-        for row in batch.to_pylist(maps_as_pydicts="lossy"):
+        for row in batch.to_pylist():
             number += 1
             yield number, {key: _plain(value) for key, value in row.items() if value is not None}
 
@@ -100,6 +101,8 @@ def _plain(value: Any) -> Any:
     if isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, list):
+        if value and all(isinstance(pair, tuple) for pair in value):  # a map: (key, value) pairs
+            return {str(key): _plain(item) for key, item in value}
         return [_plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}

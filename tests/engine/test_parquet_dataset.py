@@ -73,13 +73,15 @@ def test_format_parquet_reads_a_file_of_any_suffix(tmp_path: Path) -> None:
     assert scan(DatasetConfig(path=odd, format="parquet", fields=FIELDS)).items == 3
 
 
-def test_a_null_cell_is_an_absent_field_and_times_become_text(tmp_path: Path) -> None:
+def test_a_null_cell_is_an_absent_field_and_values_are_json_ones(tmp_path: Path) -> None:
     table = pa.table({"id": ["a", "b"], "note": ["kept", None],
-                      "when": pa.array([0, 86_400_000_000], type=pa.timestamp("us"))})
+                      "when": pa.array([0, 86_400_000_000], type=pa.timestamp("us")),
+                      "tags": pa.array([[("x", 1)], [("y", 2), ("z", 3)]], type=pa.map_(pa.string(), pa.int64())),
+                      "words": [["a", "b"], []]})
     pq.write_table(table, tmp_path / "items.parquet")
     items = list(iter_items(DatasetConfig(path=tmp_path / "items.parquet")))
-    assert items == [{"id": "a", "note": "kept", "when": "1970-01-01T00:00:00"},
-                     {"id": "b", "when": "1970-01-02T00:00:00"}]
+    assert items == [{"id": "a", "note": "kept", "when": "1970-01-01T00:00:00", "tags": {"x": 1}, "words": ["a", "b"]},
+                     {"id": "b", "when": "1970-01-02T00:00:00", "tags": {"y": 2, "z": 3}, "words": []}]
 
 
 @pytest.mark.parametrize(
