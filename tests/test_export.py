@@ -139,6 +139,9 @@ def check_rows(rows: list[dict[str, Any]], run_dir: Path) -> None:
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 @pytest.mark.parametrize("run", ["literary_mt", "bws", "run_v1"])
 def test_export_round_trips_through_pandas(demo_runs: dict[str, Path], tmp_path: Path, run: str, fmt: str) -> None:
+    pytest.importorskip("pandas")
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
     out = tmp_path / f"outcomes.{fmt}"
     assert main(["export", str(demo_runs[run]), "--format", fmt, "--output", str(out)]) == 0
     check_rows(read_export(out, fmt), demo_runs[run])
@@ -214,6 +217,8 @@ def test_without_pyarrow_parquet_says_how_to_install_it_and_csv_still_works(
 
 
 def test_wide_has_a_column_per_judge_temperature_repeat(demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
     out = tmp_path / "wide.parquet"
     assert main(["export", str(RUN_V1), "--wide", "--format", "parquet", "-o", str(out)]) == 0
     rows = {row["item_id"]: row for row in read_export(out, "parquet")}
