@@ -21,11 +21,10 @@ from typing import BinaryIO, Literal
 from judge_engine.errors import DatasetError, RunDirError
 from judge_engine.jsonio import dumps_line
 from judge_engine.layout import Columns, ItemTable, Row, outcome_batches, wide_batches
-from judge_engine.records import DEMO_NOTE, Manifest
+from judge_engine.records import DEMO_NOTE, LOCK, MANIFEST, OUTCOMES, TRANSCRIPTS, Manifest
 from judge_engine.store import read_manifest
 
 Format = Literal["csv", "jsonl", "parquet"]
-FORMATS: tuple[Format, ...] = ("csv", "jsonl", "parquet")
 
 
 def run_items(run_dir: Path, manifest: Manifest, *, path: Path | None = None,
@@ -108,7 +107,7 @@ def export_run(run_dir: Path, output: Path | None, *, fmt: Format, wide: bool = 
     return Exported(output, rows, len(columns), notes)
 
 
-_RUN_FILES = {"run.json", "outcomes.jsonl", "transcripts.jsonl", ".lock"}
+_RUN_FILES = {MANIFEST, OUTCOMES, TRANSCRIPTS, LOCK}
 
 
 def default_output(run_dir: Path, fmt: Format, *, wide: bool = False) -> Path:
