@@ -1,7 +1,8 @@
 """judge-engine: run LLM judges at scale, and measure how far they can be trusted.
 
-The public surface: configuration, the protocol contract and registry, the error tree, and the
-functions that run a job programmatically. Heavy parts (litellm, the engine) load on first use.
+The public surface: configuration, the protocol contract and registry, the error tree, the
+functions that run a job programmatically, and :func:`load_run` (a run as a pandas DataFrame).
+Heavy parts (litellm, the engine, pandas) load on first use.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
         TemplateError,
         VerdictError,
     )
+    from judge_engine.frames import load_run
     from judge_engine.protocols import (
         Protocol,
         ProtocolOptions,
@@ -42,6 +44,7 @@ _LAZY = {
     **dict.fromkeys(("Protocol", "ProtocolOptions", "Score", "available", "get_protocol", "register"),
                     "judge_engine.protocols"),
     "RunResult": "judge_engine.session",
+    "load_run": "judge_engine.frames",
 }
 
 
@@ -108,6 +111,7 @@ __all__ = [
     "available",
     "get_protocol",
     "load_config",
+    "load_run",
     "register",
     "resume",
     "run",

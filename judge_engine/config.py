@@ -133,8 +133,9 @@ class DatasetConfig(BaseModel):
     model_config = _FROZEN
 
     path: Path
-    """JSONL or CSV file (relative to the config file)."""
-    format: Literal["auto", "jsonl", "csv"] = "auto"
+    """JSONL, CSV (TSV) or Parquet file (relative to the config file)."""
+    format: Literal["auto", "jsonl", "csv", "parquet"] = "auto"
+    """``auto``: by the suffix (``.jsonl``/``.ndjson``/``.json``, ``.csv``/``.tsv``, ``.parquet``)."""
     fields: dict[str, str] = Field(default_factory=dict)
     """Canonical field name -> column name; unmapped canonical names are read from a column of
     the same name. ``id`` is required (mapped or as a column)."""

@@ -30,8 +30,10 @@ before its last checkpoint has the rest of its transcript summed when it is open
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -129,6 +131,51 @@ def latest_outcome_records(run_dir: Path, *, notes: list[str] | None = None) -> 
         latest.pop(record.task_id, None)  # re-inserted, so the order follows the winning lines
         latest[record.task_id] = record
     return latest
+
+
+@dataclass(frozen=True, slots=True)
+class LatestOutcomeLines:
+    """The last outcome line of every task, found without holding the records: iterate it (as
+    often as needed) to stream those records, in the order of the lines, as
+    :func:`latest_outcome_records` orders them. Made by :func:`latest_outcome_lines`."""
+
+    run_dir: Path
+    lines: int
+    """Outcome lines read; lines appended after that (a run still going) are left out."""
+    superseded: Any
+    """numpy bool per line: a later line of the same task exists."""
+
+    @property
+    def tasks(self) -> int:
+        return self.lines - int(self.superseded.sum())
+
+    def __iter__(self) -> Iterator[OutcomeRecord]:
+        superseded = self.superseded
+        for index, record in enumerate(iter_outcomes(self.run_dir)):
+            if index >= self.lines:
+                return
+            if not superseded[index]:
+                yield record
+
+
+def latest_outcome_lines(run_dir: Path, *, notes: list[str] | None = None) -> LatestOutcomeLines:
+    """Which outcome lines are the tasks' last, for readers of a run too large to hold (export,
+    ``load_run``): one pass keeps a 16-byte digest of each line's task id (16 MB for a million
+    lines), and a stable sort finds the lines a later one supersedes."""
+    import numpy as np
+
+    digests = bytearray()
+    lines = 0
+    for raw in read_jsonl(run_dir / OUTCOMES, notes=notes):
+        digests += hashlib.blake2b(str(raw.get("task_id")).encode(), digest_size=16).digest()
+        lines += 1
+    keys = np.frombuffer(bytes(digests), dtype="S16")
+    superseded = np.zeros(lines, dtype=bool)
+    if lines > 1:
+        order = np.argsort(keys, kind="stable")  # a task's lines stay in file order: its last one comes last
+        ordered = keys[order]
+        superseded[order[:-1][ordered[:-1] == ordered[1:]]] = True
+    return LatestOutcomeLines(run_dir, lines, superseded)
 
 
 def read_blocks(run_dir: Path) -> dict[str, Any]:
