@@ -326,6 +326,25 @@ class RunIndex:
                 found = low if found is None else min(found, low)
         return found
 
+    def differences(self, other: Path) -> Iterator[tuple[tuple[Any, ...], tuple[Any, ...] | None, tuple[Any, ...]]]:
+        """Tasks whose status, score or reason code differ from the same task (same judge, item,
+        variant, temperature, repeat) in the run at ``other`` (its index must exist): yields
+        ``(coordinates, (status, score, code) there or None, (status, score, code) here)``."""
+        self._db.execute("ATTACH DATABASE ? AS other", (str(other / INDEX),))
+        try:
+            rows = self._db.execute(
+                "SELECT t.judge, t.item_id, t.variant, t.temperature, t.repeat, o.status, o.score, o.reason_code, "
+                "t.status, t.score, t.reason_code FROM tasks t LEFT JOIN other.tasks o ON o.item_id = t.item_id AND "
+                "o.judge = t.judge AND o.variant IS t.variant AND o.temperature IS t.temperature AND o.repeat IS t.repeat "
+                "WHERE t.status IS NOT NULL AND (o.task_id IS NULL OR o.status IS NOT t.status OR "
+                "o.score IS NOT t.score OR o.reason_code IS NOT t.reason_code) ORDER BY t.judge, t.item_id, "
+                "t.temperature, t.repeat, t.variant")
+            for row in rows:
+                before = None if row[5] is None else tuple(row[5:8])
+                yield tuple(row[:5]), before, tuple(row[8:11])
+        finally:
+            self._db.execute("DETACH DATABASE other")
+
     def _meta(self, key: str) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])

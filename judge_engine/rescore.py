@@ -12,7 +12,6 @@ whose score or status changed, and the counts per reason code before and after.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,9 +20,9 @@ from typing import Any
 
 from judge_engine.config import JobConfig, read_scalar
 from judge_engine.errors import ConfigError, RunDirError
-from judge_engine.plan import build_protocol, task_ref
+from judge_engine.index import Query, RunIndex
+from judge_engine.plan import build_protocol
 from judge_engine.providers import Endpoint, for_judge
-from judge_engine.records import OutcomeRecord
 from judge_engine.session import (
     PreparedRun,
     RunResult,
@@ -32,7 +31,7 @@ from judge_engine.session import (
     prepare,
     recorded_config_path,
 )
-from judge_engine.store import iter_outcomes, read_manifest, utc_now
+from judge_engine.store import open_index, read_manifest, utc_now
 
 RESCORE_CONCURRENCY = 64
 
@@ -114,7 +113,8 @@ def rescore(run_dir: Path, *, options: Sequence[str] = (), output: Path | None =
     if target.exists():
         raise RunDirError(f"{target}: already exists; choose another --output")
     overrides = {**manifest.overrides, "protocol_options": changes, "output_dir": target.parent}
-    prepared = prepare(config_path, overrides=overrides, demo=manifest.demo, check_keys=reask_online and not manifest.demo)
+    prepared = prepare(config_path, overrides=overrides, demo=manifest.demo, check_keys=reask_online and not manifest.demo,
+                       dataset=base.dataset)
     prepared = _for_replay(prepared, target, original=run_dir)
     where = {j.name: Endpoint(j.model, None) for j in prepared.config.judges}
     run = asyncio.run(_replayed(prepared, where, run_dir, reask_online))
@@ -153,38 +153,32 @@ def _online(judge: Any, prepared: PreparedRun) -> Endpoint:
     return endpoint_for(judge)
 
 
-def _key(o: OutcomeRecord) -> str:
-    return task_ref(o.judge, o.item_id, o.variant, o.temperature, o.repeat)
-
-
-def _label(o: OutcomeRecord | None) -> str:
-    if o is None:
-        return "no outcome"
-    if o.scored:
-        return "scored " + ("-" if o.score is None or math.isnan(o.score) else f"{o.score:g}")
-    return f"unscored ({o.reason_code})"
-
-
 def _compare(original: Path, run: RunResult) -> RescoreResult:
-    before = {_key(o): o for o in _latest(original)}
-    after = {_key(o): o for o in _latest(run.run_dir)}
-    changed = []
-    for key in sorted(set(before) | set(after)):
-        old, new = before.get(key), after.get(key)
-        if _label(old) != _label(new) or (old and new and dict(old.scores) != dict(new.scores)):
-            judge, item, variant, temperature, repeat = key.split("\x1f")
-            where = f"{judge} · {item} · T={temperature} · repeat {repeat}" + (f" · {variant}" if variant else "")
-            changed.append(Change(where, _label(old), _label(new)))
-    return RescoreResult(run, original, len(before), changed, _tally(before.values()), _tally(after.values()))
+    """What changed, task by task, read from the two runs' indexes (a million tasks compare in
+    SQLite, not in memory). A task compares by its status, score and reason code."""
+    with open_index(original) as before, open_index(run.run_dir) as after:
+        changed = [Change(_where(coords), _label(old), _label(new)) for coords, old, new in after.differences(original)]
+        return RescoreResult(run, original, before.count(Query(status="scored")) + before.count(Query(status="unscored")),
+                             changed, _tally(before), _tally(after))
 
 
-def _latest(run_dir: Path) -> list[OutcomeRecord]:
-    latest: dict[str, OutcomeRecord] = {}
-    for record in iter_outcomes(run_dir):
-        latest[record.task_id] = record
-    return list(latest.values())
+def _where(coords: tuple[Any, ...]) -> str:
+    judge, item, variant, temperature, repeat = coords
+    return f"{judge} · {item} · T={temperature} · repeat {repeat}" + (f" · {variant}" if variant else "")
 
 
-def _tally(outcomes: Any) -> dict[str, int]:
-    counts = Counter("scored" if o.scored else str(o.reason_code) for o in outcomes)
+def _label(outcome: tuple[Any, ...] | None) -> str:
+    if outcome is None:
+        return "no outcome"
+    status, score, code = outcome
+    if status == "scored":
+        return "scored " + ("-" if score is None else f"{score:g}")
+    return f"unscored ({code})"
+
+
+def _tally(index: RunIndex) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for (_judge, status, code), n in index.counts().items():
+        if status != "undone":
+            counts["scored" if status == "scored" else str(code)] += n
     return dict(sorted(counts.items()))

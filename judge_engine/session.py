@@ -36,7 +36,7 @@ from typing import Any, Literal
 from judge_engine import __version__
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig, load_config
-from judge_engine.dataset import DatasetSummary, scan
+from judge_engine.dataset import DatasetSummary, fingerprint, scan
 from judge_engine.engine import Engine, EngineResult, Resumption
 from judge_engine.errors import ConfigError, RunDirError
 from judge_engine.index import Query, RunIndex
@@ -133,7 +133,8 @@ class RunResult:
 
 
 def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: bool = False,
-            new_run: bool = False, run_dir: Path | None = None, check_keys: bool = True) -> PreparedRun:
+            new_run: bool = False, run_dir: Path | None = None, check_keys: bool = True,
+            dataset: DatasetSummary | None = None) -> PreparedRun:
     """Validate everything that can be validated offline and find or create the run directory.
 
     Args:
@@ -144,6 +145,9 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
             the run id, plus the suffix of a ``--new-run``).
         check_keys: fail when a judge's provider needs an API key that is not set (not for a
             demo, nor for ``plan``, which sends nothing).
+        dataset: the dataset's summary when it is already known (a scan of the same file for
+            the same protocols); otherwise the dataset is scanned, unless it is the one a
+            resumed run recorded (same bytes: every row was checked when the run started).
 
     Raises:
         ConfigError, DatasetError, TemplateError, RunDirError: bad input, named.
@@ -155,8 +159,11 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     protocols = {judge.name: build_protocol(judge) for judge in config.judges}
     required = sorted({f for p in protocols.values() for f in p.required_fields})
     ordered = [protocols[j.name] for j in config.judges]
-    dataset = scan(config.dataset, required, [p.check_item for p in ordered],
-                   [lambda item, p=p: len(p.variants(item)) for p in ordered])  # type: ignore[misc]
+    if dataset is None and run_dir is not None:
+        dataset = _recorded_dataset(run_dir, config)
+    if dataset is None:
+        dataset = scan(config.dataset, required, [p.check_item for p in ordered],
+                       [lambda item, p=p: len(p.variants(item)) for p in ordered])  # type: ignore[misc]
     stem = config_path.stem if config_path.stem != "config" else config_path.resolve().parent.name or "run"
     # A demo's run says so in its name: its answers are synthetic, never to be mistaken for a model's.
     identity = run_id(config, protocols, dataset, stem=f"{stem}-demo" if demo else stem)
@@ -176,6 +183,22 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     if check_keys and not demo:
         check_credentials(config)
     return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed, demo)
+
+
+def _recorded_dataset(run_dir: Path, config: JobConfig) -> DatasetSummary | None:
+    """The dataset summary a run recorded, if its file still has the same bytes: a resumed run of
+    a million items then hashes the file (~1 s) instead of checking every row again (~4 s)."""
+    try:
+        recorded = read_manifest(run_dir.resolve()).dataset
+    except RunDirError:
+        return None
+    variants = recorded.get("variants")
+    if not isinstance(variants, list) or len(variants) != len(config.judges) or not config.dataset.path.is_file():
+        return None
+    if recorded.get("limit") != config.dataset.limit or fingerprint(config.dataset.path) != recorded.get("fingerprint"):
+        return None
+    return DatasetSummary(items=int(recorded["items"]), fingerprint=str(recorded["fingerprint"]),
+                          variants=tuple(int(v) for v in variants))
 
 
 def new_manifest(config: JobConfig, protocols: Mapping[str, Protocol], dataset: DatasetSummary, identity: str, *,
@@ -202,7 +225,8 @@ def new_manifest(config: JobConfig, protocols: Mapping[str, Protocol], dataset: 
         # The demo endpoint is implied by "demo"; paths as strings so the manifest stays JSON.
         overrides={key: str(value) if isinstance(value, Path) else value
                    for key, value in overrides.items() if value is not None and key != "api_base"},
-        dataset={"path": str(config.dataset.path), "fingerprint": dataset.fingerprint, "items": dataset.items},
+        dataset={"path": str(config.dataset.path), "fingerprint": dataset.fingerprint, "items": dataset.items,
+                 "variants": list(dataset.variants), "limit": config.dataset.limit},
         judges=judges,
     )  # fmt: skip
 

@@ -248,11 +248,12 @@ class LineReader:
     def outcome(self, offset: int, length: int) -> OutcomeRecord:
         return OutcomeRecord.from_dict(self._read(OUTCOMES, offset, length), where=str(self.run_dir / OUTCOMES))
 
-    def transcript(self, offset: int, length: int) -> TranscriptRecord:
-        if self._blocks is None:
+    def transcript(self, offset: int, length: int, *, requests: bool = True) -> TranscriptRecord:
+        """The transcript line at ``offset`` (``requests=False``: its request left encoded)."""
+        if requests and self._blocks is None:
             self._blocks = read_blocks(self.run_dir)
         return transcript_record(self._read(TRANSCRIPTS, offset, length), blocks=self._blocks,
-                                 where=str(self.run_dir / TRANSCRIPTS))
+                                 where=str(self.run_dir / TRANSCRIPTS), requests=requests)
 
     def close(self) -> None:
         for handle in self._handles.values():

@@ -87,7 +87,7 @@ class ReplayProvider:
         if not rows:
             return found
         for offset, length in self._index.attempt_offsets([rows[0].task_id]).get(rows[0].task_id, []):
-            record = self._reader.transcript(offset, length)
+            record = self._reader.transcript(offset, length, requests=False)
             if isinstance(record, AttemptRecord) and record.response is not None:
                 response = ProviderResponse.from_record(record.response)
                 found[record.reask] = ProviderResponse(response.content, response.finish_reason,
