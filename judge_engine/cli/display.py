@@ -423,7 +423,7 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
             continue
         table = Table(title=s.title, title_justify="left")
         for c in s.columns:
-            left = c in ("group", "judge", "human", "judges")
+            left = c in ("group", "judge", "human", "judges", "point")
             table.add_column(c, justify="left" if left else "right", overflow="fold")
         for r in s.rows:
             table.add_row(*(_cell(r.get(c)) for c in s.columns))
@@ -435,8 +435,11 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
 def _cell(value: Any) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.3f}"
+        # Two significant digits below 0.01: a p-value of 3e-06 is not 0.000, nor 0.0013 0.001.
+        return f"{value:.2g}" if 0 < abs(value) < 0.01 else f"{value:.3f}"
     return str(value)
 
 
