@@ -210,7 +210,7 @@ def _gate_section(summaries: Sequence[ModelSummary], random: Baseline | None) ->
     notes = ["two-sided Welch t-test of per-cue appropriateness (a cue's lists averaged; values beyond 3 SD "
              "removed first) against Random's; p_bh: Benjamini-Hochberg within the temperature; passed: "
              "p_bh <= alpha and mean above Random's", random.describe()]
-    return Section("gate", title, columns, rows, notes=notes)
+    return Section("gate", title, columns, rows, notes=notes, small_values=("p", "p_bh"))
 
 
 def _cdat_section(summaries: Sequence[ModelSummary], random: Baseline | None) -> Section:

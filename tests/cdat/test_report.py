@@ -95,3 +95,15 @@ def test_a_baseline_with_fewer_than_two_scored_lists_is_refused_naming_it(
     random = _baseline(tmp_path / "random.json", "Random", [(120.0, 80.0)])
     assert main(["stats", str(run), "--baselines", str(random)]) == 2
     assert f"{random}: 1 scored lists" in capsys.readouterr().err
+
+
+def test_p_values_keep_their_digits_other_numbers_three_decimals(capsys: pytest.CaptureFixture[str]) -> None:
+    from judge_engine.cli.display import render_sections
+    from judge_engine.stats.sections import Section
+
+    rows = [{"judge": "m", "p": 0.0013, "p_bh": 4.7e-09, "ci_low": 2.8e-17, "passed": False}]
+    render_sections([Section("gate", "Gate", ["judge", "p", "p_bh", "ci_low", "passed"], rows,
+                             small_values=("p", "p_bh"))], [])
+    out = capsys.readouterr().out
+    # 0.0013 failed alpha 0.001 and must not read 0.001; a Wilson bound's float dust stays 0.000.
+    assert "0.0013" in out and "4.7e-09" in out and "0.000" in out and "e-17" not in out and " no " in out
