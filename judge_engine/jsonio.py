@@ -32,6 +32,11 @@ def pretty(obj: Any) -> str:
     return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | _CANONICAL).decode() + "\n"
 
 
+def indented(obj: Any) -> str:
+    """Indented JSON text, keys in insertion order, for data files people read and diff."""
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode() + "\n"
+
+
 def loads(data: bytes | str) -> Any:
     """Parse JSON text or bytes."""
     return orjson.loads(data)

@@ -423,20 +423,24 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
             continue
         table = Table(title=s.title, title_justify="left")
         for c in s.columns:
-            left = c in ("group", "judge", "human", "judges")
+            left = c in ("group", "judge", "human", "judges", "point")
             table.add_column(c, justify="left" if left else "right", overflow="fold")
         for r in s.rows:
-            table.add_row(*(_cell(r.get(c)) for c in s.columns))
+            table.add_row(*(_cell(r.get(c), small=c in s.small_values) for c in s.columns))
         console.print(table)
         for note in s.notes:
             console.print(f"  {note}", highlight=False)
 
 
-def _cell(value: Any) -> str:
+def _cell(value: Any, *, small: bool = False) -> str:
+    """A value as a table shows it: three decimals, or with ``small`` (p-values) two significant
+    digits below 0.01, since a p of 3e-06 is not 0.000, nor 0.0013 0.001."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.3f}"
+        return f"{value:.2g}" if small and 0 < abs(value) < 0.01 else f"{value:.3f}"
     return str(value)
 
 

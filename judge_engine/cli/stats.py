@@ -1,7 +1,9 @@
 """The ``stats`` and ``meta`` commands: how far can the judge be trusted?
 
 ``stats SOURCE``: consistency, score distribution, unscored rate and agreement between judges
-for a run directory (or consistency across repeat columns of any table).
+for a run directory (or consistency across repeat columns of any table); for CDAT and DAT runs
+also valid responses, novelty and appropriateness, and with ``--baselines`` the gate, the CDAT
+score, the elbow distance and the Pareto front (:mod:`judge_engine.protocols.cdat_report`).
 ``meta TABLE``: correlation, agreement, adequacy and span F1 between judge scores and human
 judgments, per group and pooled. Both print rich tables and can write JSON, CSV and PNG plots.
 
@@ -21,7 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from judge_engine.protocols.cdat_report import GenerationReport
     from judge_engine.stats.plots import Chart
+    from judge_engine.stats.runs import Run
     from judge_engine.stats.sections import Section
     from judge_engine.stats.tables import Table
 
@@ -53,6 +57,9 @@ def _register_stats(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     )
     stats.add_argument("--verdict-field", metavar="NAME",
                        help="flip rate on verdict[NAME] (e.g. winner) instead of the score")  # fmt: skip
+    stats.add_argument("--baselines", nargs="+", type=Path, default=[], metavar="FILE",
+                       help="CDAT runs: RANDOM.json [COMMON.json] (judge-engine cdat-baselines, or the "
+                            "paper's files) for the gate, CDAT score, elbow distance and Pareto front")  # fmt: skip
     _output_args(stats)
     stats.set_defaults(handler=handle_stats)
 
@@ -145,6 +152,7 @@ def handle_stats(args: argparse.Namespace) -> int:
     if not source.exists():
         return _fail("stats", f"{source}: no such file or directory")
     try:
+        generation = None
         if source.is_dir():
             run = read_run(source)
             if not run.outcomes:
@@ -154,7 +162,11 @@ def handle_stats(args: argparse.Namespace) -> int:
             from judge_engine.protocols.reports import protocol_sections
 
             sections += protocol_sections(run)
+            generation = _generation(run, args.baselines)
+            sections += generation.sections if generation else []
             notes = run.notes
+        elif args.baselines:
+            return _fail("stats", "--baselines applies to a CDAT run directory")
         elif args.repeats:
             table = read_table(source)
             table.require(*args.repeats, *([args.group] if args.group else []))
@@ -174,12 +186,31 @@ def handle_stats(args: argparse.Namespace) -> int:
 
             if source.is_dir():
                 nothing = "no section with a chart has data (see above)"
-                _write_plots("stats", lambda: run_charts(sections, run.outcomes, plot_dir), nothing)
+                extra = generation.charts if generation else (lambda _: [])
+                _write_plots("stats", lambda: run_charts(sections, run.outcomes, plot_dir) + extra(plot_dir), nothing)
             else:
                 _write_plots("stats", list, "the charts are drawn from a run directory")
     except ValueError as exc:  # TableError included
         return _fail("stats", str(exc))
     return 0
+
+
+def _generation(run: Run, baselines: Sequence[Path]) -> GenerationReport | None:
+    """The CDAT/DAT sections when the run has word lists (None otherwise).
+
+    Raises:
+        TableError: baselines given for a run without CDAT lists, or unreadable.
+    """
+    from judge_engine.errors import TableError
+    from judge_engine.protocols import cdat_report
+
+    cdat = any(o.protocol == "cdat" for o in run.outcomes)
+    if baselines and not cdat:
+        raise TableError(f"--baselines: {run.path} has no CDAT outcomes (the baselines are CDAT's)")
+    if not cdat_report.has_generation(run):
+        return None
+    random, common = cdat_report.read_baselines(baselines)
+    return cdat_report.generation_report(run, random=random, common=common)
 
 
 def _load_meta_table(args: argparse.Namespace) -> tuple[Table, list[str]]:

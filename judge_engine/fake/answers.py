@@ -39,6 +39,12 @@ MALFORMED_ANSWERS = (
 """Prose no protocol can read, served when the ``malformed`` fault fires."""
 
 
+SAMPLED_ANEW = frozenset({"cdat", "dat"})
+"""Protocols whose repeated request is always a fresh sample at temperature > 0. The DAT sends
+one prompt many times (samples are its data), and a model asked again for ten words writes another
+list; a judge asked again about the same item mostly agrees with itself (min(1, t/3) above)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """The content of a reply and its accounting."""
@@ -118,16 +124,19 @@ class AnswerBook:
         ignored (identical requests, identical answers). At temperature t > 0 a repeated request
         is a fresh sample with probability min(1, t/3), so repeats disagree more as t rises, as a
         real model's do, while every answer stays a deterministic function of (request, draw).
+        A generation prompt (:data:`SAMPLED_ANEW`) is a fresh sample every time.
         """
         stripped = strip_reasks(messages)
         seed = stable_seed(jsonio.canonical(stripped).decode())
-        if temperature > 0 and draw > 0:
-            if random.Random(f"{seed}:{draw}:{temperature}").random() < min(1.0, temperature / 3):
-                seed = stable_seed(seed, draw)
+        fresh = stable_seed(seed, draw) if temperature > 0 and draw > 0 else seed
+        resample = random.Random(f"{seed}:{draw}:{temperature}").random() < min(1.0, temperature / 3)
         for name, write in self.writers.items():
             text = write(stripped, seed=seed, temperature=temperature, json_mode=json_mode)
             if text is not None:
+                if fresh != seed and (resample or name in SAMPLED_ANEW):
+                    text = write(stripped, seed=fresh, temperature=temperature, json_mode=json_mode) or text
                 return text, name
+        seed = fresh if resample else seed
         generic = (
             f"This is a generic answer from the judge-engine fake server ({seed % 10_000:04d})."
         )

@@ -180,17 +180,30 @@ def pareto_front(points: Mapping[str, Point]) -> list[str]:
 
 @dataclass(frozen=True, slots=True)
 class ListScore:
-    """One answer of one model: its scores, or None for a dropped (invalid) answer."""
+    """One answer of one model: its scores, or None for a list that was not scored."""
 
     model: str
     temperature: float
     novelty: float | None
     appropriateness: float | None
+    valid: bool | None = None
+    """The list had at least seven valid nouns. None: valid exactly when it was scored; give
+    True for a valid list left unscored (``not_embedded``), so it counts in the valid-response
+    rate but in no mean."""
+    cue: str | None = None
+    """The item (cue) the list answers. The gate tests per-cue appropriateness: several lists
+    for one cue (``repeats``) are averaged first, so repeats do not pass for more cues. None:
+    every list is its own cue."""
+
+    @property
+    def is_valid(self) -> bool:
+        return self.novelty is not None if self.valid is None else self.valid
 
 
 @dataclass(frozen=True, slots=True)
 class ModelSummary:
-    """One model at one temperature."""
+    """One model at one temperature. ``gate`` and ``cdat`` are None without the Random
+    baseline; ``elbow`` is NaN without both baselines."""
 
     model: str
     temperature: float
@@ -201,39 +214,67 @@ class ModelSummary:
     cdat: MeanCI | None
     elbow: MeanCI
     pareto: bool
+    unscored_valid: int = 0
+    """Valid lists without scores (``not_embedded``): in ``valid``, in no mean."""
 
 
-def summarize(lists: Sequence[ListScore], *, random: Sequence[Point], common: Sequence[Point],
+def baseline_mean(points: Sequence[Point]) -> Point:
+    """The (appropriateness, novelty) mean of a baseline's lists."""
+    if not points:
+        raise ValueError("a baseline needs at least one scored list")
+    return float(np.mean([p[0] for p in points])), float(np.mean([p[1] for p in points]))
+
+
+def summarize(lists: Sequence[ListScore], *, random: Sequence[Point] | None, common: Sequence[Point] | None,
               alpha: float = GATE_ALPHA, sd: float = OUTLIER_SD) -> list[ModelSummary]:
     """Every (model, temperature) of a CDAT run against the Random and Common baselines (their
-    per-list (appropriateness, novelty) points); a DAT run has no appropriateness, use
-    :func:`mean_ci` and :func:`valid_response_rate` on its novelty. The elbow interval is over per-list distances
-    with outliers removed, as the paper plots it; the Pareto front is drawn per temperature over
-    the models and both baselines."""
-    if not random or not common:
-        raise ValueError("both baselines are needed")
-    random_mean = (float(np.mean([p[0] for p in random])), float(np.mean([p[1] for p in random])))
-    common_mean = (float(np.mean([p[0] for p in common])), float(np.mean([p[1] for p in common])))
+    per-list (appropriateness, novelty) points; None when not given). A DAT run has no
+    appropriateness: use :func:`mean_ci` and :func:`valid_response_rate` on its novelty.
+
+    The gate needs Random; the elbow distance both (its interval is over per-list distances with
+    outliers removed, as the paper plots it); the Pareto front is drawn per temperature over the
+    models and whichever baselines are given."""
+    baselines = {name: baseline_mean(points) for name, points in (("Random", random), ("Common", common))
+                 if points is not None}
     groups: dict[float, dict[str, list[ListScore]]] = defaultdict(lambda: defaultdict(list))
     for row in lists:
         groups[row.temperature][row.model].append(row)
     out = []
     for temperature, models in sorted(groups.items()):
-        scored = {m: [r for r in rows if r.novelty is not None and r.appropriateness is not None] for m, rows in models.items()}
-        gate = appropriateness_gate({m: [r.appropriateness for r in rs if r.appropriateness is not None]
-                                     for m, rs in scored.items()}, [p[0] for p in random], alpha=alpha, sd=sd)
+        scored = {m: [r for r in rows if r.novelty is not None and r.appropriateness is not None]
+                  for m, rows in models.items()}
+        gate = (appropriateness_gate({m: _per_cue(rs) for m, rs in scored.items()}, [p[0] for p in random],
+                                     alpha=alpha, sd=sd) if random is not None else {})
         means = {m: (mean_ci([r.appropriateness for r in rs if r.appropriateness is not None]).mean,
                      mean_ci([r.novelty for r in rs if r.novelty is not None]).mean) for m, rs in scored.items()}
         placed = {m: xy for m, xy in means.items() if all(map(math.isfinite, xy))}
-        front = set(pareto_front({**placed, "Random": random_mean, "Common": common_mean}))
+        front = set(pareto_front({**placed, **baselines}))
         for model, rows in models.items():
-            rs = scored[model]
-            novelty = [r.novelty for r in rs if r.novelty is not None]
-            app = [r.appropriateness for r in rs if r.appropriateness is not None]
-            elbow = [elbow_distance((a, n), common_mean, random_mean) for a, n in zip(app, novelty, strict=True)]
-            out.append(ModelSummary(
-                model, temperature, valid_response_rate(len(rs), len(rows)), mean_ci(novelty), mean_ci(app),
-                gate[model], cdat_score(novelty, gate[model]), mean_ci(remove_outliers(elbow, sd=sd).tolist()),
-                model in front,
-            ))
+            out.append(_summary(model, temperature, rows, scored[model], gate.get(model), baselines,
+                                model in front, sd=sd))
     return out
+
+
+def _per_cue(rows: Sequence[ListScore]) -> list[float]:
+    """Appropriateness per cue: the mean of a cue's lists (each list alone when cues are None)."""
+    by_cue: dict[object, list[float]] = defaultdict(list)
+    for index, row in enumerate(rows):
+        if row.appropriateness is not None:
+            by_cue[row.cue if row.cue is not None else index].append(row.appropriateness)
+    return [float(np.mean(values)) for values in by_cue.values()]
+
+
+def _summary(model: str, temperature: float, rows: Sequence[ListScore], scored: Sequence[ListScore],
+             gate: GateResult | None, baselines: Mapping[str, Point], pareto: bool, *, sd: float) -> ModelSummary:
+    novelty = [r.novelty for r in scored if r.novelty is not None]
+    app = [r.appropriateness for r in scored if r.appropriateness is not None]
+    elbow = mean_ci([])
+    if {"Random", "Common"} <= baselines.keys():
+        distances = [elbow_distance((a, n), baselines["Common"], baselines["Random"])
+                     for a, n in zip(app, novelty, strict=True)]
+        elbow = mean_ci(remove_outliers(distances, sd=sd).tolist())
+    valid = sum(r.is_valid for r in rows)
+    return ModelSummary(
+        model, temperature, valid_response_rate(valid, len(rows)), mean_ci(novelty), mean_ci(app), gate,
+        cdat_score(novelty, gate) if gate is not None else None, elbow, pareto, valid - len(scored),
+    )

@@ -8,27 +8,30 @@ from pathlib import Path
 
 import numpy as np
 
-from judge_engine.stats.creativity import ModelSummary, Point, pareto_front
+from judge_engine.stats.creativity import ModelSummary, Point, baseline_mean, pareto_front
 from judge_engine.stats.plots import _pyplot, _save
 
 
-def creativity_plane(summaries: Sequence[ModelSummary], *, random: Sequence[Point], common: Sequence[Point],
-                     path: Path, title: str = "CDAT: appropriateness and novelty") -> Path:
+def creativity_plane(summaries: Sequence[ModelSummary], *, random: Sequence[Point] | None,
+                     common: Sequence[Point] | None, path: Path,
+                     title: str = "CDAT: appropriateness and novelty") -> Path:
     """One panel per temperature: the baselines' lists (faint) and means (diamonds), the line
     through the two means (the trivial trade-off the elbow distance is measured from), each model's
-    mean with its 95% intervals, and the Pareto front over models and baselines (dashed)."""
+    mean with its 95% intervals, and the Pareto front over models and baselines (dashed). A
+    baseline that is None is left out (and the line with it)."""
     plt = _pyplot()
     panels: list[float | None] = [*sorted({s.temperature for s in summaries})] or [None]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), squeeze=False)
-    means = {name: (float(np.mean([p[0] for p in pts])), float(np.mean([p[1] for p in pts])))
-             for name, pts in (("Random", random), ("Common", common))}
+    baselines = [(name, pts, colour) for name, pts, colour in
+                 (("Random", random, "tab:gray"), ("Common", common, "tab:brown")) if pts]
+    means = {name: baseline_mean(pts) for name, pts, _ in baselines}
     for ax, temperature in zip(axes[0], panels, strict=True):
         rows = [s for s in summaries if s.temperature == temperature]
-        for name, pts, colour in (("Random", random, "tab:gray"), ("Common", common, "tab:brown")):
+        for name, pts, colour in baselines:
             ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=6, alpha=0.15, color=colour, edgecolors="none")
             ax.scatter(*means[name], marker="D", s=70, color=colour, edgecolors="black", label=name, zorder=3)
-        (x1, y1), (x2, y2) = means["Common"], means["Random"]
-        ax.axline((x1, y1), (x2, y2), ls=":", color="black", lw=1, label="Common-Random line")
+        if len(means) == 2:
+            ax.axline(means["Common"], means["Random"], ls=":", color="black", lw=1, label="Common-Random line")
         for row in rows:
             ax.errorbar(row.appropriateness.mean, row.novelty.mean, fmt="o", ms=7, capsize=3, zorder=4,
                         xerr=[[row.appropriateness.mean - row.appropriateness.low], [row.appropriateness.high - row.appropriateness.mean]],

@@ -38,6 +38,9 @@ class Section:
     empty when it has rows."""
     notes: list[str] = field(default_factory=list)
     """Rows the section leaves out, and why (printed under the table)."""
+    small_values: tuple[str, ...] = ()
+    """Columns whose small values matter (p-values): shown with significant digits, not rounded
+    to three decimals."""
 
 
 def _left_out(

@@ -100,6 +100,8 @@ def test_minilm_reproduces_a_list_the_paper_scored(minilm: Embedder) -> None:
 
 
 def test_minilm_encodes_each_word_once(minilm: Embedder, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The embedder is the process's shared one: other tests (the CDAT example) may have met "harbor".
+    monkeypatch.setattr(minilm, "_cache", type(minilm._cache)())  # type: ignore[attr-defined]
     minilm.embed(["lantern"])
     model = minilm._load()  # type: ignore[attr-defined]
     seen: list[list[str]] = []

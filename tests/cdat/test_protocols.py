@@ -11,7 +11,17 @@ from pathlib import Path
 import pytest
 
 from judge_engine.errors import ConfigError, ReasonCode, VerdictError
-from judge_engine.fake.writers.words import SHAPES, answer_shape, write_cdat, write_dat
+from judge_engine.fake.answers import AnswerBook
+from judge_engine.fake.writers.words import (
+    EVERYDAY,
+    FIELDS,
+    RARE,
+    SHAPES,
+    answer_shape,
+    field_of,
+    write_cdat,
+    write_dat,
+)
 from judge_engine.lexicon import Lexicon, LexiconUnavailable
 from judge_engine.protocols import cdat as cdat_module
 from judge_engine.protocols import get_protocol
@@ -223,3 +233,37 @@ def test_fake_answers_take_every_shape_and_only_the_broken_ones_fail(packaged_le
             assert len(protocol.parse(answer, ITEM).valid_words) == 10, (shape, answer)
     assert seen == set(SHAPES)
 
+
+
+def test_a_cue_in_a_semantic_field_gets_its_words_more_at_low_temperature_and_for_common(
+    packaged_lexicon: Lexicon,
+) -> None:
+    field_words = {w for _, words in FIELDS for w in words}
+    assert all(packaged_lexicon.is_noun(w) for w in field_words)
+    assert not field_words & (set(EVERYDAY) | set(RARE) | {c for cues, _ in FIELDS for c in cues})
+    sea = set(field_of("Sailor"))
+    assert sea and field_of("release") == ()
+
+    def share(prompt: str, temperature: float) -> float:
+        protocol = cdat(prompt=prompt)
+        hits = total = 0
+        for seed in range(60):
+            answer = write_cdat(protocol.render({"id": "x", "cue": "sailor"}), seed=seed, temperature=temperature,
+                                json_mode=False)
+            words = {w.lower().strip(".,") for w in (answer or "").split()}
+            hits, total = hits + len(words & sea), total + 10
+        return hits / total
+
+    # Expected shares 0.95 (Common), 0.6 (T=0.5), 0.2 (T=1.5), less the too-few and refusal answers.
+    assert share("common", 0.0) > share("cdat", 0.5) > share("cdat", 1.5) > 0.1
+
+
+def test_a_repeated_generation_prompt_is_a_new_sample_a_repeated_judge_prompt_mostly_not() -> None:
+    book = AnswerBook()
+    dat = DAT().render({"id": "d"})
+    lists = {book.answer(dat, temperature=0.5, json_mode=False, draw=draw)[0] for draw in range(20)}
+    assert len(lists) > 15  # fresh every draw (refusals may repeat)
+    assert book.answer(dat, temperature=0.0, json_mode=False, draw=5) == book.answer(dat, temperature=0.0, json_mode=False)
+    judge = [{"role": "user", "content": "Rate this translation."}]
+    generic = {book.answer(judge, temperature=0.5, json_mode=False, draw=draw)[0] for draw in range(20)}
+    assert len(generic) < 10  # fresh with probability 0.5 / 3

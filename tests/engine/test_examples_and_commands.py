@@ -12,19 +12,20 @@ from pathlib import Path
 import pytest
 
 from judge_engine.cli import main
+from judge_engine.embeddings import minilm_problem
 from judge_engine.fake import FakeServer
 from judge_engine.protocols import available, get_protocol
-from judge_engine.providers import Endpoint
-from judge_engine.session import PreparedRun, execute, prepare
+from judge_engine.session import PreparedRun, demo_endpoint, execute, prepare
 from tests.engine.conftest import make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p for p in (REPO / "examples").glob("*/config.yaml"))
 
 
-EXAMPLE_PENDING = {"cdat", "dat"}
-"""Protocols whose example is still to be written (issue 18: ``examples/cdat`` lands with the
-``cdat-baselines`` command and the generation-run report)."""
+EXAMPLE_PENDING: set[str] = set()
+"""Protocols whose example is still to be written."""
+GENERATION = {"cdat", "dat"}
+"""Their first answer is the data: a list with too few nouns is recorded ``too_few_valid``, by design."""
 
 
 def test_every_protocol_has_an_example() -> None:
@@ -37,8 +38,11 @@ def test_every_protocol_has_an_example() -> None:
 
 @pytest.mark.parametrize("config", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
 def test_example_runs_end_to_end_against_the_fake_server(config: Path, tmp_path: Path, fake_server: FakeServer) -> None:
+    if config.parent.name == "cdat" and minilm_problem():
+        pytest.skip(minilm_problem() or "")
     prepared = _through_litellm(config, tmp_path, fake_server)
-    where = {j.name: Endpoint(j.model, fake_server.base_url, "k") for j in prepared.config.judges}
+    # Every model as the fake serves it (OpenAI's API): the CDAT example names a Claude model too.
+    where = {j.name: demo_endpoint(j, fake_server.base_url) for j in prepared.config.judges}
     result = asyncio.run(execute(prepared, where, install_signals=False))
     assert result.status == "completed"
     outcomes = read_lines(prepared.run_dir / "outcomes.jsonl")
@@ -47,7 +51,10 @@ def test_example_runs_end_to_end_against_the_fake_server(config: Path, tmp_path:
         for j in prepared.config.judges
     )
     assert len(outcomes) == expected
-    assert all(o["status"] == "scored" for o in outcomes), [o["reason"] for o in outcomes if o["status"] != "scored"][:3]
+    unscored = [o for o in outcomes if o["status"] != "scored"]
+    assert all(o["protocol"] in GENERATION and o["reason_code"] == "too_few_valid" for o in unscored), \
+        [o["reason"] for o in unscored][:3]
+    assert len(unscored) < len(outcomes) / 4
     protocols = {o["protocol"] for o in outcomes}
     assert protocols == {j.protocol for j in prepared.config.judges}
     totals = sum(prepared.tasks_of(judge) for judge in prepared.config.judges)

@@ -14,6 +14,7 @@ import yaml
 from judge_engine.cli import main
 from judge_engine.config import load_config
 from judge_engine.dataset import iter_items
+from judge_engine.embeddings import minilm_problem
 from judge_engine.fake import FakeServer
 from judge_engine.fake.answers import AnswerBook
 from judge_engine.plan import build_protocol
@@ -82,10 +83,14 @@ def test_2000_gemba_items_under_500s_and_every_malformed_shape(tmp_path: Path, f
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
 def test_every_protocol_under_faults(example: Path, tmp_path: Path, fake_server: FakeServer) -> None:
+    if example.parent.name == "cdat" and minilm_problem():
+        pytest.skip(minilm_problem() or "")
     raw: dict[str, Any] = yaml.safe_load(example.read_text(encoding="utf-8"))
     raw["dataset"]["path"] = str(example.parent / raw["dataset"]["path"])
     for judge in raw["judges"]:
-        judge.update(api_base=fake_server.base_url, api_key_env="JUDGE_ENGINE_TEST_KEY", temperatures=[0.0],
+        # The fake speaks OpenAI's API: every model under openai/, as --demo sends it (CDAT names a Claude).
+        judge.update(model="openai/" + judge["model"].split("/")[-1], api_base=fake_server.base_url,
+                     api_key_env="JUDGE_ENGINE_TEST_KEY", temperatures=[0.0],
                      retries={"transport": 6, "reasks": 2, "backoff_max_s": 0.01})
     raw.update(output={"dir": str(tmp_path / "runs")}, cache={"dir": str(tmp_path / "cache")})
     config = tmp_path / "config.yaml"
@@ -93,5 +98,18 @@ def test_every_protocol_under_faults(example: Path, tmp_path: Path, fake_server:
     fake_server.update(error_500_rate=0.05, malformed_rate=0.1, cut_off_rate=0.05, stop_early_rate=0.1, seed=5)
     main(["run", str(config), "--no-live", "--allow-unscored"])
     run = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
-    assert _served_malformed(fake_server) > 0 and fake_server.stats()["by_fault"].get("stop_early", 0) > 0
-    check_run(run, config, _served_malformed(fake_server))
+    assert _served_malformed(fake_server) > 0
+    if example.parent.name == "cdat":
+        check_generation_run(run)
+    else:
+        assert fake_server.stats()["by_fault"].get("stop_early", 0) > 0
+        check_run(run, config, _served_malformed(fake_server))
+
+
+def check_generation_run(run: Path) -> None:
+    """CDAT and DAT read the first answer as the data, malformed or cut short, as the method reads
+    whatever came (``reads_truncated``, no re-asks): prose may even hold seven nouns. What holds
+    under faults is that nothing is re-asked and every task ends as a list or a transport failure."""
+    outcomes = read_lines(run / "outcomes.jsonl")
+    assert outcomes and all(o["reasks"] == 0 for o in outcomes)
+    assert {o["reason_code"] for o in outcomes} <= {None, "too_few_valid", "transport_exhausted"}

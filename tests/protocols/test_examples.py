@@ -10,6 +10,8 @@ import pytest
 import yaml
 
 from judge_engine.dataset import to_item
+from judge_engine.embeddings import minilm_problem
+from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.fake.writers import get_writer
 from judge_engine.protocols import get_protocol
 
@@ -18,6 +20,8 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*/con
 
 @pytest.mark.parametrize("config_path", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
 def test_example_items_render_and_fake_answers_parse(config_path: Path) -> None:
+    if config_path.parent.name == "cdat" and minilm_problem():
+        pytest.skip(minilm_problem() or "")
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     lines = (config_path.parent / config["dataset"]["path"]).read_text(encoding="utf-8").splitlines()
     assert 10 <= len(lines) <= 20, "examples carry small data written for them"
@@ -31,4 +35,9 @@ def test_example_items_render_and_fake_answers_parse(config_path: Path) -> None:
                 for temperature in (0.0, 1.0):
                     answer = get_writer(protocol.name)(messages, seed=number, temperature=temperature, json_mode=protocol.json_mode)
                     assert answer is not None, (judge["name"], number, variant)
-                    protocol.score(protocol.parse(answer, item, variant), item, variant)
+                    try:
+                        protocol.score(protocol.parse(answer, item, variant), item, variant)
+                    except VerdictError as exc:
+                        # A generation protocol's first answer is the data, and some fake lists hold
+                        # too few nouns on purpose (the valid-response rate has something to count).
+                        assert not protocol.reasks and exc.code is ReasonCode.TOO_FEW_VALID, exc.problems

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from judge_engine.cli import main
+from judge_engine.embeddings import minilm_problem
 from tests.engine.conftest import make_job
 from tests.stats.fixtures import outcome, write_run
 
@@ -23,6 +24,10 @@ EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/config.yaml
 # ttct-mini (3) and the repeats run; BWS verdicts score candidates, not items; close_reading's
 # nonprag-zero alone runs at T=1.
 EXPECTED: dict[str, dict[str, Any]] = {
+    "cdat": {"absent": {"consistency": "needs 2+ repeats", "gate": "needs the Random baseline",
+                        "cdat_score": "needs the gate", "elbow": "needs both baselines"},
+             "notes": {"pareto": "Random, Common not given"},
+             "plots": {"distributions.png", "judge_agreement.png", "cdat_plane.png"}},
     "bws": {"absent": {"consistency": "needs 2+ repeats", "distribution": "no per-item score",
                        "judge_agreement": "no per-item score"},
             "plots": set()},
@@ -47,8 +52,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
 
 
 def _demo_run(config: Path, out: Path) -> Path:
+    # A CDAT list with too few nouns is data (too_few_valid), not a failure of the run.
+    allow = ["--allow-unscored"] if config.parent.name == "cdat" else []
     code = main(["run", str(config), "--demo", "--no-live", "--output", str(out / "runs"),
-                 "--cache-dir", str(out / "cache")])  # fmt: skip
+                 "--cache-dir", str(out / "cache"), *allow])  # fmt: skip
     assert code == 0
     (run,) = [p for p in (out / "runs").iterdir() if p.is_dir() and not p.is_symlink()]
     return run
@@ -58,7 +65,7 @@ def _demo_run(config: Path, out: Path) -> Path:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every example, a gemba-mqm run with 2 repeats at 2 temperatures, and one with two judges."""
     out = {name: _demo_run(REPO / "examples" / name / "config.yaml", tmp_path_factory.mktemp(name))
-           for name in EXAMPLES}  # fmt: skip
+           for name in EXAMPLES if not (name == "cdat" and minilm_problem())}  # fmt: skip
     repeats = tmp_path_factory.mktemp("repeats")
     job = make_job(repeats, None, items=6, judge={"repeats": 2, "temperatures": [0.0, 1.0]})
     out["repeats_x_temperatures"] = _demo_run(job.config, repeats)
@@ -78,6 +85,8 @@ def test_every_protocol_example_is_covered() -> None:
 def test_stats_plots_on_a_demo_run_explains_every_absent_section_and_names_every_plot(
     name: str, runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    if name not in runs:
+        pytest.skip(minilm_problem() or name)
     run, expected = runs[name], EXPECTED[name]
     plots = tmp_path / "plots"
     report = tmp_path / "report.json"

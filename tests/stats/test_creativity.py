@@ -163,3 +163,35 @@ def test_the_plane_is_drawn_with_baselines_models_and_front(tmp_path: Path) -> N
     path = creativity_plane(summarize(lists, random=random, common=common), random=random, common=common,
                             path=tmp_path / "plane.png")
     assert path.stat().st_size > 10_000 and path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_summarize_without_baselines_leaves_gate_and_elbow_out_and_fronts_the_models() -> None:
+    # (135, 75) beats (125, 70) on both axes; no baseline to beat or be beaten by.
+    lists = [ListScore("good", 0.5, 75.0 + s, 135.0 + s) for s in (-1.0, 0.0, 1.0)]
+    lists += [ListScore("meh", 0.5, 70.0 + s, 125.0 + s) for s in (-1.0, 0.0, 1.0)]
+    rows = {r.model: r for r in summarize(lists, random=None, common=None)}
+    assert rows["good"].gate is None and rows["good"].cdat is None and math.isnan(rows["good"].elbow.mean)
+    assert rows["good"].pareto and not rows["meh"].pareto
+    # Random alone: the gate, no elbow.
+    random = [(120.0 + s, 80.0) for s in (-1.0, 0.0, 1.0)]
+    with_random = {r.model: r for r in summarize(lists, random=random, common=None)}
+    assert with_random["good"].gate is not None and math.isnan(with_random["good"].elbow.mean)
+
+
+def test_a_valid_list_without_scores_counts_as_valid_and_in_no_mean() -> None:
+    # 3 scored, 1 too_few_valid (invalid), 2 not_embedded (valid, no scores): 5 valid of 6.
+    lists = [ListScore("m", 1.0, 70.0 + s, 130.0 + s) for s in (-1.0, 0.0, 1.0)]
+    lists += [ListScore("m", 1.0, None, None, valid=False)]
+    lists += [ListScore("m", 1.0, None, None, valid=True)] * 2
+    (row,) = summarize(lists, random=None, common=None)
+    assert (row.valid.count, row.valid.total, row.unscored_valid) == (5, 6, 2)
+    assert row.novelty.n == 3 and row.novelty.mean == pytest.approx(70.0)
+
+
+def test_the_gate_averages_a_cues_lists_first() -> None:
+    # Three repeats of each of 4 cues: the gate tests 4 per-cue means, not 12 lists.
+    lists = [ListScore("m", 1.0, 70.0, 130.0 + cue + 0.1 * r, cue=f"c{cue}") for cue in range(4) for r in range(3)]
+    random = [(120.0 + s, 80.0) for s in (-2.0, -1.0, 0.0, 1.0, 2.0)]
+    (row,) = summarize(lists, random=random, common=None)
+    assert row.gate is not None and row.gate.n == 4 and row.gate.mean == pytest.approx(131.6)
+    assert row.novelty.n == 12  # the means are over lists

@@ -6,6 +6,13 @@ explanation, one per line, comma-separated, a preamble before a numbered list); 
 nouns to be scored (adverbs and adjectives that neither WordNet nor the tagger reads as nouns);
 a few are refusals with no list at all. Higher temperatures swap more everyday nouns for rarer
 ones, so a demo's novelty rises with temperature as a real model's does.
+
+The fake knows a few semantic fields (:data:`FIELDS`: the sea, the sky, music, weather, the
+kitchen, the garden). For a cue in one of them, part of the list comes from the field, more at
+low temperatures and nearly all of it for the Common prompt ("most semantically associated"), so
+a demo shows what the method measures: associated lists score higher appropriateness and lower
+novelty, and a model moves towards the Random baseline as its temperature rises. Other cues get
+lists that ignore them (``release`` in the tests), exactly as before the fields existed.
 """
 
 from __future__ import annotations
@@ -49,6 +56,28 @@ REFUSALS = (
 "list"...). A longer refusal can pass: "As an AI, I do not have personal associations." has
 seven words WordNet or the tagger takes for nouns, and the method would score it."""
 
+FIELDS: tuple[tuple[frozenset[str], tuple[str, ...]], ...] = (
+    (frozenset({"sea", "ocean", "sailor", "tide", "voyage", "coast"}),
+     ("wave", "shell", "ship", "sail", "fish", "beach", "sand", "seagull", "port", "buoy", "net", "whale")),
+    (frozenset({"sky", "space", "star", "astronomy", "night"}),
+     ("moon", "planet", "comet", "orbit", "sun", "meteor", "constellation", "cosmos", "darkness", "dawn",
+      "twilight", "stargazer")),
+    (frozenset({"music", "song", "concert", "band"}),
+     ("melody", "piano", "drum", "choir", "guitar", "rhythm", "harmony", "orchestra", "chord", "tune",
+      "singer", "flute")),
+    (frozenset({"weather", "storm", "winter", "climate"}),
+     ("rain", "cloud", "lightning", "wind", "snow", "hail", "fog", "frost", "sleet", "blizzard", "gale",
+      "drizzle")),
+    (frozenset({"kitchen", "recipe", "breakfast", "meal", "cooking"}),
+     ("bread", "soup", "spoon", "oven", "flour", "butter", "pan", "salt", "spice", "egg", "knife", "plate")),
+    (frozenset({"garden", "gardener", "flower"}),
+     ("rose", "seed", "soil", "tulip", "petal", "bee", "leaf", "root", "blossom", "stem", "rake", "sprout")),
+)
+"""Semantic fields: the cues that call one up, and twelve nouns of it (WordNet 3.0 nouns, none of
+them in :data:`EVERYDAY`, :data:`RARE` or a field's cues, so a list never repeats a word)."""
+COMMON_PROMPT = "most semantically associated"
+"""In the Common baseline's prompt only."""
+
 SHAPES = ("numbered", "explained", "lines", "commas", "preamble", "too_few", "refusal")
 _WEIGHTS = (30, 15, 15, 15, 10, 10, 5)
 
@@ -58,19 +87,41 @@ def answer_shape(seed: int) -> str:
     return random.Random(seed).choices(SHAPES, weights=_WEIGHTS)[0]
 
 
-def fake_words(seed: int, temperature: float, count: int = 10) -> list[str]:
-    """``count`` distinct nouns; each is a rare one with probability ``0.15 + temperature / 4``."""
+def field_of(cue: str | None) -> tuple[str, ...]:
+    """The nouns of the semantic field ``cue`` calls up (empty: none)."""
+    key = (cue or "").strip().lower()
+    return next((words for cues, words in FIELDS if key in cues), ())
+
+
+def associated_share(temperature: float, *, common: bool = False) -> float:
+    """The chance that a word of the list comes from the cue's field: 0.95 for the Common
+    prompt; for CDAT ``0.8 - 0.4 * temperature`` (0.6 at 0.5, 0.2 at 1.5), at least 0."""
+    return 0.95 if common else max(0.0, 0.8 - 0.4 * temperature)
+
+
+def fake_words(seed: int, temperature: float, count: int = 10, *, field: Sequence[str] = (),
+               associated: float = 0.0) -> list[str]:
+    """``count`` distinct nouns; each is a rare one with probability ``0.15 + temperature / 4``,
+    then replaced by a word of ``field`` with probability ``associated``."""
     rng = random.Random(f"{seed}:words")
     everyday, rare = rng.sample(EVERYDAY, count), rng.sample(RARE, count)
     share = min(1.0, 0.15 + temperature / 4)
-    return [rare[i] if rng.random() < share else everyday[i] for i in range(count)]
+    words = [rare[i] if rng.random() < share else everyday[i] for i in range(count)]
+    if field:  # a draw of its own: lists for cues outside the fields stay as they were
+        near = random.Random(f"{seed}:field")
+        chosen = near.sample(list(field), count)
+        words = [chosen[i] if near.random() < associated else word for i, word in enumerate(words)]
+    return words
 
 
-def fake_word_list(cue: str | None, *, seed: int, temperature: float) -> str:
-    """The fake model's answer to a CDAT (``cue``) or DAT (``cue=None``) prompt."""
+def fake_word_list(cue: str | None, *, seed: int, temperature: float, common: bool = False) -> str:
+    """The fake model's answer to a CDAT (``cue``) or DAT (``cue=None``) prompt; ``common``:
+    the Common baseline's prompt."""
     shape = answer_shape(seed)
     rng = random.Random(f"{seed}:shape")
-    words = [w.capitalize() if rng.random() < 0.5 else w for w in fake_words(seed, temperature)]
+    field = field_of(cue)
+    drawn = fake_words(seed, temperature, field=field, associated=associated_share(temperature, common=common))
+    words = [w.capitalize() if rng.random() < 0.5 else w for w in drawn]
     if shape == "refusal":
         return rng.choice(REFUSALS)
     if shape == "too_few":
@@ -96,7 +147,9 @@ def write_cdat(messages: Sequence[Message], /, *, seed: int, temperature: float,
     """The fake model's word list for a CDAT prompt (any of its prompt options), else None."""
     prompt = last_turn(messages)
     match = CUE_IN_PROMPT.search(prompt) if prompt.startswith(PROMPT_START) else None
-    return None if match is None else fake_word_list(match.group("cue"), seed=seed, temperature=temperature)
+    if match is None:
+        return None
+    return fake_word_list(match.group("cue"), seed=seed, temperature=temperature, common=COMMON_PROMPT in prompt)
 
 
 def write_dat(messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool) -> str | None:
