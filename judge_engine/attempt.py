@@ -51,56 +51,81 @@ Writer = Callable[[TranscriptRecord], None]
 async def call_provider(
     judge: JudgeRuntime, task: Task, request: ProviderRequest, *, transcript: Writer, log: TaskLog
 ) -> ProviderResponse:
-    """One request through the lane and the provider, with the transport retry budget."""
-    lane: Lane = judge.lane
+    """One request through a deployment's lane and provider, with the transport retry budget.
+
+    With several deployments, each attempt goes where it can be sent soonest, and a deployment
+    that fails (cooling down, or left out) hands the request to another at once, outside the
+    transport budget (:mod:`judge_engine.routing`)."""
+    assert judge.router is not None
+    router = judge.router
     counters = judge.counters
     # ~1 us; a lane may start pacing tokens at any answer (a declared limit), so always sized.
     rough_prompt = rough_prompt_tokens(request.messages)
     limit_429 = judge.config.retries.rate_limit_max
+    last: list[Lane] = [judge.lane]
+    name, guard = judge.config.name, judge.guard if judge.guard is not None and judge.guard.active else None
 
     async def attempt() -> ProviderResponse:
         rate_limited = 0
         while True:
             if judge.stopped:
                 raise FatalProviderError(judge.stopped, model=request.model)
-            if judge.stopping:
+            if judge.stopping or (guard is not None and guard.stopped_for(name)):
                 raise Abandoned()
-            judge.interruptible(True)  # waiting for the lane: a stop cancels this task
-            admission = await lane.admit(rough_prompt, request.max_tokens)
-            judge.interruptible(False)
-            started = time.perf_counter()
-            counters.in_flight += 1
-            counters.calls += 1
+            judge.interruptible(True)  # waiting for a deployment and its lane: a stop cancels this task
+            deployment = await router.acquire(rough_prompt, request.max_tokens)
+            committed = 0.0
             try:
-                # litellm's timeout covers connect and read; this guard also covers a stalled
-                # body or a provider SDK that ignores the timeout.
-                async with asyncio.timeout(request.timeout_s * 1.5 + 1.0):
-                    response = await judge.provider.complete(request)
-            except Exception as exc:  # classified below; CancelledError is not an Exception
-                latency = time.perf_counter() - started
-                if isinstance(exc, TimeoutError):  # our own guard fired
-                    failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s")
-                else:
-                    failure = judge.provider.classify(exc)
-                log.reached = log.reached or not failure.unreachable
-                transcript(attempt_record(task, log, request, latency=latency, error={
-                    "kind": failure.kind.value, "status": failure.status, "message": failure.message}))
-                if failure.kind is ErrorKind.RATE_LIMITED:
-                    lane.on_rate_limited(failure.retry_after_s)
-                    rate_limited += 1
-                    if rate_limited >= limit_429:
-                        raise ItemFailure(f"{rate_limited} rate-limit answers in a row", model=request.model,
-                                          code=ReasonCode.RATE_LIMITED) from None
-                    continue
-                if failure.kind is ErrorKind.RETRY:
-                    judge.interruptible(True)  # the backoff before the retry: a stop cancels it
-                    raise TransientError(failure.message, model=request.model, status=failure.status) from None
-                if failure.kind is ErrorKind.ITEM:
-                    raise ItemFailure(failure.message, model=request.model, status=failure.status,
-                                      code=failure.code or ReasonCode.PROVIDER_REJECTED) from None
-                raise FatalProviderError(failure.message, model=request.model, status=failure.status) from None
+                lane = last[0] = deployment.lane
+                admission = await lane.admit(rough_prompt, request.max_tokens)
+                judge.interruptible(False)
+                if guard is not None:  # the request's estimated cost, committed before it is sent
+                    completion = lane.estimate.completion or float(min(request.max_tokens or 256, 256))
+                    committed = guard.estimate(name, rough_prompt * lane.estimate.prompt_ratio, completion)
+                    if guard.admit(name, committed) is not None:
+                        committed = 0.0
+                        raise Abandoned()  # a budget is reached: left undone, resume continues it
+                sent = deployment.aim(request)
+                started = time.perf_counter()
+                counters.in_flight += 1
+                counters.calls += 1
+                try:
+                    # litellm's timeout covers connect and read; this guard also covers a stalled
+                    # body or a provider SDK that ignores the timeout.
+                    async with asyncio.timeout(request.timeout_s * 1.5 + 1.0):
+                        response = await deployment.provider.complete(sent)
+                except Exception as exc:  # classified below; CancelledError is not an Exception
+                    latency = time.perf_counter() - started
+                    if isinstance(exc, TimeoutError):  # our own guard fired
+                        failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s")
+                    else:
+                        failure = deployment.provider.classify(exc)
+                    log.reached = log.reached or not failure.unreachable
+                    transcript(attempt_record(task, log, sent, latency=latency, error={
+                        "kind": failure.kind.value, "status": failure.status, "message": failure.message}))
+                    if failure.kind is ErrorKind.RATE_LIMITED:
+                        lane.on_rate_limited(failure.retry_after_s)
+                        rate_limited += 1
+                        if rate_limited >= limit_429:
+                            raise ItemFailure(f"{rate_limited} rate-limit answers in a row", model=request.model,
+                                              code=ReasonCode.RATE_LIMITED) from None
+                        continue
+                    if router.failed(deployment, failure):
+                        continue  # this deployment cools down or is left out: another one takes over
+                    if failure.kind is ErrorKind.RETRY:
+                        judge.interruptible(True)  # the backoff before the retry: a stop cancels it
+                        raise TransientError(failure.message, model=request.model, status=failure.status) from None
+                    if failure.kind is ErrorKind.ITEM:
+                        raise ItemFailure(failure.message, model=request.model, status=failure.status,
+                                          code=failure.code or ReasonCode.PROVIDER_REJECTED) from None
+                    raise FatalProviderError(failure.message, model=request.model, status=failure.status) from None
+                finally:
+                    counters.in_flight -= 1
             finally:
-                counters.in_flight -= 1
+                router.release(deployment)
+                if committed:
+                    guard.settle(name, committed)  # type: ignore[union-attr]
+            router.succeeded(deployment)
             log.reached = True
             judge.exhausted_in_row = 0
             latency = time.perf_counter() - started
@@ -108,12 +133,12 @@ async def call_provider(
             log.cost += response.cost
             counters.cost += response.cost
             log.latency_s += latency
-            transcript(attempt_record(task, log, request, response=response, latency=latency))
+            transcript(attempt_record(task, log, sent, response=response, latency=latency))
             return response
 
     def on_retry(error: BaseException, attempt_number: int) -> None:
         counters.retries += 1
-        lane.stats.retries += 1
+        last[0].stats.retries += 1
 
     return await with_transport_retries(
         attempt,

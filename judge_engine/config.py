@@ -70,6 +70,36 @@ class Retries(BaseModel):
     at once.) With 5% 500s and 6 retries a task is exhausted once in ~10^9."""
 
 
+class Budget(BaseModel):
+    """A limit on what a run (or one judge) may spend: dispatching stops before it is passed."""
+
+    model_config = _FROZEN
+
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Spend (every session, at the provider's prices) plus the estimated cost of the calls in
+    flight never passes this; the run stops ``stopped: budget`` and can be resumed with more."""
+    max_hours: float | None = Field(default=None, gt=0)
+    """Wall-clock hours of judging, summed over the run's sessions."""
+
+
+class DeploymentConfig(BaseModel):
+    """One deployment of a judge's model: a replica, a region or another key, with its own limits
+    (its own lane). Unset fields take the judge's."""
+
+    model_config = _FROZEN
+
+    name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.\-]+$")
+    """For messages and the display (default: ``d1``, ``d2``...)."""
+    model: str | None = None
+    """The model string this deployment is called with (e.g. ``azure/gpt-4o`` for the judge's
+    ``openai/gpt-4o``); cache keys keep the judge's ``model``: an answer is an answer."""
+    api_base: str | None = None
+    api_key_env: str | None = None
+    api_key: SecretStr | None = None
+    limits: Limits | None = None
+    """This deployment's rate limits and concurrency (default: the judge's ``limits``)."""
+
+
 class JudgeConfig(BaseModel):
     """One judge: a model, a protocol and how to call it."""
 
@@ -107,6 +137,12 @@ class JudgeConfig(BaseModel):
     """Per-attempt timeout; a hanging request is cut and retried."""
     limits: Limits = Field(default_factory=Limits)
     retries: Retries = Field(default_factory=Retries)
+    deployments: list[DeploymentConfig] = Field(default_factory=list)
+    """Several deployments of the model (keys, regions, replicas), each a lane of its own; a
+    request goes to the one that can send it soonest, and a failing one cools down while the
+    others take its work. Empty: one deployment, the judge's own ``api_base`` and ``limits``."""
+    budget: Budget = Field(default_factory=Budget)
+    """This judge's own spending limit (the run's is ``budget`` at the top level)."""
 
     @field_validator("temperatures")
     @classmethod
@@ -166,6 +202,8 @@ class JobConfig(BaseModel):
     judges: list[JudgeConfig] = Field(min_length=1)
     output: OutputConfig = Field(default_factory=OutputConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
+    budget: Budget = Field(default_factory=Budget)
+    """The whole run's spending limit (each judge may have one of its own too)."""
 
     @model_validator(mode="after")
     def _unique_judge_names(self) -> JobConfig:
@@ -177,7 +215,8 @@ class JobConfig(BaseModel):
 
     def manifest_view(self) -> dict[str, Any]:
         """The resolved config as recorded in ``run.json``: no secrets, paths as strings."""
-        data = self.model_dump(mode="json", exclude={"judges": {"__all__": {"api_key"}}})
+        data = self.model_dump(mode="json", exclude={"judges": {"__all__": {"api_key": True, "deployments": {
+            "__all__": {"api_key"}}}}})
         return data
 
 
@@ -244,6 +283,9 @@ def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str
         merged["cache"] = {**(merged.get("cache") or {}), "dir": str(overrides["cache_dir"])}
     if overrides.get("limit") is not None and isinstance(merged.get("dataset"), dict):
         merged["dataset"] = {**merged["dataset"], "limit": overrides["limit"]}
+    budget = {key: overrides[key] for key in ("max_cost_usd", "max_hours") if overrides.get(key) is not None}
+    if budget:
+        merged["budget"] = {**(merged.get("budget") or {}), **budget}
     options = overrides.get("protocol_options") or {}
     if options and isinstance(merged.get("judges"), list):  # judge name -> options to merge (rescore)
         merged["judges"] = [

@@ -21,10 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from judge_engine.budget import BudgetStop
 from judge_engine.cache import AnswerCache
 from judge_engine.config import DatasetConfig
 from judge_engine.errors import Abandoned, FatalProviderError
 from judge_engine.plan import Task, iter_tasks
+from judge_engine.resumption import Resumption
 from judge_engine.runtime import JudgeRuntime
 from judge_engine.store import RunStore
 from judge_engine.task import PreparedTask, judge_task, prepare_task
@@ -36,25 +38,14 @@ wake-up runs cold, so the next tasks' prompts and cache lookups are done togethe
 
 
 @dataclass(frozen=True, slots=True)
-class Resumption:
-    """What one judge finished before this session (read from the run's index)."""
-
-    skip_rows: int = 0
-    """Leading dataset items whose tasks are all finished: not even read again."""
-    skip_tasks: int = 0
-    """How many tasks those items hold."""
-    done: frozenset[str] = frozenset()
-    """Other finished task ids, left as they are."""
-    again: frozenset[str] = frozenset()
-    """Finished task ids judged again (``resume --retry``)."""
-
-
-@dataclass(frozen=True, slots=True)
 class EngineResult:
-    status: Literal["completed", "cancelled", "failed"]
-    """``failed``: a judge stopped (fatal provider error, unreachable endpoint)."""
+    status: Literal["completed", "cancelled", "failed", "stopped"]
+    """``failed``: a judge stopped (fatal provider error, unreachable endpoint); ``stopped``: a
+    budget was reached."""
     failures: dict[str, str]
     """judge name -> why it stopped."""
+    budget: BudgetStop | None = None
+    """The budget reached (``stopped``)."""
 
 
 class Engine:
@@ -108,10 +99,18 @@ class Engine:
         failures = {j.config.name: j.stopped for j in self.judges if j.stopped}
         if failures:
             return EngineResult("failed", failures)
+        guard = self.judges[0].guard if self.judges else None
+        if guard is not None and guard.stop is not None:
+            return EngineResult("stopped", {}, guard.stop)
         return EngineResult("cancelled" if self.stopping else "completed", {})
 
+    def _halted(self, judge: JudgeRuntime) -> bool:
+        """Whether ``judge`` dispatches nothing more: a stop request, a fatal error, a budget."""
+        return self.stopping or judge.stopped is not None or (
+            judge.guard is not None and judge.guard.stopped_for(judge.config.name))
+
     async def _run_judge(self, judge: JudgeRuntime) -> None:
-        workers = judge.config.limits.concurrency
+        workers = judge.concurrency  # over every deployment
         # Holds rendered prompts now, so it is sized by the batch, not doubled with concurrency.
         queue: asyncio.Queue[PreparedTask | None] = asyncio.Queue(maxsize=workers + _PREPARE_BATCH)
         async with asyncio.TaskGroup() as group:
@@ -128,7 +127,7 @@ class Engine:
         try:
             stream = iter_tasks(judge.config, judge.protocol, self._dataset, skip_rows=resumption.skip_rows)
             for position, task in enumerate(stream):
-                if self.stopping or judge.stopped:
+                if self._halted(judge):
                     return
                 if task.task_id in done:
                     judge.counters.done += 1
@@ -154,7 +153,7 @@ class Engine:
         same model and prompt) both call the provider unless the first was answered by then.
         """
         for prepared in [prepare_task(judge, task, self._cache) for task in batch]:
-            if self.stopping or judge.stopped:
+            if self._halted(judge):
                 return
             await queue.put(prepared)
 
@@ -163,7 +162,7 @@ class Engine:
             task = await queue.get()
             if task is None:
                 return
-            if self.stopping or judge.stopped:
+            if self._halted(judge):
                 continue  # drain without judging: unrecorded tasks are redone on resume
             try:
                 record = await judge_task(judge, task, cache=self._cache, transcript=self._store.write_transcript)

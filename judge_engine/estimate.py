@@ -13,11 +13,12 @@ Nothing is sent; a template or dataset problem fails here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
 from judge_engine.cache import AnswerCache
-from judge_engine.config import JudgeConfig
+from judge_engine.config import JobConfig, JudgeConfig
 from judge_engine.errors import VerdictError
 from judge_engine.plan import iter_tasks, template_hashes
 from judge_engine.protocols import Protocol
@@ -144,12 +145,43 @@ def _notes(judge: JudgeConfig, protocol: Protocol) -> tuple[str, ...]:
 
 def wall_time(judge: JudgeConfig, requests: int, tokens: int, latency_s: float) -> tuple[float, str]:
     """Lower bound on the wall time: the slowest of the three ceilings (``latency`` is the
-    assumed latency x ``requests`` / concurrency)."""
-    limits = judge.limits
-    options = {"latency": requests * latency_s / limits.concurrency}
-    if limits.rpm:
-        options["RPM"] = requests / limits.rpm * 60
-    if limits.tpm:
-        options["TPM"] = tokens / limits.tpm * 60
+    assumed latency x ``requests`` / concurrency). Several deployments add their limits up."""
+    every = [d.limits or judge.limits for d in judge.deployments] or [judge.limits]
+    concurrency = sum(limits.concurrency for limits in every)
+    options = {"latency": requests * latency_s / concurrency}
+    if all(limits.rpm for limits in every):
+        options["RPM"] = requests / sum(limits.rpm or 0.0 for limits in every) * 60
+    if all(limits.tpm for limits in every):
+        options["TPM"] = tokens / sum(limits.tpm or 0.0 for limits in every) * 60
     bound = max(options, key=lambda k: options[k])
     return options[bound], bound
+
+
+def budget_warnings(plans: Sequence[JudgePlan], config: JobConfig) -> list[str]:
+    """Where the estimate passes a budget (each judge's, and the run's): the run would stop there."""
+    warnings = []
+    budgets = {j.name: j.budget for j in config.judges}
+    for plan in plans:
+        budget = budgets[plan.judge]
+        if budget.max_cost_usd is not None and plan.cost is not None and plan.cost.low > budget.max_cost_usd:
+            warnings.append(f"{plan.judge}: estimated ${plan.cost.low:.4f} is over its budget of ${budget.max_cost_usd:g}: "
+                            "it will stop there (resume --budget continues)")
+        elif budget.max_cost_usd is not None and plan.cost is not None and plan.cost.high > budget.max_cost_usd:
+            warnings.append(f"{plan.judge}: with re-asks up to ${plan.cost.high:.4f}, over its budget of "
+                            f"${budget.max_cost_usd:g}")
+        if budget.max_hours is not None and plan.wall_s.low > budget.max_hours * 3600:
+            warnings.append(f"{plan.judge}: estimated {plan.wall_s.low / 3600:.1f} h is over its budget of "
+                            f"{budget.max_hours:g} h")
+    run = config.budget
+    priced = [p.cost for p in plans if p.cost is not None]
+    if run.max_cost_usd is not None and priced:
+        low, high = sum(c.low for c in priced), sum(c.high for c in priced)
+        if low > run.max_cost_usd:
+            warnings.append(f"the run: estimated ${low:.4f} is over its budget of ${run.max_cost_usd:g}: it will stop "
+                            "there (resume --budget continues)")
+        elif high > run.max_cost_usd:
+            warnings.append(f"the run: with re-asks up to ${high:.4f}, over its budget of ${run.max_cost_usd:g}")
+    longest = max((p.wall_s.low for p in plans), default=0.0)
+    if run.max_hours is not None and longest > run.max_hours * 3600:
+        warnings.append(f"the run: estimated {longest / 3600:.1f} h is over its budget of {run.max_hours:g} h")
+    return warnings

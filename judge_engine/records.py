@@ -53,7 +53,7 @@ UNRECORDED = "unrecorded"
 """The reason code read for an unscored outcome written before reason codes existed."""
 
 Status = Literal["scored", "unscored"]
-RunStatus = Literal["running", "completed", "cancelled", "failed"]
+RunStatus = Literal["running", "completed", "cancelled", "failed", "stopped"]
 
 
 def _newer(kind: str, version: int, supported: int, where: str) -> RunDirError:
@@ -562,6 +562,9 @@ class Manifest:
     """Judge -> why it stopped, when the last session failed."""
     rescored_from: str | None = None
     """The run whose recorded answers this run re-scored (``judge-engine rescore``), if any."""
+    stopped: dict[str, Any] | None = None
+    """Why the last session stopped before the end (``status: stopped``): the budget reached,
+    its limit and what was spent; ``resume --budget`` continues."""
     version: int = MANIFEST_VERSION
 
     @property
@@ -604,6 +607,8 @@ class Manifest:
             document["failures"] = self.failures
         if self.rescored_from:
             document["rescored_from"] = self.rescored_from
+        if self.stopped:
+            document["stopped"] = self.stopped
         return document
 
     @classmethod
@@ -622,7 +627,7 @@ class Manifest:
             status = str(raw.get("status") or "running")
             return cls(
                 run_id=str(raw["run_id"]),
-                status=status if status in ("running", "completed", "cancelled", "failed") else "running",  # type: ignore[arg-type]
+                status=status if status in ("running", "completed", "cancelled", "failed", "stopped") else "running",  # type: ignore[arg-type]
                 created_at=str(raw.get("created_at") or ""),
                 updated_at=str(raw.get("updated_at") or ""),
                 package_version=str(raw.get("package_version") or ""),
@@ -639,6 +644,7 @@ class Manifest:
                 sessions=list(raw.get("sessions") or []),
                 failures=dict(raw.get("failures") or {}),
                 rescored_from=None if raw.get("rescored_from") is None else str(raw["rescored_from"]),
+                stopped=None if not raw.get("stopped") else dict(raw["stopped"]),
                 version=version,
             )
         except (KeyError, TypeError, ValueError) as exc:

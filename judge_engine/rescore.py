@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judge_engine.config import JobConfig, read_scalar
+from judge_engine.config import Budget, JobConfig, read_scalar
 from judge_engine.errors import ConfigError, RunDirError
 from judge_engine.index import Query, RunIndex
 from judge_engine.plan import build_protocol
@@ -126,10 +126,11 @@ def _for_replay(prepared: PreparedRun, target: Path, *, original: Path) -> Prepa
     (a replay has no network to wait for), its manifest naming the original."""
     judges = [j.model_copy(update={"limits": j.limits.model_copy(update={"rpm": None, "tpm": None,
                                                                           "concurrency": RESCORE_CONCURRENCY}),
-                                   "retries": j.retries.model_copy(update={"transport": 0})})
+                                   "retries": j.retries.model_copy(update={"transport": 0}),
+                                   "budget": Budget(), "deployments": []})
               for j in prepared.config.judges]
-    config = prepared.config.model_copy(update={"judges": judges, "cache": prepared.config.cache.model_copy(
-        update={"enabled": False})})
+    config = prepared.config.model_copy(update={"judges": judges, "budget": Budget(),
+                                                "cache": prepared.config.cache.model_copy(update={"enabled": False})})
     manifest = new_manifest(config, prepared.protocols, prepared.dataset, target.name,
                             config_path=Path(prepared.manifest.config_path), run_dir=target, demo=prepared.demo,
                             overrides=prepared.manifest.overrides)

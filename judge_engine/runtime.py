@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge_engine.budget import Guard
 from judge_engine.cache import cache_key
 from judge_engine.config import JudgeConfig
 from judge_engine.lanes import Lane
 from judge_engine.protocols import Message, Protocol
 from judge_engine.providers import Endpoint
 from judge_engine.providers.base import Provider, ProviderRequest
+from judge_engine.routing import Deployment, Router
 
 if TYPE_CHECKING:
     from judge_engine.engine import Engine
@@ -94,8 +96,14 @@ class JudgeRuntime(JudgeSetup):
     provider, live counters and stop state."""
 
     lane: Lane
+    """The first deployment's lane (the only one, for most judges)."""
     provider: Provider
+    """The first deployment's provider."""
     counters: JudgeCounters = field(default_factory=JudgeCounters)
+    router: Router | None = None
+    """Which deployment sends each request (made from ``lane`` and ``provider`` when None)."""
+    guard: Guard | None = None
+    """The run's budgets (None: no budget applies)."""
     stopped: str | None = None
     """Set when a fatal provider error stopped this judge (the message says why)."""
     stopping: bool = False
@@ -104,6 +112,39 @@ class JudgeRuntime(JudgeSetup):
     """Tasks in a row that used up their transport retries with no answer in between."""
     _interruptible: set[asyncio.Task[Any]] = field(default_factory=set)
     _abandoned: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.router is None:
+            self.router = Router([Deployment(self.config.name, self.endpoint, self.provider, self.lane,
+                                             self.config.limits.concurrency)])
+
+    @property
+    def deployments(self) -> list[Deployment]:
+        assert self.router is not None
+        return self.router.deployments
+
+    @property
+    def concurrency(self) -> int:
+        """Requests the judge may have in flight: the sum over its deployments."""
+        return sum(d.concurrency for d in self.deployments)
+
+    @property
+    def rate_limited(self) -> int:
+        """429s over every deployment."""
+        return sum(d.lane.stats.rate_limited for d in self.deployments)
+
+    @property
+    def paused_for(self) -> float:
+        """Seconds until some deployment may send again (0: one may now)."""
+        return min(d.lane.paused_for for d in self.deployments)
+
+    @property
+    def sent_requests(self) -> int:
+        return sum(d.lane.stats.requests for d in self.deployments)
+
+    @property
+    def sent_tokens(self) -> int:
+        return sum(d.lane.stats.tokens for d in self.deployments)
 
     def interruptible(self, interruptible: bool) -> None:
         """Mark the current task as waiting (lane, backoff: a stop may cancel it) or not (in a
@@ -179,3 +220,36 @@ class RunProgress:
     @property
     def total(self) -> int:
         return sum(j.counters.total for j in self.judges)
+
+
+def build_runtime(judge: JudgeConfig, protocol: Protocol, endpoints: Sequence[Endpoint], *, total: int,
+                  provider: Provider | None = None, guard: Guard | None = None) -> JudgeRuntime:
+    """A judge's runtime, whole at construction: nothing is changed on it afterwards. One
+    deployment per endpoint (a single endpoint serves every deployment), each with its own lane
+    and provider; ``provider`` replaces what the endpoints call for (``rescore``'s replay)."""
+    from judge_engine.plan import template_hashes
+    from judge_engine.providers import deployment_names, for_judge
+
+    names = deployment_names(judge)
+    limits = [d.limits or judge.limits for d in judge.deployments] or [judge.limits]
+    if provider is not None:
+        names, limits = names[:1], limits[:1]
+    if len(endpoints) == 1:
+        endpoints = list(endpoints) * len(names)
+    deployments = [
+        Deployment(name, endpoint, provider if provider is not None else for_judge(judge, endpoint),
+                   Lane(name if name == judge.name else f"{judge.name}/{name}", lane_limits), lane_limits.concurrency)
+        for name, endpoint, lane_limits in zip(names, endpoints, limits, strict=True)
+    ]
+    first = deployments[0]
+    return JudgeRuntime(
+        config=judge,
+        protocol=protocol,
+        endpoint=first.endpoint,
+        template_hashes=template_hashes(protocol),
+        lane=first.lane,
+        provider=first.provider,
+        counters=JudgeCounters(total=total),
+        router=Router(deployments),
+        guard=guard,
+    )

@@ -34,16 +34,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from judge_engine import __version__
+from judge_engine.budget import BudgetStop, guard_for
 from judge_engine.cache import AnswerCache
-from judge_engine.config import JobConfig, JudgeConfig, load_config
+from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint, scan
-from judge_engine.engine import Engine, EngineResult, Resumption
-from judge_engine.errors import ConfigError, RunDirError
-from judge_engine.index import Query, RunIndex
-from judge_engine.lanes import Lane
+from judge_engine.engine import Engine, EngineResult
+from judge_engine.errors import RunDirError
 from judge_engine.plan import build_protocol, run_id, template_hashes
 from judge_engine.protocols import Protocol
-from judge_engine.providers import Endpoint, check_credentials, endpoint_for, for_judge
+from judge_engine.providers import (
+    Endpoint,
+    check_credentials,
+    endpoints_for,
+)
 from judge_engine.providers.base import Provider
 from judge_engine.records import (
     MANIFEST,
@@ -51,11 +54,11 @@ from judge_engine.records import (
     JudgeEntry,
     Manifest,
     Spend,
-    reason_codes,
     spend_section,
     total_spend,
 )
-from judge_engine.runtime import JudgeCounters, JudgeRuntime, RunProgress
+from judge_engine.resumption import resumptions, retry_codes
+from judge_engine.runtime import JudgeRuntime, RunProgress, build_runtime
 from judge_engine.store import RunStore, read_manifest, utc_now
 
 GRACE_S = 10.0
@@ -64,8 +67,6 @@ CHECKPOINT_S = 30.0
 """How often a running run's manifest is rewritten with its counts and spend."""
 LATEST = "latest"
 """A symlink in the runs directory to the run started or resumed last."""
-RETRY_ALL = "unscored"
-"""``--retry`` value that selects every unscored task, whatever its reason code."""
 DEMO_API_BASE = "demo://fake-server"
 """The ``api_base`` a demo run's config gets: demo answers get cache keys of their own, so they
 never mix with a real model's and stay cached across demo runs."""
@@ -101,6 +102,9 @@ class JudgeTotals:
     retries: int = 0
     reasks: int = 0
     rate_limited: int = 0
+    deployments: dict[str, str] = field(default_factory=dict)
+    """Deployment -> what it did this session (``1,234 calls``, ``left out: ...``), when the
+    judge has several."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +112,8 @@ class RunResult:
     """How a session ended. Nothing was printed; the command line decides what to say."""
 
     run_dir: Path
-    status: Literal["completed", "cancelled", "failed"]
+    status: Literal["completed", "cancelled", "failed", "stopped"]
+    """``stopped``: a budget was reached (:attr:`budget`); ``failed``: a judge stopped."""
     manifest: Manifest
     """The manifest as written at the end (counts, spend, sessions)."""
     judges: list[JudgeTotals] = field(default_factory=list)
@@ -118,6 +123,8 @@ class RunResult:
     already_complete: bool = False
     """Nothing was judged: the run had finished before (and no ``--retry`` was asked)."""
     started_by: Literal["run", "resume"] = "run"
+    budget: BudgetStop | None = None
+    """The budget reached, when the session stopped for one."""
 
     @property
     def counts(self) -> Counts:
@@ -265,45 +272,6 @@ def prepare_resume(run_dir: Path, *, overrides: Mapping[str, Any] | None = None)
     return prepare(config_path, overrides=merged, demo=manifest.demo, run_dir=run_dir)
 
 
-def retry_codes(retry: str | None) -> frozenset[str] | None:
-    """The reason codes ``resume --retry`` names (``unscored``: all of them), checked.
-
-    Raises:
-        ConfigError: an unknown reason code (the message lists the known ones).
-    """
-    if retry is None:
-        return None
-    codes = frozenset(c.strip() for c in retry.split(",") if c.strip())
-    known = {*reason_codes(), RETRY_ALL}
-    if not codes or codes - known:
-        raise ConfigError(f"--retry {retry}: unknown reason code {', '.join(sorted(codes - known)) or '(none)'} "
-                          f"(use {RETRY_ALL} or some of: {', '.join(sorted(reason_codes()))})")
-    return codes
-
-
-def retry_selection(index: RunIndex, judges: Sequence[str], codes: frozenset[str] | None) -> dict[str, Resumption]:
-    """Per judge, what a resumed session leaves alone and what it judges again: the leading items
-    whose tasks are all finished (skipped unread), the other finished tasks, and, for ``resume
-    --retry``, the tasks whose last outcome is unscored with one of ``codes`` (see
-    :func:`retry_codes`)."""
-    found = {}
-    for judge in judges:
-        again: set[str] = set()
-        if codes is not None:
-            rows = index.tasks(Query(judge=judge, status="unscored"))
-            again = {r.task_id for r in rows if RETRY_ALL in codes or str(r.reason_code) in codes}
-        skip_rows, skip_tasks = index.finished_prefix(judge)
-        if again:
-            first = index.first_row(sorted(again))
-            if first is None or first < skip_rows:  # a retried task's item must be read again
-                skip_rows = 0 if first is None else first
-                skip_tasks = index.finished_before(judge, skip_rows)
-        done = index.finished_tasks(judge, from_row=skip_rows) - again
-        found[judge] = Resumption(skip_rows, skip_tasks, frozenset(done), frozenset(again))
-    return found
-
-
-
 # --- 2. endpoints -----------------------------------------------------------------------------
 
 
@@ -314,17 +282,31 @@ def demo_endpoint(judge: JudgeConfig, url: str) -> Endpoint:
 
 
 @contextlib.contextmanager
-def endpoints(prepared: PreparedRun) -> Iterator[dict[str, Endpoint]]:
-    """Judge name -> where its requests go, for as long as the session runs. A demo starts the
-    project's fake server on a free loopback port, in its own session so that a Ctrl-C meant
-    for the run does not kill it under the calls in flight, and stops it afterwards."""
+def endpoints(prepared: PreparedRun) -> Iterator[dict[str, list[Endpoint]]]:
+    """Judge name -> where its requests go (one endpoint per deployment), for as long as the
+    session runs. A demo starts the project's fake server on a free loopback port, in its own
+    session so that a Ctrl-C meant for the run does not kill it under the calls in flight, and
+    stops it afterwards; a judge with several deployments gets a fake server per deployment,
+    each holding that deployment's limits, so the demo shows requests split between them."""
     if not prepared.demo:
-        yield {judge.name: endpoint_for(judge) for judge in prepared.config.judges}
+        yield {judge.name: endpoints_for(judge) for judge in prepared.config.judges}
         return
     from judge_engine.fake import FakeConfig, FakeServerProcess
 
-    with FakeServerProcess(FakeConfig(latency_s=0.05, latency_jitter_s=0.03), own_session=True) as server:
-        yield {judge.name: demo_endpoint(judge, server.base_url) for judge in prepared.config.judges}
+    with contextlib.ExitStack() as stack:
+        def server(limits: Limits | None = None) -> str:
+            config = FakeConfig(latency_s=0.05, latency_jitter_s=0.03, window_s=10.0,
+                                rpm=limits.rpm if limits else None, tpm=limits.tpm if limits else None)
+            return stack.enter_context(FakeServerProcess(config, own_session=True)).base_url
+
+        shared = server()
+        where = {}
+        for judge in prepared.config.judges:
+            if judge.deployments:
+                where[judge.name] = [demo_endpoint(judge, server(d.limits or judge.limits)) for d in judge.deployments]
+            else:
+                where[judge.name] = [demo_endpoint(judge, shared)]
+        yield where
 
 
 # --- 3. execute -------------------------------------------------------------------------------
@@ -340,11 +322,16 @@ def run(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: 
     return _session(prepare(config_path, overrides=overrides, demo=demo, new_run=new_run), None, progress, "run")
 
 
-def resume(run_dir: Path, *, retry: str | None = None, progress: RunProgress | None = None) -> RunResult:
+def resume(run_dir: Path, *, retry: str | None = None, progress: RunProgress | None = None,
+           overrides: Mapping[str, Any] | None = None) -> RunResult:
     """Finish a killed, cancelled or stopped run, or judge its unscored tasks again (``retry``:
-    ``unscored`` or reason codes separated by commas)."""
+    ``unscored`` or reason codes separated by commas). ``overrides``: new budgets
+    (``max_cost_usd``, ``max_hours``), recorded for later resumes."""
     codes = retry_codes(retry)
-    return _session(prepare_resume(run_dir), codes, progress, "resume")
+    prepared = prepare_resume(run_dir, overrides=overrides)
+    if overrides:  # a raised budget holds for every later resume too
+        prepared.manifest.overrides = {**prepared.manifest.overrides, **overrides}
+    return _session(prepared, codes, progress, "resume")
 
 
 def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunProgress | None,
@@ -363,13 +350,13 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
     return dataclasses.replace(result, started_by=started_by)
 
 
-async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progress: RunProgress | None = None,
+async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence[Endpoint]], *, progress: RunProgress | None = None,
                   retry: frozenset[str] | None = None, install_signals: bool = True,
                   providers: Mapping[str, Provider] | None = None, latest: bool = True) -> RunResult:
     """Run (or resume) a prepared run to the end, a failure, or a stop request.
 
     Args:
-        where: each judge's endpoint (:func:`endpoints`).
+        where: each judge's endpoint, or one per deployment (:func:`endpoints`).
         providers: a provider per judge instead of the one its endpoint calls for (``rescore``'s
             replay).
         latest: point ``<runs>/latest`` at this run (not for a re-scored copy).
@@ -386,10 +373,13 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progr
     cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled)
     runtimes: list[JudgeRuntime] = []
     try:
-        resumptions = retry_selection(store.index, [j.name for j in prepared.config.judges], retry)
-        runtimes = [_runtime(prepared, judge, where[judge.name], (providers or {}).get(judge.name))
+        resumed = resumptions(store.index, [j.name for j in prepared.config.judges], retry)
+        guard = guard_for(prepared.config, prepared.manifest.sessions,
+                          lambda judge: (store.total_spend() if judge is None else store.spend.get(judge, Spend())).cost)
+        runtimes = [build_runtime(judge, prepared.protocols[judge.name], _listed(where[judge.name]),
+                                  total=prepared.tasks_of(judge), provider=(providers or {}).get(judge.name), guard=guard)
                     for judge in prepared.config.judges]
-        engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, resumptions=resumptions)
+        engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, resumptions=resumed)
         spent_before = {judge: Spend().plus(spend) for judge, spend in store.spend.items()}
         session: dict[str, Any] = {"started_at": utc_now(), "status": "running",
                                    "retry": sorted(retry) if retry is not None else None}
@@ -416,11 +406,12 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progr
         manifest.status, manifest.updated_at = outcome.status, utc_now()
         manifest.counts = store.counts()
         manifest.spend, manifest.failures = store.spend_record(), dict(outcome.failures)
+        manifest.stopped = outcome.budget.to_dict() if outcome.budget is not None else None
         store.write_manifest(manifest)
         totals = [JudgeTotals(j.config.name, j.config.model, j.protocol.name, j.counters.retries, j.counters.reasks,
-                              j.lane.stats.rate_limited) for j in runtimes]
+                              j.rate_limited, _deployment_totals(j)) for j in runtimes]
         return RunResult(run_dir, outcome.status, manifest, totals, dict(outcome.failures),
-                         time.monotonic() - started)
+                         time.monotonic() - started, budget=outcome.budget)
     finally:
         await _close_providers(runtimes)
         try:
@@ -429,18 +420,14 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progr
             store.close()
 
 
-def _runtime(prepared: PreparedRun, judge: JudgeConfig, endpoint: Endpoint, provider: Provider | None) -> JudgeRuntime:
-    """A judge's runtime, whole at construction: nothing is changed on it afterwards."""
-    protocol = prepared.protocols[judge.name]
-    return JudgeRuntime(
-        config=judge,
-        protocol=protocol,
-        endpoint=endpoint,
-        template_hashes=template_hashes(protocol),
-        lane=Lane(judge.name, judge.limits),
-        provider=provider if provider is not None else for_judge(judge, endpoint),
-        counters=JudgeCounters(total=prepared.tasks_of(judge)),
-    )
+def _listed(where: Endpoint | Sequence[Endpoint]) -> list[Endpoint]:
+    return [where] if isinstance(where, Endpoint) else list(where)
+
+
+def _deployment_totals(judge: JudgeRuntime) -> dict[str, str]:
+    if len(judge.deployments) < 2:
+        return {}
+    return {d.name: f"{d.sent:,} calls" + (f", left out: {d.dead}" if d.dead else "") for d in judge.deployments}
 
 
 def _session_spend(store: RunStore, before: Mapping[str, Spend]) -> dict[str, Any]:
@@ -476,7 +463,8 @@ async def _close_providers(runtimes: list[JudgeRuntime]) -> None:
     """Close the providers' connection pools."""
     for runtime in runtimes:
         with contextlib.suppress(Exception):
-            await runtime.provider.aclose()
+            for deployment in runtime.deployments:
+                await deployment.provider.aclose()
 
 
 def _install_signals(engine: Engine, main: asyncio.Task[Any] | None, progress: RunProgress) -> Any:

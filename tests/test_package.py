@@ -80,7 +80,7 @@ SOFT_LIMIT = 400
 REVIEWED: dict[str, int] = {
     # module: lines it may reach, after a read found it one concern (say why when you raise one)
     "cli/display.py": 520,  # everything drawn with rich; splitting it would give rich two homes
-    "records.py": 650,  # every persisted format and its readers of past versions: one definition
+    "records.py": 700,  # every persisted format and its readers of past versions: one definition
     "session.py": 540,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
     "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
     "store.py": 480,  # the run directory's one writer and every reader of it (by stream or by offset)

@@ -19,7 +19,8 @@ and a handler that imports what it needs when it runs, so ``judge-engine --help`
 Exit codes: 0 done, every task scored; 1 a judge stopped (auth, bad request, an endpoint that
 cannot be reached or keeps failing: resume it); 2 bad input (config, dataset, template, run
 directory, a missing API key); 3 the run completed with unscored tasks (``--allow-unscored``
-makes it 0); 130 cancelled (resume it).
+makes it 0); 4 stopped before passing a budget (``resume --budget`` continues); 130 cancelled
+(resume it).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ from collections.abc import Sequence
 
 from judge_engine import __version__
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSCORED, EXIT_CANCELLED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSCORED, EXIT_BUDGET, EXIT_CANCELLED = 0, 1, 2, 3, 4, 130
 EPILOG = ("exit codes: 0 done, every task scored; 1 a judge stopped (provider error, unreachable or "
           "failing endpoint: resume it); 2 bad input or a missing API key; 3 completed with unscored "
-          "tasks (see --allow-unscored); 130 cancelled (resume it)")
+          "tasks (see --allow-unscored); 4 stopped at a budget (resume it with --budget); 130 cancelled "
+          "(resume it)")
 
 
 def parser() -> argparse.ArgumentParser:

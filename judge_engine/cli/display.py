@@ -73,7 +73,7 @@ class RateMeter:
         now = time.monotonic()
         c = judge.counters
         samples = self._samples
-        samples.append((now, judge.lane.stats.requests, judge.lane.stats.tokens, c.done - c.resumed))
+        samples.append((now, judge.sent_requests, judge.sent_tokens, c.done - c.resumed))
         while len(samples) > 2 and now - samples[0][0] > RATE_WINDOW_S:
             samples.popleft()
         first = samples[0]
@@ -99,8 +99,8 @@ def _state(judge: JudgeRuntime) -> str:
         return " (stopped)"
     if judge.stopping:
         return " (stopping)"
-    if judge.lane.paused_for > 0:
-        return f" (paused {judge.lane.paused_for:.0f}s)"
+    if judge.paused_for > 0:
+        return f" (paused {judge.paused_for:.0f}s)"
     return ""
 
 
@@ -171,7 +171,7 @@ class LiveDisplay:
         return {
             "judge": judge.config.name + _state(judge), "done": f"{c.done:,}", "total": f"{c.total:,}",
             "share": f"{c.done / c.total if c.total else 1.0:.0%}", "in flight": str(c.in_flight),
-            "req/min": _compact(rpm), "tok/min": _compact(tpm), "429s": str(judge.lane.stats.rate_limited),
+            "req/min": _compact(rpm), "tok/min": _compact(tpm), "429s": str(judge.rate_limited),
             "retries": str(c.retries), "re-asks": str(c.reasks), "cache hits": str(c.cache_hits),
             "unscored": str(c.unscored), "cost": f"{c.cost:.4f}", "ETA": _duration(_eta(judge, per_s)),
         }
@@ -322,7 +322,10 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
         table.add_row(label, f"{per.get('scored', 0):,}", f"{per.get('unscored', 0):,}", f"{paid.get('calls', 0):,}",
                       f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}",
                       f"{paid.get('cost', 0.0):.4f}")
-    return Group(table, *(Text(line) for line in totals_lines(result, width=width)))
+    lines = [f"{judge.name}: " + ", ".join(f"{name} {what}" for name, what in judge.deployments.items())
+             for judge in result.judges if judge.deployments]
+    return Group(table, *(Text(packed(line.split(", "), width - 1, separator=", ")) for line in lines),
+                 *(Text(line) for line in totals_lines(result, width=width)))
 
 
 def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:

@@ -23,7 +23,7 @@ def plan_command(args: argparse.Namespace) -> int:
     """Prepare the run as ``run`` would (nothing sent, no key needed), then estimate it."""
     from judge_engine.cli.display import make_console, plan_lines, plan_table
     from judge_engine.cli.run import override_values
-    from judge_engine.estimate import plan_rows
+    from judge_engine.estimate import budget_warnings, plan_rows
     from judge_engine.session import prepare
 
     prepared = prepare(args.config, overrides=override_values(args), check_keys=False)
@@ -32,6 +32,8 @@ def plan_command(args: argparse.Namespace) -> int:
     console.print(plan_table(plans))
     for line in plan_lines(plans, items=prepared.dataset.items, run_dir=prepared.run_dir):
         console.print(line, highlight=False)
+    for warning in budget_warnings(plans, prepared.config):
+        console.print(f"[yellow]budget: {warning}[/yellow]", highlight=False)
     if args.strict and any(p.warnings for p in plans):
         console.print("plan --strict: exit 2 (see the warnings above)", highlight=False)
         return EXIT_USAGE

@@ -14,7 +14,14 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge_engine.cli import EPILOG, EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_UNSCORED
+from judge_engine.cli import (
+    EPILOG,
+    EXIT_BUDGET,
+    EXIT_CANCELLED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNSCORED,
+)
 
 if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal as Console
@@ -70,21 +77,33 @@ def _session_options(parser: argparse.ArgumentParser) -> None:
                         help="seconds between progress lines without a live display (default 30)")
     parser.add_argument("--allow-unscored", action="store_true",
                         help="exit 0 even when some tasks end unscored (default: exit 3)")
+    parser.add_argument("--budget", type=float, metavar="USD",
+                        help="stop dispatching before the run's spend (every session, plus calls in flight) "
+                             "would pass this many dollars; recorded, so a later resume keeps it")
+    parser.add_argument("--budget-hours", type=float, metavar="HOURS",
+                        help="stop dispatching after this many hours of judging, summed over sessions")
 
 
 def run_command(args: argparse.Namespace) -> int:
     """``judge-engine run CONFIG``."""
     from judge_engine import session
 
+    overrides = {**override_values(args), **_budget(args)}
     return _watched(args, lambda progress: session.run(
-        args.config, overrides=override_values(args), demo=args.demo, new_run=args.new_run, progress=progress))
+        args.config, overrides=overrides, demo=args.demo, new_run=args.new_run, progress=progress))
 
 
 def resume_command(args: argparse.Namespace) -> int:
     """``judge-engine resume RUN_DIR``."""
     from judge_engine import session
 
-    return _watched(args, lambda progress: session.resume(args.run_dir, retry=args.retry, progress=progress))
+    return _watched(args, lambda progress: session.resume(args.run_dir, retry=args.retry, progress=progress,
+                                                          overrides=_budget(args)))
+
+
+def _budget(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: value for key, value in (("max_cost_usd", args.budget), ("max_hours", args.budget_hours))
+            if value is not None}
 
 
 def _watched(args: argparse.Namespace, start: Any) -> int:
@@ -124,6 +143,11 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
         console.print(f"Fix the cause above, then finish the run with:\n  judge-engine resume {result.run_dir}",
                       highlight=False)
         return EXIT_FAILED
+    if result.status == "stopped" and result.budget is not None:
+        more = "--budget USD" if result.budget.kind == "cost" else "--budget-hours HOURS"
+        console.print(f"[yellow]Stopped: {result.budget.message}.[/yellow] The tasks not sent are left for later; "
+                      f"continue with a larger budget:\n  judge-engine resume {result.run_dir} {more}", highlight=False)
+        return EXIT_BUDGET
     return _completed_code(result, console, allow_unscored)
 
 

@@ -75,6 +75,8 @@ class Lane:
         self._clock = clock
         self._sleep = sleep  # with ``clock``, lets tests run the lane in virtual time
         self._lock = asyncio.Lock()  # one coroutine waits for the pacers; the rest queue fairly
+        self.waiting = 0
+        """Requests queued in :meth:`admit` now."""
 
     @property
     def scale(self) -> float:
@@ -91,6 +93,19 @@ class Lane:
         """Seconds until the lane's pause for a 429 ends (0 when it is not paused)."""
         return max(0.0, self.controller.paused_until - self._clock())
 
+    def backlog_s(self, rough_prompt: int = 0, max_tokens: int | None = None) -> float:
+        """Roughly how long a request asking now would wait for admission: the pause, the
+        pacers' own wait, and a slot for each request already queued. What a judge with several
+        deployments compares to send a request where it goes out soonest."""
+        slot = 0.0
+        if self.pacing.rpm:
+            slot = 60.0 / (self.pacing.rpm * self.pacing.scale)
+        if self.pacing.tpm:
+            tokens = self.estimate.tokens(rough_prompt, max_tokens)
+            slot = max(slot, tokens * 60.0 / (self.pacing.tpm * self.pacing.scale))
+        wait = max(self.paused_for, self.pacing.wait_now())
+        return wait + self.waiting * slot
+
     async def admit(self, rough_prompt: int = 0, max_tokens: int | None = None) -> Admission:
         """Wait until this lane may send one request whose prompt has ``rough_prompt`` tokens by
         :func:`rough_prompt_tokens` (read only when the lane paces tokens).
@@ -99,6 +114,13 @@ class Lane:
         waiting: a run's first ``concurrency`` requests all queue at once, and an estimate made
         then would ignore every answer that came back while they waited.
         """
+        self.waiting += 1
+        try:
+            return await self._admit(rough_prompt, max_tokens)
+        finally:
+            self.waiting -= 1
+
+    async def _admit(self, rough_prompt: int, max_tokens: int | None) -> Admission:
         async with self._lock:
             while True:
                 now = self._clock()

@@ -121,6 +121,10 @@ class Pacing:
             return 0.0
         return wait
 
+    def wait_now(self) -> float:
+        """Seconds until the next request's slot, without releasing anything."""
+        return self._wait_time()
+
     def admit(self, estimated_tokens: float) -> None:
         """Take one released request's slot in the request schedule and its estimated tokens'
         in the token schedule."""

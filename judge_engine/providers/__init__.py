@@ -34,12 +34,31 @@ class Endpoint:
 
 
 def endpoint_for(judge: JudgeConfig) -> Endpoint:
-    """The endpoint the config names for ``judge``.
+    """The endpoint the config names for ``judge`` (its first deployment, when it has several).
 
     Raises:
         ConfigError: ``api_key_env`` names a variable that is not set.
     """
-    return Endpoint(judge.model, judge.api_base, api_key_for(judge))
+    return endpoints_for(judge)[0]
+
+
+def endpoints_for(judge: JudgeConfig) -> list[Endpoint]:
+    """One endpoint per deployment of ``judge`` (one, when it names none).
+
+    Raises:
+        ConfigError: an ``api_key_env`` names a variable that is not set.
+    """
+    if not judge.deployments:
+        return [Endpoint(judge.model, judge.api_base, api_key_for(judge))]
+    return [Endpoint(d.model or judge.model, d.api_base or judge.api_base, _key(judge, index))
+            for index, d in enumerate(judge.deployments)]
+
+
+def deployment_names(judge: JudgeConfig) -> list[str]:
+    """The names of ``judge``'s deployments (``d1``, ``d2``... where none is given)."""
+    if not judge.deployments:
+        return [judge.name]
+    return [d.name or f"d{index + 1}" for index, d in enumerate(judge.deployments)]
 
 
 def api_key_for(judge: JudgeConfig) -> str | None:
@@ -59,12 +78,26 @@ def api_key_for(judge: JudgeConfig) -> str | None:
     return None
 
 
+def _key(judge: JudgeConfig, index: int) -> str | None:
+    """The key of deployment ``index``: its own ``api_key``/``api_key_env``, else the judge's."""
+    deployment = judge.deployments[index]
+    if deployment.api_key is not None:
+        return deployment.api_key.get_secret_value()
+    if deployment.api_key_env:
+        value = os.environ.get(deployment.api_key_env)
+        if value is None:
+            raise ConfigError(f"judges[{judge.name}].deployments[{index}].api_key_env: environment variable "
+                              f"{deployment.api_key_env} is not set")
+        return value
+    return api_key_for(judge)
+
+
 def check_credentials(config: JobConfig) -> None:
     """Fail before anything is sent when a judge's provider needs a key that is not there.
 
-    A judge with ``api_key``, or with an ``api_base`` (a local server or a proxy may need no key)
-    and no ``api_key_env``, is not checked; ``api_key_env`` must name a set variable; otherwise
-    the provider's own variables, as litellm knows them, must be set.
+    A judge (or deployment) with ``api_key``, or with an ``api_base`` (a local server or a proxy
+    may need no key) and no ``api_key_env``, is not checked; ``api_key_env`` must name a set
+    variable; otherwise the provider's own variables, as litellm knows them, must be set.
 
     Raises:
         ConfigError: names the judge, the model and the variable(s) to set.
@@ -72,20 +105,21 @@ def check_credentials(config: JobConfig) -> None:
     from judge_engine.providers.catalog import missing_key_variables
 
     for judge in config.judges:
-        if judge.api_key is not None:
-            continue
-        if judge.api_key_env:
-            api_key_for(judge)
-            continue
-        if judge.api_base:
-            continue
-        missing = missing_key_variables(judge.model)
-        if missing:
-            raise ConfigError(
-                f"judges[{judge.name}]: {judge.model} needs an API key in the environment, and "
-                f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: export it (or "
-                "name your variable with api_key_env). Nothing was sent."
-            )
+        endpoints_for(judge)  # every api_key_env named must be set
+        keyless = [(d.model or judge.model) for d in judge.deployments
+                   if d.api_key is None and not d.api_key_env and not (d.api_base or judge.api_base)]
+        if not judge.deployments and judge.api_key is None and not judge.api_key_env and not judge.api_base:
+            keyless = [judge.model]
+        if judge.api_key is not None or judge.api_key_env:
+            keyless = []
+        for model in keyless:
+            missing = missing_key_variables(model)
+            if missing:
+                raise ConfigError(
+                    f"judges[{judge.name}]: {model} needs an API key in the environment, and "
+                    f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: export it (or "
+                    "name your variable with api_key_env). Nothing was sent."
+                )
 
 
 def for_judge(judge: JudgeConfig, endpoint: Endpoint) -> Provider:

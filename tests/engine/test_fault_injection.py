@@ -92,6 +92,8 @@ def test_every_protocol_under_faults(example: Path, tmp_path: Path, fake_server:
         judge.update(model="openai/" + judge["model"].split("/")[-1], api_base=fake_server.base_url,
                      api_key_env="JUDGE_ENGINE_TEST_KEY", temperatures=[0.0],
                      retries={"transport": 6, "reasks": 2, "backoff_max_s": 0.01})
+        for deployment in judge.get("deployments", []):  # every deployment on the one fake server
+            deployment.update(api_key_env="JUDGE_ENGINE_TEST_KEY")
     raw.update(output={"dir": str(tmp_path / "runs")}, cache={"dir": str(tmp_path / "cache")})
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")

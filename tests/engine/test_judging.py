@@ -31,11 +31,11 @@ class NoProvider:
         raise AssertionError("the provider was called")
 
 
-def _runtime() -> JudgeRuntime:
+def _runtime(provider: Any = None) -> JudgeRuntime:
     config = JudgeConfig.model_validate({"name": "j", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm"})
     protocol = build_protocol(config)
     return JudgeRuntime(config, protocol, Endpoint(config.model, config.api_base), ["b2:t"],
-                        lane=Lane("j", config.limits), provider=NoProvider())  # type: ignore[arg-type]
+                        lane=Lane("j", config.limits), provider=provider or NoProvider())
 
 
 def _task(item: dict[str, Any] = ITEM) -> Task:
@@ -104,9 +104,8 @@ class FilteredProvider:
 
 
 def test_an_answer_blocked_by_the_content_filter_is_unscored_without_a_reask(tmp_path: Path) -> None:
-    runtime, cache = _runtime(), AnswerCache(tmp_path / "cache")
     provider = FilteredProvider()
-    runtime.provider = provider  # type: ignore[assignment]
+    runtime, cache = _runtime(provider), AnswerCache(tmp_path / "cache")
     record = asyncio.run(judge_task(runtime, prepare_task(runtime, _task(), cache), cache=cache,
                                     transcript=lambda line: None))
     assert record.status == "unscored" and record.reason_code == "content_filter"

@@ -112,7 +112,7 @@ def test_transport_exhausted_tasks_are_coded_counted_and_retried_exactly(
 
 def test_retry_selection_takes_the_latest_line_per_task(tmp_path: Path) -> None:
     from judge_engine.index import RunIndex
-    from judge_engine.session import retry_codes, retry_selection
+    from judge_engine.resumption import resumptions, retry_codes
 
     run = tmp_path / "run"
     run.mkdir()
@@ -127,7 +127,7 @@ def test_retry_selection_takes_the_latest_line_per_task(tmp_path: Path) -> None:
     (run / "outcomes.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     def selection(codes: str | None) -> tuple[set[str], set[str]]:
         with RunIndex.open(run) as index:
-            chosen = retry_selection(index, ["j"], retry_codes(codes))["j"]
+            chosen = resumptions(index, ["j"], retry_codes(codes))["j"]
         return set(chosen.done), set(chosen.again)
 
     assert selection(None) == ({"a", "b", "c", "d", "e"}, set())

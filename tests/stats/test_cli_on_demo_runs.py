@@ -36,6 +36,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
                       "plots": {"distributions.png", "judge_agreement.png"}},
     "literary_mt": {"absent": {"consistency": "needs 2+ repeats", "judge_agreement": "needs 2+ judges"},
                     "plots": {"distributions.png"}},
+    "overnight": {"absent": {"consistency": "needs 2+ repeats", "judge_agreement": "needs 2+ judges"},
+                  "plots": {"distributions.png"}},
     "literary_mt_lit": {"absent": {"consistency": "needs 2+ repeats"},
                         "plots": {"distributions.png", "judge_agreement.png"}},
     "prometheus_absolute": {"absent": {"consistency": "needs 2+ repeats"},
