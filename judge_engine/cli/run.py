@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal as Console
     from judge_engine.session import RunResult
 
+FINAL_CODES = frozenset({"too_few_valid"})
+"""Reason codes that are a method's verdict about the answer, not a failure to get one."""
 PROGRESS_EVERY_S = 30.0
 """Seconds between progress lines when there is no live display."""
 
@@ -162,11 +164,15 @@ def _completed_code(result: RunResult, console: Console, allow_unscored: bool) -
     counts = result.counts
     if not counts.unscored:
         return EXIT_OK
-    codes = ",".join(sorted(counts.unscored_by_code)) or "unscored"
+    # A method's own verdict (a word list with too few nouns) is the data: asking again would only
+    # re-read the same cached answer, so it is not offered.
+    retryable = sorted(c for c in counts.unscored_by_code if c not in FINAL_CODES)
+    advice = (f"Judge them again (cached answers are re-read, not bought again):\n"
+              f"  judge-engine resume {result.run_dir} --retry {','.join(retryable)}") if retryable else \
+        "They are the method's own verdicts (the answers are the data): there is nothing to judge again."
     console.print(f"{counts.unscored:,} of {counts.tasks:,} tasks are unscored "
                   f"({', '.join(f'{c} {n:,}' for c, n in sorted(counts.unscored_by_code.items()))}). Why, per judge:\n"
-                  f"  judge-engine stats {result.run_dir}\nJudge them again (cached answers are re-read, not bought again):\n"
-                  f"  judge-engine resume {result.run_dir} --retry {codes}", highlight=False)
+                  f"  judge-engine stats {result.run_dir}\n{advice}", highlight=False)
     if allow_unscored:
         return EXIT_OK
     console.print(f"Exit code {EXIT_UNSCORED}: the run is complete but not every task is scored "
