@@ -57,6 +57,9 @@ def _register_stats(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     )
     stats.add_argument("--verdict-field", metavar="NAME",
                        help="flip rate on verdict[NAME] (e.g. winner) instead of the score")  # fmt: skip
+    stats.add_argument("--reliability", action="store_true",
+                       help="repeats as raters: alpha, the six ICC forms, Fleiss' and Randolph's kappa")  # fmt: skip
+    _interval_args(stats, "for --reliability")
     stats.add_argument("--baselines", nargs="+", type=Path, default=[], metavar="FILE",
                        help="CDAT runs: RANDOM.json [COMMON.json] (judge-engine cdat-baselines, or the "
                             "paper's files) for the gate, CDAT score, elbow distance and Pareto front")  # fmt: skip
@@ -92,18 +95,15 @@ def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     )
     meta.add_argument("--methods", nargs="+", default=["kendall", "spearman", "pearson"],
                       choices=["kendall", "spearman", "pearson"])  # fmt: skip
-    meta.add_argument(
-        "--bootstrap",
-        type=int,
-        default=0,
-        metavar="N",
-        help="bootstrap CI resamples for the first method",
-    )
-    meta.add_argument("--seed", type=int, default=0)
+    _interval_args(meta, "for the first method and, with --agreement, kappa, alpha and ICC")
     meta.add_argument("--temperature", type=float, help="run source: use only this temperature")
     meta.add_argument(
         "--agreement", action="store_true", help="add kappa, alpha, ICC (shared discrete scale)"
     )
+    meta.add_argument("--icc-forms", action="store_true",
+                      help="with --agreement: all six ICC forms, not only ICC(2,1)")  # fmt: skip
+    meta.add_argument("--fleiss", action="store_true",
+                      help="with --agreement: Fleiss' and Randolph's free-marginal kappa")  # fmt: skip
     adequacy = meta.add_argument_group("adequacy (LitEval)")
     adequacy.add_argument(
         "--adequacy",
@@ -127,6 +127,14 @@ def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     meta.set_defaults(handler=handle_meta)
 
 
+def _interval_args(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--bootstrap", type=int, default=0, metavar="N",
+                        help=f"percentile bootstrap intervals over items, N resamples ({what})")  # fmt: skip
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    parser.add_argument("--n-categories", type=int, metavar="K",
+                        help="Randolph's k: categories a rater could choose (default: scores seen)")  # fmt: skip
+
+
 def _output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", help="write all sections as JSON")
     parser.add_argument(
@@ -144,21 +152,25 @@ def _fail(command: str, message: str) -> int:
 
 def handle_stats(args: argparse.Namespace) -> int:
     """Run ``stats``; returns the exit code (2 on bad input)."""
+    from judge_engine.stats.report import ReportOptions, run_report, table_report
     from judge_engine.stats.runs import read_run
-    from judge_engine.stats.sections import run_sections, table_consistency_section
     from judge_engine.stats.tables import read_table
 
     source = Path(args.source)
     if not source.exists():
         return _fail("stats", f"{source}: no such file or directory")
+    options = ReportOptions(
+        small=args.small, large=args.large, verdict_field=args.verdict_field,
+        reliability=args.reliability, bootstrap=args.bootstrap, seed=args.seed,
+        n_categories=args.n_categories,
+    )  # fmt: skip
     try:
         generation = None
         if source.is_dir():
             run = read_run(source)
             if not run.outcomes:
                 return _fail("stats", f"{source / 'outcomes.jsonl'}: no outcomes")
-            sections = run_sections(run, small=args.small, large=args.large,
-                                    verdict_field=args.verdict_field)  # fmt: skip
+            sections = run_report(run, options)
             from judge_engine.protocols.reports import protocol_sections
 
             sections += protocol_sections(run)
@@ -170,8 +182,7 @@ def handle_stats(args: argparse.Namespace) -> int:
         elif args.repeats:
             table = read_table(source)
             table.require(*args.repeats, *([args.group] if args.group else []))
-            sections = [table_consistency_section(table.rows, args.repeats, group=args.group,
-                                                  small=args.small, large=args.large)]  # fmt: skip
+            sections = table_report(table.rows, args.repeats, options, group=args.group)
             notes = table.notes
         else:
             return _fail("stats", f"{source}: not a run directory (give --repeats COL for a table)")
@@ -273,7 +284,11 @@ def handle_meta(args: argparse.Namespace) -> int:
                 methods=args.methods, bootstrap=args.bootstrap, seed=args.seed,
             ))  # fmt: skip
             if args.agreement:
-                sections.append(meta.agreement_section(table, comparisons, group=args.group))
+                sections += meta.agreement_sections(
+                    table, comparisons, group=args.group, icc_forms=args.icc_forms,
+                    multirater=args.fleiss, n_categories=args.n_categories,
+                    bootstrap=args.bootstrap, seed=args.seed,
+                )  # fmt: skip
         if args.adequacy:
             if not (args.item and args.system and args.top_systems):
                 raise ValueError("--adequacy needs --item, --system and --top-systems")

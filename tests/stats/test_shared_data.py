@@ -94,3 +94,19 @@ def test_prometheus_gpt4_repeat_alpha(
     # prometheus.md: all-3-agree 44.1% / 62.2%, mean within-item SD 0.296 / 0.182
     agree, sd = {"mt_bench": (0.441, 0.296), "vicuna": (0.622, 0.182)}[name]
     assert round(1 - row["flip_rate"], 3) == agree and round(row["mean_sd"], 3) == sd
+
+
+def test_prometheus_gpt4_reliability_with_intervals(shared_data: Path, tmp_path: Path) -> None:
+    path = shared_data / "prometheus" / "mt_bench_eval.json"
+    s = sections(["stats", str(path), "--repeats", "gpt4_score", "--reliability",
+                  "--bootstrap", "1000", "--n-categories", "5"], tmp_path)  # fmt: skip
+    r = {row["statistic"]: row for row in s["reliability"]["rows"]}
+    # Prometheus 2's consistency figure (alpha ordinal 0.8145) inside its own interval.
+    assert round(r["alpha_ordinal"]["value"], 4) == 0.8145
+    assert r["alpha_ordinal"]["ci_low"] < 0.8145 < r["alpha_ordinal"]["ci_high"]
+    assert r["alpha_ordinal"]["ci_high"] - r["alpha_ordinal"]["ci_low"] < 0.1
+    # Three repeats of one judge: no rater effect to speak of, so the absolute-agreement and
+    # consistency forms coincide to 3 decimals; the mean of 3 repeats is more reliable.
+    assert round(r["icc_2_1"]["value"], 3) == round(r["icc_3_1"]["value"], 3)
+    assert r["icc_2_k"]["value"] > r["icc_2_1"]["value"]
+    assert all(row["n"] == 320 for row in r.values())
