@@ -23,6 +23,7 @@ from judge_engine.stats.sections import (
     table_repeat_matrix,
     unscored_section,
 )
+from judge_engine.stats.temperature import temperature_section
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,11 +49,19 @@ def run_report(run: Run, options: ReportOptions) -> list[Section]:
     """Everything ``judge-engine stats RUN_DIR`` shows from the run's outcomes, in display
     order (protocol-specific and item-based sections are added by the command)."""
     o = options
-    sections = [consistency_section(run, small=o.small, large=o.large, verdict_field=o.verdict_field)]
+    sections = [
+        consistency_section(run, small=o.small, large=o.large, verdict_field=o.verdict_field),
+        temperature_section(run, small=o.small, large=o.large, verdict_field=o.verdict_field),
+    ]
     if o.reliability:
         sections.append(reliability_section(run, bootstrap=o.bootstrap, seed=o.seed,
                                             n_categories=o.n_categories))  # fmt: skip
-    return [*sections, distribution_section(run), unscored_section(run), judge_agreement_section(run)]
+    return [
+        *sections,
+        distribution_section(run),
+        unscored_section(run),
+        judge_agreement_section(run),
+    ]
 
 
 def table_report(
