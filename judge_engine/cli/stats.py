@@ -57,6 +57,9 @@ def _register_stats(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     )
     stats.add_argument("--verdict-field", metavar="NAME",
                        help="flip rate on verdict[NAME] (e.g. winner) instead of the score")  # fmt: skip
+    stats.add_argument("--dimensions", nargs="+", metavar="NAME",
+                       help="sub-scores to follow across repeats (default: TTCT's dimensions, "
+                            "literary MQM's aspects)")  # fmt: skip
     stats.add_argument("--reliability", action="store_true",
                        help="repeats as raters: alpha, the six ICC forms, Fleiss' and Randolph's kappa")  # fmt: skip
     _interval_args(stats, "for --reliability")
@@ -159,10 +162,12 @@ def handle_stats(args: argparse.Namespace) -> int:
     source = Path(args.source)
     if not source.exists():
         return _fail("stats", f"{source}: no such file or directory")
+    from judge_engine.protocols.reports import dimensions
+
     options = ReportOptions(
         small=args.small, large=args.large, verdict_field=args.verdict_field,
         reliability=args.reliability, bootstrap=args.bootstrap, seed=args.seed,
-        n_categories=args.n_categories,
+        n_categories=args.n_categories, dimensions=dimensions(), only_dimensions=args.dimensions,
     )  # fmt: skip
     try:
         generation = None

@@ -13,6 +13,15 @@ from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
 
 
+def dimensions() -> dict[str, tuple[str, ...]]:
+    """The sub-scores ``stats`` follows across repeats, by protocol: TTCT's four dimensions
+    (CPers reports each over three runs) and literary MQM's aspects."""
+    from judge_engine.protocols.gemba_mqm_literary import ASPECTS
+    from judge_engine.protocols.ttct import DIMENSIONS
+
+    return {"ttct": tuple(DIMENSIONS), "gemba-mqm-literary": ASPECTS}
+
+
 def protocol_sections(run: Run) -> list[Section]:
     """Extra sections for the protocols present in ``run`` (none when no protocol has any): a
     protocol's section that cannot be computed for this run is there with its ``absent`` reason."""

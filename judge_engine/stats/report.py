@@ -8,8 +8,8 @@ which apply and in what order, from :class:`ReportOptions`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from judge_engine.stats.reliability import reliability_section, table_reliability_section
@@ -17,6 +17,7 @@ from judge_engine.stats.runs import Run
 from judge_engine.stats.sections import (
     Section,
     consistency_section,
+    dimension_section,
     distribution_section,
     judge_agreement_section,
     table_consistency_section,
@@ -43,6 +44,10 @@ class ReportOptions:
     seed: int = 0
     n_categories: int | None = None
     """Randolph's k (default: the distinct scores seen)."""
+    dimensions: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    """Sub-scores shown across repeats, by protocol (e.g. TTCT's four dimensions)."""
+    only_dimensions: Sequence[str] | None = None
+    """Sub-scores shown for every protocol instead (``--dimensions``)."""
 
 
 def run_report(run: Run, options: ReportOptions) -> list[Section]:
@@ -52,6 +57,7 @@ def run_report(run: Run, options: ReportOptions) -> list[Section]:
     sections = [
         consistency_section(run, small=o.small, large=o.large, verdict_field=o.verdict_field),
         temperature_section(run, small=o.small, large=o.large, verdict_field=o.verdict_field),
+        dimension_section(run, o.dimensions, only=o.only_dimensions),
     ]
     if o.reliability:
         sections.append(reliability_section(run, bootstrap=o.bootstrap, seed=o.seed,

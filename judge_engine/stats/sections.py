@@ -12,14 +12,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from judge_engine.stats.agreement import icc, krippendorff_alpha, percent_agreement
-from judge_engine.stats.consistency import flip_rate, repeat_consistency
+from judge_engine.stats.consistency import flip_rate, repeat_consistency, run_spread
 from judge_engine.stats.correlation import correlation, wilson_interval
 from judge_engine.stats.runs import Outcome, Run, score_matrices
 from judge_engine.stats.tables import parse_list, to_float
@@ -156,6 +156,41 @@ def consistency_section(
     if not rows and set(skipped) == {"needs 2+ repeats: 1 repeat per item"}:
         absent = "needs 2+ repeats of each item (every judge ran 1; set repeats: 2 or more)"
     return Section("consistency", title, cols, rows, absent, notes)
+
+
+def dimension_section(
+    run: Run, dimensions: Mapping[str, Sequence[str]], *, only: Sequence[str] | None = None
+) -> Section:
+    """The score and its dimensions across repeats, as CPers reports each TTCT dimension over
+    three runs: the mean of the run means and their standard deviation, per judge, temperature
+    and variant (judges with 2+ repeats; each run's mean over the items scored in every run).
+
+    Args:
+        dimensions: ``{protocol: sub-score names}`` shown after the overall score.
+        only: sub-score names for every protocol instead (``stats --dimensions``).
+    """
+    groups = _by(run.outcomes, "judge", "temperature", "variant")
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, list[str]] = defaultdict(list)
+    for key, group in groups.items():
+        protocol = group[0].protocol
+        names = ["score", *(only if only is not None else dimensions.get(protocol, ()))]
+        if len({o.repeat for o in group}) < 2:
+            skipped["1 repeat per item"].append(where(*key))
+            continue
+        for name in names:
+            _, matrix = score_matrices(group, field_name=name)[key]
+            spread = run_spread(matrix)
+            if spread.n_items:
+                rows.append({"judge": key[0], "temperature": key[1], "variant": key[2],
+                             "dimension": name, **spread.as_dict()})  # fmt: skip
+            elif name == "score":
+                skipped[_no_score_reason(group)].append(where(*key))
+    cols = ["judge", "temperature", "variant", "dimension", "n_items", "n_repeats", "mean",
+            "sd_runs", "min_run", "max_run", "mean_item_sd"]  # fmt: skip
+    title = "Across repeats: mean of the run means and their SD (CPers), per dimension"
+    absent, notes = left_out(skipped, rows, "needs 2+ repeats of each item: ")
+    return Section("dimensions", title, cols, rows, absent, notes)
 
 
 def judge_means(run: Run, temperature: float) -> dict[str, dict[str, float]]:

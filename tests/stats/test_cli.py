@@ -60,7 +60,8 @@ def test_stats_csv_and_plots(tmp_path: Path) -> None:
     assert main(["stats", str(run), "--csv", str(out), "--plots", "--quiet"]) == 0
     with out.open(encoding="utf-8") as fh:
         sections = {r["section"] for r in csv.DictReader(fh)}
-    assert sections == {"consistency", "temperatures", "distribution", "unscored", "judge_agreement"}
+    assert sections == {"consistency", "temperatures", "dimensions", "distribution", "unscored",
+                        "judge_agreement"}
     names = {p.name for p in (run / "plots").iterdir()}
     assert {"consistency.png", "distributions.png", "judge_agreement.png"} <= names
 
