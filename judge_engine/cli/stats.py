@@ -126,6 +126,9 @@ def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     spans = meta.add_argument_group("span agreement (close reading)")
     spans.add_argument("--spans", metavar="HUMAN=JUDGE",
                        help="expression-list columns: human (in --human-table) = judge (in TABLE)")  # fmt: skip
+    spans.add_argument("--spans-mqm", metavar="REFERENCE=JUDGE",
+                       help="MQM error spans: a judge of the run or a column of error lists (in "
+                            "--human-table or TABLE), each side; P/R/F1, severity and category match")  # fmt: skip
     _output_args(meta)
     meta.set_defaults(handler=handle_meta)
 
@@ -246,7 +249,7 @@ def _load_meta_table(args: argparse.Namespace) -> tuple[Table, list[str]]:
     else:
         table, key, pred = read_table(source), args.key, args.pred
         human_key = args.human_key or key
-    if args.human_table and not args.spans:
+    if args.human_table and not (args.spans or args.spans_mqm):
         if not key:
             raise TableError("--human-table needs --key (the join column)")
         table = join(table, read_table(args.human_table), left_key=key, right_key=human_key)
@@ -306,10 +309,11 @@ def handle_meta(args: argparse.Namespace) -> int:
             ))  # fmt: skip
         if args.spans:
             sections.append(_span_section(args, table))
+        if args.spans_mqm:
+            sections.append(_mqm_span_section(args, table))
         if not sections:
-            raise ValueError(
-                "nothing to compare: give --human/--pred, --compare, --adequacy or --spans"
-            )
+            raise ValueError("nothing to compare: give --human/--pred, --compare, --adequacy, "
+                             "--spans or --spans-mqm")  # fmt: skip
         _emit(args, sections, table.notes)
         if args.plots is not None:
             default = Path(args.table) / "plots" if Path(args.table).is_dir() else Path("plots")
@@ -339,6 +343,46 @@ def _span_section(args: argparse.Namespace, table: Table) -> Section:
         ref_key=args.human_key or args.key or pred_key, pred_col=judge_col, ref_col=human_col,
         group=args.group,
     )  # fmt: skip
+
+
+def _mqm_span_section(args: argparse.Namespace, table: Table) -> Section:
+    """``--spans-mqm REFERENCE=JUDGE``: each side a judge of the run (its verdicts' errors) or a
+    column of error lists in --human-table (joined on --human-key/--key) or in TABLE (--key)."""
+    from judge_engine.stats.meta import mqm_span_section, run_mqm_errors, table_mqm_errors
+    from judge_engine.stats.runs import read_run
+    from judge_engine.stats.tables import read_table
+
+    reference, sep, judge = args.spans_mqm.partition("=")
+    if not (sep and reference and judge):
+        raise ValueError(f"--spans-mqm {args.spans_mqm!r}: expected REFERENCE=JUDGE")
+    run = read_run(args.table) if Path(args.table).is_dir() else None
+    human = read_table(args.human_table) if args.human_table else None
+    own_key = ["item_id"] if run else args.key
+
+    def side(name: str) -> dict[tuple[str, ...], list[dict[str, Any]]]:
+        if run is not None and name in run.judges:
+            return run_mqm_errors(run, name, temperature=args.temperature)
+        if human is not None and name in human.columns:
+            key = args.human_key or args.key or own_key
+            if not key:
+                raise ValueError("--spans-mqm with --human-table needs --key")
+            return table_mqm_errors(human, name, key)
+        if run is None and name in table.columns:
+            if not own_key:
+                raise ValueError("--spans-mqm on a table needs --key")
+            return table_mqm_errors(table, name, own_key)
+        where = f"a judge of {args.table}" if run else f"a column of {args.table}"
+        extra = f" or of {args.human_table}" if human is not None else ""
+        raise ValueError(f"--spans-mqm: {name!r} is not {where}{extra}")
+
+    groups = None
+    if args.group:
+        source = table if run is None else human
+        if source is None or args.group not in source.columns:
+            raise ValueError(f"--group {args.group}: not a column of the annotations' table")
+        key = own_key if source is table else (args.human_key or args.key or own_key)
+        groups = {tuple(str(r.get(k)) for k in key): str(r.get(args.group)) for r in source.rows}
+    return mqm_span_section(side(reference), side(judge), names=(reference, judge), groups=groups)
 
 
 def _clean(value: Any) -> Any:

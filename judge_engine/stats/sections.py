@@ -258,6 +258,7 @@ def table_repeat_matrix(
     """Items x repeats scores from table rows: one column holding a list of repeated scores per
     row (e.g. Prometheus' ``gpt4_score`` "[3, 2, 3]"), or several columns holding one repeat
     each; short rows are padded with NaN."""
+
     def repeats(row: dict[str, Any]) -> list[float]:
         if len(repeat_columns) == 1:
             cells = parse_list(row.get(repeat_columns[0]))
