@@ -123,6 +123,13 @@ def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     adequacy.add_argument(
         "--subset-key", metavar="COL", help="column naming the item in --subset (default: --item)"
     )
+    literal = meta.add_argument_group("literalness (LitEval): overlap of systems' outputs")
+    literal.add_argument("--literalness", nargs="?", const="chrf", choices=["chrf", "bleu"],
+                         help="chrF (default) or BLEU of each system's outputs against each "
+                              "other's for the same --item, by --system; needs --text")  # fmt: skip
+    literal.add_argument("--text", metavar="COL", help="the column holding each output's text")
+    literal.add_argument("--tokenize", metavar="NAME",
+                         help="sacreBLEU's BLEU tokenizer (13a by default; zh, ja-mecab... for CJK)")  # fmt: skip
     spans = meta.add_argument_group("span agreement (close reading)")
     spans.add_argument("--spans", metavar="HUMAN=JUDGE",
                        help="expression-list columns: human (in --human-table) = judge (in TABLE)")  # fmt: skip
@@ -307,13 +314,15 @@ def handle_meta(args: argparse.Namespace) -> int:
                 table, metrics, item=args.item, system=args.system, human=args.human_system,
                 top=args.top_systems, other=args.other_systems, group=args.group,
             ))  # fmt: skip
+        if args.literalness:
+            sections.append(_literalness_section(args, table))
         if args.spans:
             sections.append(_span_section(args, table))
         if args.spans_mqm:
             sections.append(_mqm_span_section(args, table))
         if not sections:
             raise ValueError("nothing to compare: give --human/--pred, --compare, --adequacy, "
-                             "--spans or --spans-mqm")  # fmt: skip
+                             "--literalness, --spans or --spans-mqm")  # fmt: skip
         _emit(args, sections, table.notes)
         if args.plots is not None:
             default = Path(args.table) / "plots" if Path(args.table).is_dir() else Path("plots")
@@ -342,6 +351,20 @@ def _span_section(args: argparse.Namespace, table: Table) -> Section:
         table, read_table(args.human_table), pred_key=pred_key,
         ref_key=args.human_key or args.key or pred_key, pred_col=judge_col, ref_col=human_col,
         group=args.group,
+    )  # fmt: skip
+
+
+def _literalness_section(args: argparse.Namespace, table: Table) -> Section:
+    from judge_engine.stats import literalness
+    from judge_engine.stats.meta import literalness_section
+
+    if not (args.item and args.system and args.text):
+        raise ValueError("--literalness needs --item, --system and --text (a table of outputs)")
+    if not literalness.available():
+        raise ValueError(f"--literalness needs sacreBLEU: {literalness.INSTALL_HINT}")
+    return literalness_section(
+        table, item=args.item, system=args.system, text=args.text, human=args.human_system,
+        group=args.group, metric=args.literalness, tokenize=args.tokenize,
     )  # fmt: skip
 
 

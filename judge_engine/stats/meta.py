@@ -23,6 +23,7 @@ from judge_engine.stats.correlation import (
     correlation,
     system_level_correlation,
 )
+from judge_engine.stats.literalness import OverlapMetric
 from judge_engine.stats.reliability import (
     COLUMNS,
     ICC_COLUMNS,
@@ -384,3 +385,48 @@ def table_mqm_errors(table: Table, column: str, key: Sequence[str]) -> MqmErrors
     for row in table.rows:
         out.setdefault(tuple(str(row.get(k)) for k in key), []).extend(mqm_errors(row.get(column)))
     return out
+
+
+def literalness_section(
+    table: Table,
+    *,
+    item: str,
+    system: str,
+    text: str,
+    human: Collection[str],
+    group: str | None = None,
+    metric: OverlapMetric = "chrf",
+    tokenize: str | None = None,
+) -> Section:
+    """LitEval's literalness table (:mod:`~judge_engine.stats.literalness`) per group: each
+    system's outputs against each system's outputs for the same source (``item``).
+
+    Without ``group`` the rows are pooled; with it, per group only (pooling target languages
+    would compare character n-grams across languages).
+    """
+    from judge_engine.stats.literalness import literalness_rows
+
+    table.require(item, system, text)
+    values = [str(v) for v in table.values(group)] if group else [POOLED] * len(table.rows)
+    rows: list[dict[str, Any]] = []
+    columns: dict[str, None] = {}
+    for g in dict.fromkeys(values):
+        outputs: dict[str, dict[str, list[str]]] = {}
+        for row, v in zip(table.rows, values, strict=True):
+            out = row.get(text)
+            if v == g and isinstance(out, str) and out.strip():
+                by_system = outputs.setdefault(str(row.get(item)), {})
+                by_system.setdefault(str(row.get(system)), []).append(out)
+        systems, found = literalness_rows(
+            outputs, human=set(human), metric=metric, tokenize=tokenize
+        )
+        columns.update(dict.fromkeys(systems))
+        rows += [{"group": g, **r} for r in found]
+    name = "chrF" if metric == "chrf" else "BLEU"
+    title = (f"Literalness: {name} of each system's outputs (row) against each system's (column) "
+             "for the same source")  # fmt: skip
+    cols = ["group", "system", "sources", *columns, "vs_machine", "vs_human"]
+    section = Section("literalness", title, cols, rows)
+    if not rows:
+        section.absent = f"no text in column {text!r}"
+    return section

@@ -110,3 +110,21 @@ def test_prometheus_gpt4_reliability_with_intervals(shared_data: Path, tmp_path:
     assert round(r["icc_2_1"]["value"], 3) == round(r["icc_3_1"]["value"], 3)
     assert r["icc_2_k"]["value"] > r["icc_2_1"]["value"]
     assert all(row["n"] == 320 for row in r.values())
+
+
+def test_liteval_literalness_machine_outputs_overlap_more_with_each_other(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    # metric_df.csv keeps the first 20 characters of each translation (tgt_) and of its source
+    # (source_, the item): chrF between those prefixes. In every pair the machine systems'
+    # outputs overlap more with each other than with the human translations.
+    s = sections(["meta", str(shared_data / "litmt_eval" / "metric_df.csv"), "--literalness",
+                  "--item", "source_", "--system", "model_human", "--text", "tgt_",
+                  "--group", "pair", "--human-system", "translator"], tmp_path)  # fmt: skip
+    rows = s["literalness"]["rows"]
+    for pair in ("de-en", "en-de", "de-zh", "en-zh"):
+        machines = [r for r in rows if r["group"] == pair and r["system"] != "translator"]
+        assert len(machines) == 9
+        among = sum(r["vs_machine"] for r in machines) / 9
+        with_human = sum(r["vs_human"] for r in machines) / 9
+        assert among > with_human, pair
