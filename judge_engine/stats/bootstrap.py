@@ -116,9 +116,11 @@ def bootstrap_interval(
     return percentile_interval(values, confidence=confidence)
 
 
-def _ratio(num: FloatArray, den: FloatArray) -> FloatArray:
+def _ratio(num: FloatArray, den: FloatArray, scale: Any = 0.0) -> FloatArray:
+    """num / den, NaN where den is not positive beyond rounding (1e-12 of ``scale``, the size of
+    the terms whose difference ``den`` is)."""
     out: FloatArray = np.full(np.shape(num), math.nan)
-    np.divide(num, den, out=out, where=den > 0)
+    np.divide(num, den, out=out, where=den > 1e-12 * np.asarray(scale))
     return out
 
 
@@ -214,13 +216,13 @@ class Alpha:
             a = (m**2 - (self._counts**2).sum(axis=1)) / (m - 1)
             marginal = weights @ self._counts
             expected = n_values**2 - (marginal**2).sum(axis=1)
-            return 1.0 - _ratio((n_values - 1) * (weights @ a), expected)
+            return 1.0 - _ratio((n_values - 1) * (weights @ a), expected, n_values**2)
         if self.level == "interval":
             s1, s2 = self._s1, self._s2
             a = 2 * (m * s2 - s1**2) / (m - 1)
             total1, total2 = weights @ s1, weights @ s2
             expected = 2 * (n_values * total2 - total1**2)
-            return 1.0 - _ratio((n_values - 1) * (weights @ a), expected)
+            return 1.0 - _ratio((n_values - 1) * (weights @ a), expected, n_values * total2)
         marginal = weights @ self._counts  # resamples x categories
         ranks = np.cumsum(marginal, axis=1) - marginal / 2
         s1 = self._counts @ ranks.T  # units x resamples
@@ -229,7 +231,7 @@ class Alpha:
         observed = (weights * a.T).sum(axis=1)
         total1, total2 = (marginal * ranks).sum(axis=1), (marginal * ranks**2).sum(axis=1)
         expected = 2 * (n_values * total2 - total1**2)
-        return 1.0 - _ratio((n_values - 1) * observed, expected)
+        return 1.0 - _ratio((n_values - 1) * observed, expected, n_values * total2)
 
 
 class Icc:

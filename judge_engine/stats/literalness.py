@@ -9,7 +9,8 @@ default) or BLEU (word n-grams; pick the tokenizer for the target language, e.g.
 a system has several outputs for a source (several human translators), every pair of outputs is
 compared, so the diagonal is the overlap between a system's own outputs.
 
-The one home of ``sacrebleu`` (the ``stats`` extra): chrF and BLEU are computed offline, with
+:func:`literalness_section` is the table ``meta --literalness`` prints. The one home of
+``sacrebleu`` (the ``stats`` extra): chrF and BLEU are computed offline, with
 sacreBLEU's own tokenizers, nothing downloaded.
 
 References: Popović (2015), "chrF: character n-gram F-score for automatic MT evaluation";
@@ -23,6 +24,10 @@ import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from judge_engine.stats.meta import POOLED
+from judge_engine.stats.sections import Section
+from judge_engine.stats.tables import Table
 
 OverlapMetric = Literal["chrf", "bleu"]
 INSTALL_HINT = "pip install 'judge-engine[stats]'"
@@ -136,3 +141,46 @@ def literalness_rows(
             "vs_human": sum(humans) / len(humans) if humans else math.nan,
         })  # fmt: skip
     return systems, rows
+
+
+def literalness_section(
+    table: Table,
+    *,
+    item: str,
+    system: str,
+    text: str,
+    human: Collection[str],
+    group: str | None = None,
+    metric: OverlapMetric = "chrf",
+    tokenize: str | None = None,
+) -> Section:
+    """LitEval's literalness table (:mod:`~judge_engine.stats.literalness`) per group: each
+    system's outputs against each system's outputs for the same source (``item``).
+
+    Without ``group`` the rows are pooled; with it, per group only (pooling target languages
+    would compare character n-grams across languages).
+    """
+    table.require(item, system, text)
+    values = [str(v) for v in table.values(group)] if group else [POOLED] * len(table.rows)
+    rows: list[dict[str, Any]] = []
+    columns: dict[str, None] = {}
+    for g in dict.fromkeys(values):
+        outputs: dict[str, dict[str, list[str]]] = {}
+        for row, v in zip(table.rows, values, strict=True):
+            out = row.get(text)
+            if v == g and isinstance(out, str) and out.strip():
+                by_system = outputs.setdefault(str(row.get(item)), {})
+                by_system.setdefault(str(row.get(system)), []).append(out)
+        systems, found = literalness_rows(
+            outputs, human=set(human), metric=metric, tokenize=tokenize
+        )
+        columns.update(dict.fromkeys(systems))
+        rows += [{"group": g, **r} for r in found]
+    name = "chrF" if metric == "chrf" else "BLEU"
+    title = (f"Literalness: {name} of each system's outputs (row) against each system's (column) "
+             "for the same source")  # fmt: skip
+    cols = ["group", "system", "sources", *columns, "vs_machine", "vs_human"]
+    section = Section("literalness", title, cols, rows)
+    if not rows:
+        section.absent = f"no text in column {text!r}"
+    return section

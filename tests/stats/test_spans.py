@@ -15,7 +15,7 @@ from judge_engine.stats import (
     span_char_kappa,
     span_prf,
 )
-from judge_engine.stats.meta import mqm_errors
+from judge_engine.stats.mqm_spans import mqm_errors
 from tests.stats.fixtures import outcome, write_run
 from tests.stats.test_cli import rows_by, run_json
 
