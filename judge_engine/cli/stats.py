@@ -63,6 +63,14 @@ def _register_stats(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     stats.add_argument("--reliability", action="store_true",
                        help="repeats as raters: alpha, the six ICC forms, Fleiss' and Randolph's kappa")  # fmt: skip
     interval_args(stats, "for --reliability")
+    bias = stats.add_argument_group("biases (from the run's items)")
+    bias.add_argument("--system-field", default="system", metavar="NAME",
+                      help="item field naming the system that produced the judged text (default system)")  # fmt: skip
+    bias.add_argument("--family", nargs="+", default=[], metavar="NAME=FAMILY",
+                      help="model family of a judge's model or a system the built-in patterns do not "
+                           "know, e.g. towerinstruct-7b-v0.2=meta")  # fmt: skip
+    bias.add_argument("--items", type=Path, metavar="PATH",
+                      help="the run's dataset, if it moved since the run")  # fmt: skip
     stats.add_argument("--baselines", nargs="+", type=Path, default=[], metavar="FILE",
                        help="CDAT runs: RANDOM.json [COMMON.json] (judge-engine cdat-baselines, or the "
                             "paper's files) for the gate, CDAT score, elbow distance and Pareto front")  # fmt: skip
@@ -119,6 +127,7 @@ def handle_stats(args: argparse.Namespace) -> int:
             from judge_engine.protocols.reports import protocol_sections
 
             sections += protocol_sections(run)
+            sections += _bias_sections(run, args)
             generation = _generation(run, args.baselines)
             sections += generation.sections if generation else []
             notes = run.notes
@@ -149,6 +158,46 @@ def handle_stats(args: argparse.Namespace) -> int:
     except ValueError as exc:  # TableError included
         return fail("stats", str(exc))
     return 0
+
+
+def _bias_sections(run: Run, args: argparse.Namespace) -> list[Section]:
+    """Verbosity and self-preference, from the run's items (read from its dataset)."""
+    from judge_engine.protocols.reports import length_fields
+    from judge_engine.stats.bias import self_preference_section, verbosity_section
+
+    fields = length_fields()
+    wanted = {args.system_field, *(f for pair in fields.values() for f in pair if f)}
+    items, why = _items(run, wanted, args.items)
+    overrides = {}
+    for spec in args.family:
+        name, sep, family = spec.partition("=")
+        if not (sep and name and family):
+            raise ValueError(f"--family {spec!r}: expected NAME=FAMILY")
+        overrides[name.strip().lower()] = family.strip().lower()
+    return [
+        verbosity_section(run, items, fields, why_no_items=why),
+        self_preference_section(run, items, system_field=args.system_field, overrides=overrides,
+                                why_no_items=why),
+    ]  # fmt: skip
+
+
+def _items(run: Run, fields: set[str], path: Path | None) -> tuple[dict[str, dict[str, Any]] | None, str]:
+    """``(items by id with only ``fields``, "")``, or ``(None, why not)``."""
+    from judge_engine.errors import DatasetError, RunDirError
+    from judge_engine.export import run_items
+    from judge_engine.jsonio import loads
+
+    if run.manifest is None:
+        return None, f"{run.path} has no readable run.json naming its dataset"
+    try:
+        table = run_items(run.path, run.manifest, path=path)
+    except (DatasetError, RunDirError) as exc:
+        return None, str(exc)
+    items = {}
+    for item_id, encoded in table.encoded.items():
+        item = loads(encoded)
+        items[item_id] = {k: item[k] for k in fields if k in item}
+    return items, ""
 
 
 def _generation(run: Run, baselines: Sequence[Path]) -> GenerationReport | None:

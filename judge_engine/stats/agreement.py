@@ -251,12 +251,14 @@ def mean_squares(
 
 
 def icc_from_mean_squares(
-    bms: Any, wms: Any, jms: Any, ems: Any, n: int, k: int, form: IccForm
+    bms: Any, wms: Any, jms: Any, ems: Any, n: int, k: int, form: IccForm, *, floor: float = 0.0
 ) -> FloatArray:
     """One ICC form from the ANOVA mean squares (arrays: one value per resample).
 
     A denominator that is zero up to rounding (mean squares cancelling) gives NaN: dividing by its
-    1e-16 residue would report an ICC of -1e16 for one rater order and NaN for another.
+    1e-16 residue would report an ICC of -1e16 for one rater order and NaN for another. ``floor``
+    is a variance the rounding is measured against when the mean squares are all rounding
+    residue themselves (a bootstrap resample of constant rows).
     """
     bms, wms, jms, ems = (np.atleast_1d(np.asarray(v, dtype=float)) for v in (bms, wms, jms, ems))
     num, den = {
@@ -268,7 +270,7 @@ def icc_from_mean_squares(
         "ICC(3,k)": (bms - ems, bms),
     }[form]
     scale = np.abs(bms) + np.abs(wms) + np.abs(jms) + np.abs(ems)
-    ok = den > 1e-12 * scale
+    ok = den > 1e-12 * np.maximum(scale, floor)
     out: FloatArray = np.full(num.shape, math.nan)
     np.divide(num, den, out=out, where=ok)
     return out

@@ -243,6 +243,7 @@ class Icc:
         self.form = form
         self.n_items, self._k = x.shape if x.ndim == 2 else (0, 0)
         self._x = x - (x.mean() if x.size else 0.0)  # ICC is shift-free; sums stay small
+        self._variance = float((self._x**2).mean()) if x.size else 0.0
         self._rowsum = self._x.sum(axis=1)
         self._sq = (self._x**2).sum(axis=1)
 
@@ -255,9 +256,8 @@ class Icc:
         ss_rows = (weights @ self._rowsum**2) / k - n * k * grand**2
         columns = (weights @ self._x) / n
         ss_cols = n * ((columns - grand[:, None]) ** 2).sum(axis=1)
-        return icc_from_mean_squares(
-            *mean_squares(ss_total, ss_rows, ss_cols, n, k), n, k, self.form
-        )
+        mean_sq = mean_squares(ss_total, ss_rows, ss_cols, n, k)
+        return icc_from_mean_squares(*mean_sq, n, k, self.form, floor=self._variance)
 
 
 class _Multirater:
