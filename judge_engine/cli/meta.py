@@ -77,6 +77,12 @@ def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
     adequacy.add_argument(
         "--subset-key", metavar="COL", help="column naming the item in --subset (default: --item)"
     )
+    bias = meta.add_argument_group("self-preference")
+    bias.add_argument("--self-preference", nargs="+", default=[], metavar="COL=MODEL",
+                      help="a judge's score column and its model: its own family's systems (--system) "
+                           "against the rest, read against the --human columns")  # fmt: skip
+    bias.add_argument("--family", nargs="+", default=[], metavar="NAME=FAMILY",
+                      help="model family of a model or system the built-in patterns do not know")  # fmt: skip
     literal = meta.add_argument_group("literalness (LitEval): overlap of systems' outputs")
     literal.add_argument("--literalness", nargs="?", const="chrf", choices=["chrf", "bleu"],
                          help="chrF (default) or BLEU of each system's outputs against each "
@@ -169,6 +175,8 @@ def handle_meta(args: argparse.Namespace) -> int:
                 table, metrics, item=args.item, system=args.system, human=args.human_system,
                 top=args.top_systems, other=args.other_systems, group=args.group,
             ))  # fmt: skip
+        if args.self_preference:
+            sections.append(_self_preference_section(args, table))
         if args.literalness:
             sections.append(_literalness_section(args, table))
         if args.spans:
@@ -177,7 +185,7 @@ def handle_meta(args: argparse.Namespace) -> int:
             sections.append(_mqm_span_section(args, table))
         if not sections:
             raise ValueError("nothing to compare: give --human/--pred, --compare, --adequacy, "
-                             "--literalness, --spans or --spans-mqm")  # fmt: skip
+                             "--self-preference, --literalness, --spans or --spans-mqm")  # fmt: skip
         emit(args, sections, table.notes)
         if args.plots is not None:
             default = Path(args.table) / "plots" if Path(args.table).is_dir() else Path("plots")
@@ -206,6 +214,28 @@ def _span_section(args: argparse.Namespace, table: Table) -> Section:
         table, read_table(args.human_table), pred_key=pred_key,
         ref_key=args.human_key or args.key or pred_key, pred_col=judge_col, ref_col=human_col,
         group=args.group,
+    )  # fmt: skip
+
+
+def _pairs(specs: Sequence[str], flag: str) -> dict[str, str]:
+    out = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not (sep and name and value):
+            raise ValueError(f"{flag} {spec!r}: expected NAME=VALUE")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _self_preference_section(args: argparse.Namespace, table: Table) -> Section:
+    from judge_engine.stats.bias import table_self_preference_section
+
+    if not args.system:
+        raise ValueError("--self-preference needs --system (the column naming each row's system)")
+    overrides = {k.lower(): v.lower() for k, v in _pairs(args.family, "--family").items()}
+    return table_self_preference_section(
+        table, _pairs(args.self_preference, "--self-preference"), system=args.system,
+        controls=args.human, group=args.group, overrides=overrides,
     )  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from judge_engine.stats._arrays import as_float_array
 from judge_engine.stats.correlation import correlation
 from judge_engine.stats.runs import Run
 from judge_engine.stats.sections import Section, judge_means, left_out
+from judge_engine.stats.tables import Table
 
 
 @dataclass(frozen=True)
@@ -219,4 +220,51 @@ def self_preference_section(
         section.notes.append(
             f"model family unknown for: {', '.join(unknown)} (--family NAME=FAMILY)"
         )
+    return section
+
+
+def table_self_preference_section(
+    table: Table,
+    judges: Mapping[str, str],
+    *,
+    system: str,
+    controls: Sequence[str],
+    group: str | None = None,
+    overrides: Mapping[str, str] | None = None,
+) -> Section:
+    """Self-preference in a table of scores (``meta --self-preference COL=MODEL``), per group
+    and pooled: each judge column's own-family rows against the rest, read against the same
+    split in the ``controls`` columns (humans, e.g. MQM), which carry the real difference.
+
+    Args:
+        judges: ``{score column: the judge's model}``, e.g. ``{"gemba_all_orig": "gpt-4o-mini"}``.
+        system: the column naming the system of each row.
+    """
+    table.require(system, *judges, *controls)
+    systems = [str(s) for s in table.values(system)]
+    groups = [str(v) for v in table.values(group)] if group else ["all"] * len(systems)
+    cols = ["group", "judge", "family", "own_systems", "n_own", "n_other", "mean_own",
+            "mean_other", "gap", "gap_sd", "others_gap_sd", "excess"]  # fmt: skip
+    title = "Self-preference: a judge on its own model family's outputs (gap in SD units)"
+    section = Section("self_preference", title, cols, [])
+    families = {s: model_family(s, overrides=overrides) for s in set(systems)}
+    for column, model in judges.items():
+        family = model_family(model, overrides=overrides)
+        own_systems = sorted(s for s, f in families.items() if f is not None and f == family)
+        if not own_systems:
+            section.notes.append(f"not shown: {column} ({model}: family {family}, no system of it)")
+            continue
+        own = np.array([families[s] == family for s in systems])
+        for g in [*dict.fromkeys(groups), "all"] if group else ["all"]:
+            mask = np.array([g in (v, "all") for v in groups])
+            gap = preference_gap(table.floats(column)[mask], own[mask])
+            others = [preference_gap(table.floats(c)[mask], own[mask]) for c in controls]
+            control, excess = excess_preference(gap, others)
+            section.rows.append({
+                "group": g, "judge": column, "family": family, "own_systems": ", ".join(own_systems),
+                **gap.as_dict(), "others_gap_sd": control, "excess": excess,
+            })  # fmt: skip
+    if not section.rows:
+        section.absent = f"no judge's model family is the family of a system in {system!r}"
+        section.notes = []
     return section

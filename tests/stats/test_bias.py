@@ -49,7 +49,9 @@ def test_model_family(name: str, family: str | None) -> None:
 
 
 def test_model_family_overrides() -> None:
-    assert model_family("towerinstruct-7b-v0.2", overrides={"towerinstruct-7b-v0.2": "meta"}) == "meta"
+    assert (
+        model_family("towerinstruct-7b-v0.2", overrides={"towerinstruct-7b-v0.2": "meta"}) == "meta"
+    )
     assert model_family("hosted_vllm/my-judge", overrides={"my-judge": "openai"}) == "openai"
 
 
@@ -103,7 +105,10 @@ def test_self_preference_section_hand_derived(tmp_path: Path) -> None:
     assert row["others_gap_sd"] == 0.0 and row["excess"] == pytest.approx(row["gap_sd"])
     no_system = self_preference_section(run, {i: {"target": "x"} for i in ITEMS})
     assert no_system.absent == "the items have no 'system' field naming the system judged"
-    assert "needs the run's items: gone" in self_preference_section(run, None, why_no_items="gone").absent
+    assert (
+        "needs the run's items: gone"
+        in self_preference_section(run, None, why_no_items="gone").absent
+    )
 
 
 def test_verbosity_section_hand_derived(tmp_path: Path) -> None:
@@ -135,10 +140,30 @@ def test_stats_reads_the_items_from_the_runs_dataset(tmp_path: Path) -> None:
     _manifest_with_dataset(run, items)
     s: dict[str, Any] = run_json(["stats", str(run)], tmp_path)
     assert rows_by(s["self_preference"], judge="g")[0]["excess"] == pytest.approx(1.5492, abs=1e-4)
-    assert rows_by(s["verbosity"], judge="g", length_of="answer")[0]["spearman"] == pytest.approx(-0.6)
+    assert rows_by(s["verbosity"], judge="g", length_of="answer")[0]["spearman"] == pytest.approx(
+        -0.6
+    )
     # --family names what the patterns do not know: now claude judges "its own" llama outputs.
     s = run_json(["stats", str(run), "--family", f"{CLAUDE}=meta"], tmp_path)
     assert {r["judge"] for r in s["self_preference"]["rows"]} == {"g", "c"}
     items.unlink()
     s = run_json(["stats", str(run)], tmp_path)
     assert "is gone" in s["verbosity"]["absent"] and "is gone" in s["self_preference"]["absent"]
+
+
+def test_meta_self_preference_against_humans(tmp_path: Path) -> None:
+    path = tmp_path / "scores.csv"
+    # judge (gpt-4o-mini) 4, 5 on gpt4o rows and 2, 3 on the others: gap_sd 1.5492 as above;
+    # humans 3, 4, 3, 4: no difference, so the excess is the judge's whole gap.
+    rows = [("gpt4o", 4, 3), ("gpt4o", 5, 4), ("deepl", 2, 3), ("nllb", 3, 4)]
+    path.write_text(
+        "sys,judge,human\n" + "".join(f"{s},{j},{h}\n" for s, j, h in rows), encoding="utf-8"
+    )
+    s = run_json(["meta", str(path), "--self-preference", "judge=openai/gpt-4o-mini",
+                  "--system", "sys", "--human", "human"], tmp_path)["self_preference"]  # fmt: skip
+    (row,) = s["rows"]
+    assert (row["own_systems"], row["n_own"], row["gap"]) == ("gpt4o", 2, 1.0 + 1.0)
+    assert row["others_gap_sd"] == 0.0 and row["excess"] == pytest.approx(2 / math.sqrt(5 / 3))
+    other = run_json(["meta", str(path), "--self-preference", "judge=anthropic/claude-3-opus",
+                      "--system", "sys"], tmp_path)["self_preference"]  # fmt: skip
+    assert other["absent"] == "no judge's model family is the family of a system in 'sys'"

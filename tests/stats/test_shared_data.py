@@ -128,3 +128,18 @@ def test_liteval_literalness_machine_outputs_overlap_more_with_each_other(
         among = sum(r["vs_machine"] for r in machines) / 9
         with_human = sum(r["vs_human"] for r in machines) / 9
         assert among > with_human, pair
+
+
+def test_liteval_gemba_shows_no_self_preference_beyond_the_humans(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    # LitEval's GEMBA-MQM judge is GPT-4o-mini (gemba_mqm.md), and GPT-4o is one of the systems.
+    # GEMBA scores GPT-4o's translations about 0.56 SD above the rest, and so does human MQM
+    # (0.57): in every pair the judge's gap is within 0.12 SD of the humans'.
+    s = sections(["meta", str(shared_data / "litmt_eval" / "metric_df.csv"), "--self-preference",
+                  "gemba_all_orig=openai/gpt-4o-mini", "--system", "model_human",
+                  "--human", "mqm_score", "--group", "pair"], tmp_path)["self_preference"]  # fmt: skip
+    rows = {r["group"]: r for r in s["rows"]}
+    assert rows["all"]["own_systems"] == "gpt4o" and rows["all"]["n_own"] == 199
+    assert round(rows["all"]["gap_sd"], 3) == 0.556 and round(rows["all"]["others_gap_sd"], 3) == 0.570
+    assert all(abs(r["excess"]) < 0.12 for r in rows.values())
