@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 
 FAMILIES: tuple[tuple[str, str], ...] = (
-    ("openai", r"(gpt|chatgpt|o[1-9](-|$)|text-davinci|davinci)"),
+    ("openai", r"(gpt|chat[-_]?gpt|o[1-9](-|$)|text-davinci|davinci)"),
     ("anthropic", r"claude"),
     ("google", r"(gemini|gemma|palm|chat-bison|text-bison)"),
     ("meta", r"(meta-llama|llama|codellama)"),

@@ -36,7 +36,8 @@ SCORES = {"g": (GPT, [4, 5, 2, 3]), "c": (CLAUDE, [3, 4, 3, 4])}
 
 @pytest.mark.parametrize(("name", "family"), [
     ("openai/gpt-4o-mini", "openai"), ("gpt-4o-2024-08-06", "openai"), ("gpt4o", "openai"),
-    ("o3-mini", "openai"), ("anthropic/claude-sonnet-4-5", "anthropic"),
+    ("o3-mini", "openai"), ("chat_gpt", "openai"), ("chatgpt", "openai"),
+    ("anthropic/claude-sonnet-4-5", "anthropic"), ("vicuna_13b", None), ("wizardlm_13b", None),
     ("gemini/gemini-1.5-pro", "google"), ("gemma-1.1-7b-it", "google"),
     ("together_ai/meta-llama/Llama-3-70b-chat-hf", "meta"), ("meta-llama-3-8b-instruct", "meta"),
     ("Qwen/Qwen2-7B-Instruct", "alibaba"), ("qwen2-beta-7b-chat", "alibaba"),

@@ -141,5 +141,58 @@ def test_liteval_gemba_shows_no_self_preference_beyond_the_humans(
                   "--human", "mqm_score", "--group", "pair"], tmp_path)["self_preference"]  # fmt: skip
     rows = {r["group"]: r for r in s["rows"]}
     assert rows["all"]["own_systems"] == "gpt4o" and rows["all"]["n_own"] == 199
-    assert round(rows["all"]["gap_sd"], 3) == 0.556 and round(rows["all"]["others_gap_sd"], 3) == 0.570
+    assert (
+        round(rows["all"]["gap_sd"], 3) == 0.556 and round(rows["all"]["others_gap_sd"], 3) == 0.570
+    )
     assert all(abs(r["excess"]) < 0.12 for r in rows.values())
+
+
+def _prometheus_gpt4(
+    name: str, shared_data: Path
+) -> tuple[list[float], list[str], list[int], list[int]]:
+    """GPT-4's mean of three scores, the system judged, and the lengths of the response and of
+    the reference answer, cut from the rendered prompt."""
+    from judge_engine.stats import parse_list
+
+    def between(text: str, start: str, end: str) -> str:
+        i = text.index(start) + len(start)
+        return text[i : text.index(end, i)].strip()
+
+    rows = json.loads(
+        (shared_data / "prometheus" / f"{name}_eval.json").read_text(encoding="utf-8")
+    )
+    scores = [sum(map(float, parse_list(r["gpt4_score"]))) / 3 for r in rows]
+    answer = [
+        len(between(r["instruction"], "###Response to evaluate:", "###Reference Answer"))
+        for r in rows
+    ]
+    reference = [len(between(r["instruction"], "(Score 5):", "###Score Rubrics")) for r in rows]
+    return scores, [r["response_source"] for r in rows], answer, reference
+
+
+def test_prometheus_gpt4_verbosity(shared_data: Path) -> None:
+    from judge_engine.stats import length_correlations
+
+    # Vicuna bench: GPT-4's score follows the response's length (rho 0.375) and not the
+    # reference answer's (-0.034): a verbosity signal. MT-Bench: both follow (0.348, 0.306),
+    # the size of the task; the ratio barely (0.112).
+    want = {"vicuna": (0.375, -0.034, 0.419), "mt_bench": (0.348, 0.306, 0.112)}
+    for name, (answer_rho, reference_rho, ratio_rho) in want.items():
+        scores, _, answer, reference = _prometheus_gpt4(name, shared_data)
+        ratio = [a / r for a, r in zip(answer, reference, strict=True)]
+        got = [
+            round(length_correlations(scores, x)["spearman"], 3) for x in (answer, reference, ratio)
+        ]
+        assert got == [answer_rho, reference_rho, ratio_rho], name
+
+
+def test_prometheus_gpt4_on_chatgpt_outputs(shared_data: Path) -> None:
+    from judge_engine.families import model_family
+    from judge_engine.stats import preference_gap
+
+    # GPT-4 grades ChatGPT's MT-Bench answers 3.817 on average, the three 13B models' 3.379:
+    # 0.35 SD. No human scores in the file, so no control: a gap, not yet an excess.
+    scores, systems, _, _ = _prometheus_gpt4("mt_bench", shared_data)
+    gap = preference_gap(scores, [model_family(s) == model_family("gpt-4") for s in systems])
+    assert (gap.n_own, round(gap.mean_own, 3), round(gap.mean_other, 3)) == (80, 3.817, 3.379)
+    assert round(gap.gap_sd, 3) == 0.350
