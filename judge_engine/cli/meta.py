@@ -89,8 +89,8 @@ def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
                               "other's for the same --item, by --system; needs --text")  # fmt: skip
     literal.add_argument("--text", metavar="COL", help="the column holding each output's text")
     literal.add_argument("--tokenize", metavar="NAME",
-                         help="sacreBLEU's BLEU tokenizer (13a by default; zh, ja-mecab... for CJK)")  # fmt: skip
-    spans = meta.add_argument_group("span agreement (close reading)")
+                         help="sacreBLEU's BLEU tokenizer (13a by default; zh for Chinese, char)")  # fmt: skip
+    spans = meta.add_argument_group("span agreement (close reading, MQM)")
     spans.add_argument("--spans", metavar="HUMAN=JUDGE",
                        help="expression-list columns: human (in --human-table) = judge (in TABLE)")  # fmt: skip
     spans.add_argument("--spans-mqm", metavar="REFERENCE=JUDGE",
