@@ -37,6 +37,7 @@ HOMES = {
     "textblob_aptagger": set(),
     "pandas": {"frames.py"},
     "pyarrow": {"parquet.py"},
+    "sacrebleu": {"stats/literalness.py"},
 }
 """Each third-party library and the modules that may import it (numpy and pydantic are the
 stats' and the models' common language, imported wherever they are used)."""

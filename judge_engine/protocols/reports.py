@@ -13,6 +13,26 @@ from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
 
 
+def dimensions() -> dict[str, tuple[str, ...]]:
+    """The sub-scores ``stats`` follows across repeats, by protocol: TTCT's four dimensions
+    (CPers reports each over three runs) and literary MQM's aspects."""
+    from judge_engine.protocols.gemba_mqm_literary import ASPECTS
+    from judge_engine.protocols.ttct import DIMENSIONS
+
+    return {"ttct": tuple(DIMENSIONS), "gemba-mqm-literary": ASPECTS}
+
+
+def length_fields() -> dict[str, tuple[str, str | None]]:
+    """The item fields ``stats``' verbosity report measures, by protocol: (the judged text, the
+    text it is judged against or None). A translation is judged against its source."""
+    return {
+        "gemba-mqm": ("target", "source"),
+        "gemba-mqm-literary": ("target", "source"),
+        "prometheus-absolute": ("response", "reference_answer"),
+        "ttct": ("text", None),
+    }
+
+
 def protocol_sections(run: Run) -> list[Section]:
     """Extra sections for the protocols present in ``run`` (none when no protocol has any): a
     protocol's section that cannot be computed for this run is there with its ``absent`` reason."""

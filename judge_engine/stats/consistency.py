@@ -126,6 +126,52 @@ def flip_rate(labels: Sequence[Sequence[Hashable]]) -> float:
     return float(np.mean(flips)) if flips else math.nan
 
 
+@dataclass(frozen=True)
+class RunSpread:
+    """A score's mean over repeated runs and its spread across them (CPers, Table 4)."""
+
+    n_items: int
+    """Items scored in every repeat (each run's mean is over the same items)."""
+    n_repeats: int
+    mean: float
+    """Mean of the run means (= the mean over items and runs)."""
+    sd_runs: float
+    """Sample standard deviation (ddof=1) of the run means: how much a reported figure moves
+    from one run of the whole evaluation to the next."""
+    min_run: float
+    max_run: float
+    mean_item_sd: float
+    """Mean within-item standard deviation across runs (population, ddof=0, as ``mean_sd``)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict, for tables and JSON."""
+        return asdict(self)
+
+
+def run_spread(scores: Any) -> RunSpread:
+    """Mean and spread across runs of an items x repeats matrix, over its complete items.
+
+    Example: items [1, 2], [3, 3], [5, 4] -> run means 3 and 3, sd_runs 0; item SDs 0.5, 0,
+    0.5 -> mean_item_sd 1/3.
+
+    Returns:
+        :class:`RunSpread`; NaN figures without a complete item (and sd_runs with one repeat).
+    """
+    x = _matrix(scores)
+    complete = x[np.isfinite(x).all(axis=1)] if x.size else np.zeros((0, 0))
+    n_items, n_repeats = complete.shape if complete.ndim == 2 else (0, 0)
+    if n_items == 0:
+        nan = math.nan
+        return RunSpread(0, int(x.shape[1]) if x.ndim == 2 else 0, nan, nan, nan, nan, nan)
+    means = complete.mean(axis=0)
+    return RunSpread(
+        n_items=int(n_items), n_repeats=int(n_repeats), mean=float(means.mean()),
+        sd_runs=float(means.std(ddof=1)) if n_repeats > 1 else math.nan,
+        min_run=float(means.min()), max_run=float(means.max()),
+        mean_item_sd=float(complete.std(axis=1).mean()),
+    )  # fmt: skip
+
+
 def repeat_consistency(scores: Any, *, small: float = 1.0, large: float = 5.0) -> RepeatConsistency:
     """All consistency measures for one items x repeats matrix (one temperature).
 

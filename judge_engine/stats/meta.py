@@ -14,13 +14,21 @@ from typing import Any
 import numpy as np
 
 from judge_engine.stats.adequacy import adequacy
-from judge_engine.stats.agreement import cohen_kappa, icc, krippendorff_alpha, percent_agreement
+from judge_engine.stats.agreement import percent_agreement
 from judge_engine.stats.correlation import (
     METHODS,
     Method,
     bootstrap_ci,
     correlation,
     system_level_correlation,
+)
+from judge_engine.stats.reliability import (
+    COLUMNS,
+    ICC_COLUMNS,
+    MULTIRATER,
+    PAIRWISE,
+    coefficients,
+    long_rows,
 )
 from judge_engine.stats.sections import Section
 from judge_engine.stats.spans import span_prf
@@ -101,33 +109,61 @@ def _stat(method: Method) -> Callable[[Any, Any], float]:
     return lambda a, b: correlation(a, b, method=method)
 
 
-def agreement_section(
-    table: Table, comparisons: Sequence[tuple[str, str]], *, group: str | None = None
-) -> Section:
-    """Agreement (exact, Cohen's kappa plain and quadratic, alpha, ICC(2,1)) per comparison.
+def agreement_coefficients(*, icc_forms: bool = False, multirater: bool = False) -> list[str]:
+    """The coefficients ``meta --agreement`` reports (:mod:`judge_engine.stats.reliability`
+    names): kappa plain and quadratic, alpha ordinal and interval, ICC(2,1); every ICC form with
+    ``icc_forms``; Fleiss' and Randolph's kappa with ``multirater``."""
+    iccs = list(ICC_COLUMNS) if icc_forms else ["icc_2_1"]
+    return [*PAIRWISE, "alpha_ordinal", "alpha_interval", *iccs,
+            *(MULTIRATER if multirater else ())]  # fmt: skip
+
+
+def agreement_sections(
+    table: Table,
+    comparisons: Sequence[tuple[str, str]],
+    *,
+    group: str | None = None,
+    icc_forms: bool = False,
+    multirater: bool = False,
+    n_categories: int | None = None,
+    bootstrap: int = 0,
+    seed: int = 0,
+) -> list[Section]:
+    """Agreement per comparison (exact agreement and :func:`agreement_coefficients`) and, with
+    ``bootstrap`` > 0, a second section with each coefficient's bootstrap interval over items.
 
     Values are compared as given: use it for scores on a shared discrete scale (e.g. 1-5).
     """
-    rows = []
+    names = agreement_coefficients(icc_forms=icc_forms, multirater=multirater)
+    rows: list[dict[str, Any]] = []
+    intervals: list[dict[str, Any]] = []
     for g, mask in _groups(table, group):
         for h, p in comparisons:
             x, y = table.floats(h)[mask], table.floats(p)[mask]
             keep = np.isfinite(x) & np.isfinite(y)
-            a, b = x[keep].tolist(), y[keep].tolist()
-            pairs = [list(t) for t in zip(a, b, strict=True)]
+            pairs = np.column_stack([x[keep], y[keep]])
+            results = coefficients(pairs, names, bootstrap=bootstrap, seed=seed,
+                                   n_categories=n_categories)  # fmt: skip
+            at: dict[str, Any] = {"group": g, "human": h, "judge": p}
             rows.append({
-                "group": g, "human": h, "judge": p, "n": len(a),
-                "exact_agreement": percent_agreement(pairs) if pairs else math.nan,
-                "cohen_kappa": cohen_kappa(a, b),
-                "kappa_quadratic": cohen_kappa(a, b, weights="quadratic"),
-                "alpha_ordinal": krippendorff_alpha(pairs, level="ordinal"),
-                "alpha_interval": krippendorff_alpha(pairs, level="interval"),
-                "icc_2_1": icc(pairs, form="ICC(2,1)") if pairs else math.nan,
+                **at, "n": int(keep.sum()),
+                "exact_agreement": percent_agreement(pairs.tolist()) if len(pairs) else math.nan,
+                **{name: r["value"] for name, r in results.items()},
             })  # fmt: skip
-    cols = ["group", "human", "judge", "n", "exact_agreement", "cohen_kappa",
-            "kappa_quadratic", "alpha_ordinal", "alpha_interval", "icc_2_1"]  # fmt: skip
-    section = Section("agreement", "Agreement with human scores", cols, rows)
-    return _absent_without_pairs(section, "n", comparisons)
+            intervals += long_rows(at, results)
+    cols = ["group", "human", "judge", "n", "exact_agreement", *names]
+    section = _absent_without_pairs(
+        Section("agreement", "Agreement with human scores", cols, rows), "n", comparisons
+    )
+    if not bootstrap:
+        return [section]
+    title = (
+        f"Agreement with human scores: 95% bootstrap intervals over items ({bootstrap} resamples)"
+    )
+    ci = Section("agreement_ci", title, ["group", "human", "judge", *COLUMNS], intervals)
+    if section.absent:
+        ci.rows, ci.absent = [], section.absent
+    return [section, ci]
 
 
 def adequacy_section(

@@ -12,16 +12,17 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from judge_engine.stats.agreement import icc, krippendorff_alpha, percent_agreement
-from judge_engine.stats.consistency import flip_rate, repeat_consistency
+from judge_engine.stats.consistency import flip_rate, repeat_consistency, run_spread
 from judge_engine.stats.correlation import correlation, wilson_interval
 from judge_engine.stats.runs import Outcome, Run, score_matrices
+from judge_engine.stats.tables import parse_list, to_float
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Section:
     to three decimals."""
 
 
-def _left_out(
+def left_out(
     skipped: dict[str, list[str]], rows: list[dict[str, Any]], absent_prefix: str
 ) -> tuple[str, list[str]]:
     """``(absent, notes)`` from ``{reason: [where, ...]}``: with no rows every reason becomes the
@@ -53,7 +54,7 @@ def _left_out(
     return "", [f"not shown: {', '.join(where)} ({reason})" for reason, where in skipped.items()]
 
 
-def _where(judge: str, temperature: float, variant: str = "") -> str:
+def where(judge: str, temperature: float, variant: str = "") -> str:
     return f"{judge} T={temperature:g}" + (f" [{variant}]" if variant else "")
 
 
@@ -96,14 +97,14 @@ def distribution_section(run: Run) -> Section:
     for (judge, temp), group in _by(run.outcomes, "judge", "temperature").items():
         v = np.array([o.score for o in group if o.status == "scored" and math.isfinite(o.score)])
         if not v.size:
-            skipped[_no_score_reason(group)].append(_where(judge, temp))
+            skipped[_no_score_reason(group)].append(where(judge, temp))
             continue
         q = np.percentile(v, [0, 25, 50, 75, 100])
         stats = dict(zip(["min", "q25", "median", "q75", "max"], map(float, q), strict=True))
         stats |= {"mean": float(v.mean()), "sd": float(v.std())}
         rows.append({"judge": judge, "temperature": temp, "n": int(v.size), **stats})
     cols = ["judge", "temperature", "n", "mean", "sd", "min", "q25", "median", "q75", "max"]
-    absent, notes = _left_out(skipped, rows, "")
+    absent, notes = left_out(skipped, rows, "")
     return Section("distribution", "Score distribution", cols, rows, absent, notes)
 
 
@@ -136,11 +137,11 @@ def consistency_section(
     for key, (_, matrix) in sorted(score_matrices(run.outcomes).items(), key=lambda kv: kv[0]):
         judge, temp, variant = key
         if len(matrix[0]) < 2:
-            skipped["needs 2+ repeats: 1 repeat per item"].append(_where(*key))
+            skipped["needs 2+ repeats: 1 repeat per item"].append(where(*key))
             continue
         if verdict_field is None and not any(math.isfinite(v) for r in matrix for v in r):
             reason = _no_score_reason(groups[key]) + "; --verdict-field NAME compares verdicts"
-            skipped[reason].append(_where(*key))
+            skipped[reason].append(where(*key))
             continue
         rc = repeat_consistency(matrix, small=small, large=large).as_dict()
         rows.append({
@@ -151,10 +152,45 @@ def consistency_section(
             "share_small", "share_medium", "share_large", "alpha_ordinal", "alpha_interval",
             "mean_sd", "flip_rate"]  # fmt: skip
     title = f"Consistency across repeats (|delta| <= {small:g}, <= {large:g}, > {large:g})"
-    absent, notes = _left_out(skipped, rows, "")
+    absent, notes = left_out(skipped, rows, "")
     if not rows and set(skipped) == {"needs 2+ repeats: 1 repeat per item"}:
         absent = "needs 2+ repeats of each item (every judge ran 1; set repeats: 2 or more)"
     return Section("consistency", title, cols, rows, absent, notes)
+
+
+def dimension_section(
+    run: Run, dimensions: Mapping[str, Sequence[str]], *, only: Sequence[str] | None = None
+) -> Section:
+    """The score and its dimensions across repeats, as CPers reports each TTCT dimension over
+    three runs: the mean of the run means and their standard deviation, per judge, temperature
+    and variant (judges with 2+ repeats; each run's mean over the items scored in every run).
+
+    Args:
+        dimensions: ``{protocol: sub-score names}`` shown after the overall score.
+        only: sub-score names for every protocol instead (``stats --dimensions``).
+    """
+    groups = _by(run.outcomes, "judge", "temperature", "variant")
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, list[str]] = defaultdict(list)
+    for key, group in groups.items():
+        protocol = group[0].protocol
+        names = ["score", *(only if only is not None else dimensions.get(protocol, ()))]
+        if len({o.repeat for o in group}) < 2:
+            skipped["1 repeat per item"].append(where(*key))
+            continue
+        for name in names:
+            _, matrix = score_matrices(group, field_name=name)[key]
+            spread = run_spread(matrix)
+            if spread.n_items:
+                rows.append({"judge": key[0], "temperature": key[1], "variant": key[2],
+                             "dimension": name, **spread.as_dict()})  # fmt: skip
+            elif name == "score":
+                skipped[_no_score_reason(group)].append(where(*key))
+    cols = ["judge", "temperature", "variant", "dimension", "n_items", "n_repeats", "mean",
+            "sd_runs", "min_run", "max_run", "mean_item_sd"]  # fmt: skip
+    title = "Across repeats: mean of the run means and their SD (CPers), per dimension"
+    absent, notes = left_out(skipped, rows, "needs 2+ repeats of each item: ")
+    return Section("dimensions", title, cols, rows, absent, notes)
 
 
 def judge_means(run: Run, temperature: float) -> dict[str, dict[str, float]]:
@@ -196,7 +232,7 @@ def judge_agreement_section(run: Run) -> Section:
         elif not judges:
             at_temp = [o for o in run.outcomes if o.temperature == temp]
             skipped[_no_score_reason(at_temp)].append(f"T={temp:g}")
-    absent, notes = _left_out(skipped, rows, "needs 2+ judges scoring the same items: ")
+    absent, notes = left_out(skipped, rows, "needs 2+ judges scoring the same items: ")
     return Section("judge_agreement", title, cols, rows, absent, notes)
 
 
@@ -216,35 +252,12 @@ def _pair_row(temp: float, label: str, matrix: list[list[float]]) -> dict[str, A
     }  # fmt: skip
 
 
-def run_sections(
-    run: Run, *, small: float = 1.0, large: float = 5.0, verdict_field: str | None = None
-) -> list[Section]:
-    """Everything ``judge-engine stats RUN_DIR`` shows, in display order."""
-    return [
-        consistency_section(run, small=small, large=large, verdict_field=verdict_field),
-        distribution_section(run),
-        unscored_section(run),
-        judge_agreement_section(run),
-    ]
-
-
-def table_consistency_section(
-    rows: Sequence[dict[str, Any]],
-    repeat_columns: Sequence[str],
-    *,
-    group: str | None = None,
-    small: float = 1.0,
-    large: float = 5.0,
-) -> Section:
-    """Consistency across repeats stored in a plain table, per group and pooled.
-
-    Args:
-        rows: table rows.
-        repeat_columns: one column holding a list of repeated scores per row (e.g. Prometheus'
-            ``gpt4_score`` "[3, 2, 3]"), or several columns holding one repeat each.
-        group: optional column to split by.
-    """
-    from judge_engine.stats.tables import parse_list, to_float
+def table_repeat_matrix(
+    rows: Sequence[dict[str, Any]], repeat_columns: Sequence[str]
+) -> list[list[float]]:
+    """Items x repeats scores from table rows: one column holding a list of repeated scores per
+    row (e.g. Prometheus' ``gpt4_score`` "[3, 2, 3]"), or several columns holding one repeat
+    each; short rows are padded with NaN."""
 
     def repeats(row: dict[str, Any]) -> list[float]:
         if len(repeat_columns) == 1:
@@ -255,11 +268,22 @@ def table_consistency_section(
 
     matrix = [repeats(r) for r in rows]
     width = max((len(m) for m in matrix), default=0)
-    matrix = [m + [math.nan] * (width - len(m)) for m in matrix]
-    labels = [str(r.get(group)) for r in rows] if group else []
+    return [m + [math.nan] * (width - len(m)) for m in matrix]
+
+
+def table_consistency_section(
+    matrix: Sequence[Sequence[float]],
+    groups: Sequence[str] | None = None,
+    *,
+    small: float = 1.0,
+    large: float = 5.0,
+) -> Section:
+    """Consistency across repeats stored in a plain table (:func:`table_repeat_matrix`), per
+    group (``groups``: each row's label) and pooled."""
+    labels = list(groups) if groups else []
     out = []
     for g in [*dict.fromkeys(labels), "all"]:
-        sub = [m for m, lab in zip(matrix, labels or ["all"] * len(matrix), strict=True)
+        sub = [list(m) for m, lab in zip(matrix, labels or ["all"] * len(matrix), strict=True)
                if g in (lab, "all")]  # fmt: skip
         rc = repeat_consistency(sub, small=small, large=large).as_dict() if sub else {}
         out.append({"group": g, **rc, "flip_rate": flip_rate(sub) if sub else math.nan})

@@ -110,6 +110,21 @@ class MqmSpanAgreement:
     label_match: float
     """Among matched pairs, the share with the same label (e.g. category or severity)."""
 
+    @property
+    def precision(self) -> float:
+        """With A the reference: matched / n_b, the share of B's spans that A also marked."""
+        return self.matched / self.n_b if self.n_b else math.nan
+
+    @property
+    def recall(self) -> float:
+        """With A the reference: matched / n_a, the share of A's spans that B found."""
+        return self.matched / self.n_a if self.n_a else math.nan
+
+    @property
+    def f1(self) -> float:
+        """Harmonic mean of precision and recall: 2m / (n_a + n_b), the span match itself."""
+        return self.span_match
+
 
 def _overlap(x: Any, y: Any) -> bool:
     if isinstance(x, str) and isinstance(y, str):

@@ -28,7 +28,7 @@ def test_stats_imports_no_engine_modules() -> None:
 
 def test_cli_module_import_is_light() -> None:
     code = (
-        "import sys, judge_engine.cli.stats; "
+        "import sys, judge_engine.cli.stats, judge_engine.cli.meta; "
         "print(any(m.split('.')[0] in ('scipy', 'matplotlib', 'rich', 'krippendorff') "
         "for m in sys.modules))"
     )

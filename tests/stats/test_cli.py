@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from judge_engine.cli import main
-from judge_engine.cli.stats import register
+from judge_engine.cli import main, meta, stats
 from tests.stats.fixtures import sample_records, write_run
 
 
@@ -28,7 +27,9 @@ def rows_by(section: dict[str, Any], **match: Any) -> list[dict[str, Any]]:
 
 def test_register_sets_handlers() -> None:
     parser = argparse.ArgumentParser()
-    register(parser.add_subparsers(dest="command"))
+    commands = parser.add_subparsers(dest="command")
+    stats.register(commands)
+    meta.register(commands)
     args = parser.parse_args(["stats", "somewhere"])
     assert callable(args.handler)
     assert callable(parser.parse_args(["meta", "t.csv"]).handler)
@@ -60,7 +61,8 @@ def test_stats_csv_and_plots(tmp_path: Path) -> None:
     assert main(["stats", str(run), "--csv", str(out), "--plots", "--quiet"]) == 0
     with out.open(encoding="utf-8") as fh:
         sections = {r["section"] for r in csv.DictReader(fh)}
-    assert sections == {"consistency", "distribution", "unscored", "judge_agreement"}
+    assert sections == {"consistency", "temperatures", "dimensions", "distribution", "unscored",
+                        "judge_agreement"}
     names = {p.name for p in (run / "plots").iterdir()}
     assert {"consistency.png", "distributions.png", "judge_agreement.png"} <= names
 

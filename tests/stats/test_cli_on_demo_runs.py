@@ -24,33 +24,46 @@ EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/config.yaml
 # ttct-mini (3) and the repeats run; BWS verdicts score candidates, not items; close_reading's
 # nonprag-zero alone runs at T=1.
 EXPECTED: dict[str, dict[str, Any]] = {
-    "cdat": {"absent": {"consistency": "needs 2+ repeats", "gate": "needs the Random baseline",
+    "cdat": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
+                        "gate": "needs the Random baseline",
                         "cdat_score": "needs the gate", "elbow": "needs both baselines"},
              "notes": {"pareto": "Random, Common not given"},
              "plots": {"distributions.png", "judge_agreement.png", "cdat_plane.png"}},
-    "bws": {"absent": {"consistency": "needs 2+ repeats", "distribution": "no per-item score",
+    "bws": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
+                       "temperatures": "needs 2+ temperatures", "distribution": "no per-item score",
                        "judge_agreement": "no per-item score"},
             "plots": set()},
-    "close_reading": {"absent": {"consistency": "needs 2+ repeats"},
-                      "notes": {"judge_agreement": "T=1 (only nonprag-zero has per-item scores)"},
+    "close_reading": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats"},
+                      "notes": {"judge_agreement": "T=1 (only nonprag-zero has per-item scores)",
+                                "temperatures": "novel-few (1 temperature)"},
                       "plots": {"distributions.png", "judge_agreement.png"}},
-    "literary_mt": {"absent": {"consistency": "needs 2+ repeats", "judge_agreement": "needs 2+ judges"},
+    "literary_mt": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
+                       "temperatures": "needs 2+ temperatures", "judge_agreement": "needs 2+ judges"},
                     "plots": {"distributions.png"}},
-    "overnight": {"absent": {"consistency": "needs 2+ repeats", "judge_agreement": "needs 2+ judges"},
+    "overnight": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
+                             "temperatures": "needs 2+ temperatures", "judge_agreement": "needs 2+ judges"},
                   "plots": {"distributions.png"}},
-    "literary_mt_lit": {"absent": {"consistency": "needs 2+ repeats"},
+    "literary_mt_lit": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
+                                   "temperatures": "needs 2+ temperatures"},
                         "plots": {"distributions.png", "judge_agreement.png"}},
-    "prometheus_absolute": {"absent": {"consistency": "needs 2+ repeats"},
+    "prometheus_absolute": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats", "temperatures": "needs 2+ temperatures"},
                             "plots": {"distributions.png", "judge_agreement.png"}},
-    "prometheus_relative": {"absent": {"consistency": "needs 2+ repeats", "judge_agreement": "needs 2+ judges"},
+    "prometheus_relative": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats", "judge_agreement": "needs 2+ judges"},
                             "plots": {"distributions.png"}},
-    "ttct": {"absent": {}, "notes": {"consistency": "ttct-mini-json T=1 (needs 2+ repeats"},
+    "ttct": {"absent": {"temperatures": "needs 2+ temperatures"},
+             "notes": {"consistency": "ttct-mini-json T=1 (needs 2+ repeats",
+                       "dimensions": "ttct-mini-json T=1 (1 repeat per item)"},
              "plots": {"consistency.png", "distributions.png", "judge_agreement.png"}},
     "repeats_x_temperatures": {"absent": {"judge_agreement": "needs 2+ judges"},
                                "plots": {"consistency.png", "distributions.png"}},
-    "two_judges": {"absent": {"consistency": "needs 2+ repeats"},
+    "two_judges": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats", "temperatures": "needs 2+ temperatures"},
                    "plots": {"distributions.png", "judge_agreement.png"}},
 }  # fmt: skip
+NO_LENGTH = "no judge with a length to measure"
+for _name in ("cdat", "bws", "close_reading", "prometheus_relative"):
+    EXPECTED[_name]["absent"]["verbosity"] = NO_LENGTH
+COMMON_ABSENT = {"self_preference": "the items have no 'system' field"}
+"""No example's dataset names the system that produced each judged text."""
 
 
 def _demo_run(config: Path, out: Path) -> Path:
@@ -100,8 +113,9 @@ def test_stats_plots_on_a_demo_run_explains_every_absent_section_and_names_every
     assert not any(a.startswith("┡") and b.startswith("└") for a, b in zip(lines, lines[1:], strict=False))
     sections = json.loads(report.read_text(encoding="utf-8"))["sections"]
     absent = {n: s["absent"] for n, s in sections.items() if s["absent"]}
-    assert set(absent) == set(expected["absent"])
-    for section, words in expected["absent"].items():
+    expected_absent = {**COMMON_ABSENT, **expected["absent"]}
+    assert set(absent) == set(expected_absent)
+    for section, words in expected_absent.items():
         assert words in absent[section]
         assert not sections[section]["rows"]
         title = sections[section]["title"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,10 @@ from judge_engine.stats import (
     mean_pairwise_spearman,
     repeat_consistency,
 )
+from judge_engine.stats.consistency import run_spread
+from judge_engine.stats.runs import read_run
+from judge_engine.stats.sections import dimension_section
+from tests.stats.fixtures import outcome, write_run
 
 
 def test_delta_shares_hand_derived() -> None:
@@ -60,3 +65,35 @@ def test_repeat_consistency_and_table() -> None:
     assert table[0]["mean_spearman"] == pytest.approx(1.0) and table[0]["mean_sd"] == 0
     empty = repeat_consistency([])
     assert empty.n_items == 0 and math.isnan(empty.mean_spearman)
+
+
+def test_run_spread_hand_derived() -> None:
+    # Items [1, 2], [3, 3], [5, 4]: run means (1+3+5)/3 = 3 and (2+3+4)/3 = 3 -> SD 0; item
+    # SDs (ddof 0) 0.5, 0, 0.5 -> mean 1/3.
+    s = run_spread([[1, 2], [3, 3], [5, 4]])
+    assert (s.n_items, s.n_repeats, s.mean, s.sd_runs) == (3, 2, 3.0, 0.0)
+    assert s.mean_item_sd == pytest.approx(1 / 3) and (s.min_run, s.max_run) == (3.0, 3.0)
+    # Run means 2 and 4 over the complete items only (the NaN row is left out):
+    # SD (ddof 1) = sqrt(((2 - 3)^2 + (4 - 3)^2) / 1) = sqrt(2).
+    s = run_spread([[1, 3], [3, 5], [9, None]])
+    assert (s.n_items, s.mean, s.sd_runs) == (2, 3.0, pytest.approx(math.sqrt(2)))
+    assert run_spread([[None, 1]]).n_items == 0 and math.isnan(run_spread([[1], [2]]).sd_runs)
+
+
+def test_dimension_section_follows_sub_scores_across_repeats(tmp_path: Path) -> None:
+    # ttct-like: originality i1 4 then 5, i2 2 then 3 -> run means 3 and 4: mean 3.5,
+    # SD sqrt(0.5) = 0.7071; within-item SDs 0.5 and 0.5.
+    records = [
+        outcome(item, "j", 1.0, rep, 3.0, protocol="ttct", scores={"originality": value})
+        for item, values in {"i1": [4, 5], "i2": [2, 3]}.items()
+        for rep, value in enumerate(values)
+    ]
+    run = read_run(write_run(tmp_path / "run", records))
+    section = dimension_section(run, {"ttct": ("originality", "fluency")})
+    rows = {r["dimension"]: r for r in section.rows}
+    assert list(rows) == ["score", "originality"]  # fluency was never scored: no row
+    assert rows["originality"]["mean"] == 3.5
+    assert rows["originality"]["sd_runs"] == pytest.approx(math.sqrt(0.5))
+    assert rows["originality"]["mean_item_sd"] == 0.5 and rows["score"]["sd_runs"] == 0.0
+    only = dimension_section(run, {}, only=["originality"])
+    assert [r["dimension"] for r in only.rows] == ["score", "originality"]
