@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from judge_engine.stats._arrays import as_float_array, paired_finite
+from judge_engine.stats.bootstrap import percentile_interval
 
 Method = Literal["kendall", "spearman", "pearson"]
 METHODS: tuple[Method, ...] = ("kendall", "spearman", "pearson")
@@ -159,12 +160,7 @@ def bootstrap_ci(
     values = np.array(
         [statistic(*(a[idx] for a in data)) for idx in rng.integers(0, n, size=(n_resamples, n))]
     )
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return math.nan, math.nan
-    tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(values, [tail, 100 - tail])
-    return float(low), float(high)
+    return percentile_interval(values, confidence=confidence)
 
 
 def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
