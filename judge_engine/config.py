@@ -299,11 +299,18 @@ def _resolve_paths(config: JobConfig, base: Path) -> JobConfig:
     def absolute(p: Path) -> Path:
         return p if p.is_absolute() else (base / p)
 
+    def option_paths(judge: JudgeConfig) -> JudgeConfig:
+        """Protocol options named ``*_file`` are paths, relative to the config file too."""
+        options = {key: str(absolute(Path(value))) if key.endswith("_file") and isinstance(value, str) else value
+                   for key, value in judge.protocol_options.items()}
+        return judge.model_copy(update={"protocol_options": options}) if options != judge.protocol_options else judge
+
     return config.model_copy(
         update={
             "dataset": config.dataset.model_copy(update={"path": absolute(config.dataset.path)}),
             "output": config.output.model_copy(update={"dir": absolute(config.output.dir)}),
             "cache": config.cache.model_copy(update={"dir": absolute(config.cache.dir)}),
+            "judges": [option_paths(judge) for judge in config.judges],
         }
     )
 
