@@ -162,6 +162,9 @@ def handle_stats(args: argparse.Namespace) -> int:
             from judge_engine.protocols.reports import protocol_sections
 
             sections += protocol_sections(run)
+            from judge_engine.stats.jury import jury_sections
+
+            sections += jury_sections(run)
             generation = _generation(run, args.baselines)
             sections += generation.sections if generation else []
             notes = run.notes
