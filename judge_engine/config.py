@@ -143,6 +143,11 @@ class JudgeConfig(BaseModel):
     others take its work. Empty: one deployment, the judge's own ``api_base`` and ``limits``."""
     budget: Budget = Field(default_factory=Budget)
     """This judge's own spending limit (the run's is ``budget`` at the top level)."""
+    self_preference: Literal["allow", "warn", "forbid"] = "warn"
+    """When the judge's model family (:func:`judge_engine.self_preference.model_family`) is the
+    family of a system behind an item (the item's ``system`` field): ``warn`` says so in
+    ``plan``; ``forbid`` does not judge those items (their tasks are recorded unscored,
+    ``self_preference``, with no call); ``allow`` says nothing."""
 
     @field_validator("temperatures")
     @classmethod
