@@ -31,6 +31,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "bws": {"absent": {"consistency": "needs 2+ repeats", "distribution": "no per-item score",
                        "judge_agreement": "no per-item score"},
             "plots": set()},
+    "custom_rubric": {"absent": {"consistency": "needs 2+ repeats"},
+                      "plots": {"distributions.png", "judge_agreement.png"}},
     "close_reading": {"absent": {"consistency": "needs 2+ repeats"},
                       "notes": {"judge_agreement": "T=1 (only nonprag-zero has per-item scores)"},
                       "plots": {"distributions.png", "judge_agreement.png"}},
