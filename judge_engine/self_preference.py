@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from functools import lru_cache
 from typing import Any
 
 _SIZE_WORDS = frozenset({
@@ -48,6 +49,7 @@ _PARAMETERS = re.compile(r"^(?:\d+(?:x\d+)?[bm]|a\d+b|\d{3})$")
 _BEDROCK_VENDORS = ("anthropic.", "meta.", "amazon.", "mistral.", "cohere.", "ai21.", "us.", "eu.")
 
 
+@lru_cache(maxsize=4096)  # asked per task of a forbidding judge, of a few distinct strings
 def model_family(model: str) -> str:
     """The family of a model string (see the module docstring), e.g. ``gpt-4o``."""
     name = model.strip().lower().rsplit("/", 1)[-1]

@@ -1,5 +1,5 @@
-"""The fields a custom judge writes: their declarations, how each is read from an answer, how it
-is described to the judge, and the pydantic types it becomes.
+"""The fields a custom judge writes: their declarations, how each is read from an answer, and how
+it is described to the judge (the pydantic types they become: :mod:`.custom_options`).
 
 A config declares fields by name under ``protocol_options.fields``::
 
