@@ -99,8 +99,9 @@ def check_juries(config: JobConfig, protocols: Mapping[str, Protocol]) -> None:
         where = f"juries[{jury.name}]"
         scales = {name: protocols[name].vote_scale() for name in jury.judges}
         if any(scale is None for scale in scales.values()):
-            raise ConfigError(f"{where}.judges: {protocols[jury.judges[0]].name} verdicts are no one vote per item "
-                              "(e.g. BWS scores every candidate): a jury needs a score or a label")
+            raise ConfigError(f"{where}.judges: {protocols[jury.judges[0]].name} verdicts give no vote per item "
+                              "(a custom judge needs a score: option; BWS scores every candidate): a jury needs a "
+                              "score or a label")
         kinds = {name: scale.kind for name, scale in scales.items() if scale is not None}
         if len(set(kinds.values())) > 1:
             raise ConfigError(f"{where}.judges: the jurors vote on different scales ("

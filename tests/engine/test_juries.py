@@ -169,7 +169,7 @@ def test_jurors_must_vote_on_one_scale_that_fits_the_aggregate(tmp_path: Path) -
         ({"name": "p", "judges": ["a", "b", "c"]}, [juror_config("a", None), juror_config("b", None), other],
          "the jurors vote on different scales (0..1 vs 1..5)"),
         ({"name": "p", "judges": ["a", "b"], "aggregate": "mean"},
-         [juror_config("a", None, score=None), juror_config("b", None, score=None)], "no one vote per item"),
+         [juror_config("a", None, score=None), juror_config("b", None, score=None)], "give no vote per item (a custom judge needs a score: option"),
         ({"name": "p", "judges": ["a", "b", "c"], "tie": "maybe"}, None, "juries[p].tie: 'maybe' is neither"),
     ]
     for jury, judges, words in cases:
