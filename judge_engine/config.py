@@ -143,6 +143,11 @@ class JudgeConfig(BaseModel):
     others take its work. Empty: one deployment, the judge's own ``api_base`` and ``limits``."""
     budget: Budget = Field(default_factory=Budget)
     """This judge's own spending limit (the run's is ``budget`` at the top level)."""
+    self_preference: Literal["allow", "warn", "forbid"] = "warn"
+    """When the judge's model family (:func:`judge_engine.families.model_family`) is the
+    family of a system behind an item (the item's ``system`` field): ``warn`` says so in
+    ``plan``; ``forbid`` does not judge those items (their tasks are recorded unscored,
+    ``self_preference``, with no call); ``allow`` says nothing."""
 
     @field_validator("temperatures")
     @classmethod
@@ -179,6 +184,59 @@ class DatasetConfig(BaseModel):
     """Judge only the first N items."""
 
 
+TIE_RULES = ("first", "abstain", "mean")
+
+
+class JuryConfig(BaseModel):
+    """A panel of judges whose verdicts on each item are aggregated into one
+    (:mod:`judge_engine.jury`): an outcome of its own, ``judge: <name>``, ``protocol: jury``."""
+
+    model_config = _FROZEN
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    """Unique among judges and juries: the ``judge`` of the jury's outcome lines."""
+    judges: list[str] = Field(min_length=2)
+    """The jurors: judges of this config, all with the same protocol."""
+    aggregate: Literal["majority", "mean", "median", "weighted"] = "majority"
+    """``majority``: the vote most jurors gave; ``mean``/``median``: of their scores;
+    ``weighted``: each juror's vote counts its weight (a weighted vote for labels, a weighted
+    mean for numbers)."""
+    weights: dict[str, float] = Field(default_factory=dict)
+    """Juror -> weight (> 0), for ``weighted`` (every juror needs one)."""
+    tie: str | float | None = None
+    """When votes tie (a majority or weighted vote; the two middle values of a median):
+    ``first`` takes the vote of the juror listed first among the tied, ``abstain`` records the
+    jury unscored (``jury_tie``), ``mean`` averages the tied values (numbers only), and any
+    other value (a label such as ``fail``, or a number) is the verdict. Required for an
+    even-sized panel, whose ties are common; an odd panel abstains by default."""
+    quorum: int | None = Field(default=None, ge=1)
+    """How many jurors must have scored an item for the jury to give a verdict (default: every
+    juror not kept off the item by ``self_preference: forbid``); fewer is ``jury_incomplete``."""
+
+    @model_validator(mode="after")
+    def _a_panel(self) -> JuryConfig:
+        where = f"juries[{self.name}]"
+        if len(set(self.judges)) != len(self.judges):
+            raise ValueError(f"{where}.judges: a judge sits on a panel once")
+        if self.aggregate == "weighted":
+            missing = [j for j in self.judges if j not in self.weights]
+            if missing:
+                raise ValueError(f"{where}.weights: aggregate weighted needs a weight for every juror "
+                                 f"(missing: {', '.join(missing)})")
+        elif self.weights:
+            raise ValueError(f"{where}.weights: only aggregate weighted uses weights")
+        if unknown := sorted(set(self.weights) - set(self.judges)):
+            raise ValueError(f"{where}.weights: not on the panel: {', '.join(unknown)}")
+        if any(w <= 0 for w in self.weights.values()):
+            raise ValueError(f"{where}.weights: weights must be greater than 0")
+        if self.tie is None and len(self.judges) % 2 == 0 and self.aggregate != "mean":
+            raise ValueError(f"{where}.tie: an even-sized panel ({len(self.judges)} judges) needs a tie rule: "
+                             f"tie: first, abstain, mean, or the verdict to give (a mean cannot tie)")
+        if self.quorum is not None and self.quorum > len(self.judges):
+            raise ValueError(f"{where}.quorum: {self.quorum} is more than the {len(self.judges)} jurors")
+        return self
+
+
 class OutputConfig(BaseModel):
     model_config = _FROZEN
 
@@ -204,6 +262,8 @@ class JobConfig(BaseModel):
     cache: CacheConfig = Field(default_factory=CacheConfig)
     budget: Budget = Field(default_factory=Budget)
     """The whole run's spending limit (each judge may have one of its own too)."""
+    juries: list[JuryConfig] = Field(default_factory=list)
+    """Panels of this config's judges, each aggregated into an outcome of its own per item."""
 
     @model_validator(mode="after")
     def _unique_judge_names(self) -> JobConfig:
@@ -211,6 +271,22 @@ class JobConfig(BaseModel):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"judge names must be unique: {', '.join(duplicates)}")
+        return self
+
+    @model_validator(mode="after")
+    def _juries_of_known_judges(self) -> JobConfig:
+        protocols = {j.name: j.protocol for j in self.judges}
+        taken = set(protocols)
+        for jury in self.juries:
+            where = f"juries[{jury.name}]"
+            if jury.name in taken:
+                raise ValueError(f"{where}.name: already the name of a judge or jury")
+            taken.add(jury.name)
+            if unknown := [j for j in jury.judges if j not in protocols]:
+                raise ValueError(f"{where}.judges: no judge named {', '.join(unknown)}")
+            if len({protocols[j] for j in jury.judges}) > 1:
+                raise ValueError(f"{where}.judges: a panel's judges share one protocol (here: "
+                                 + ", ".join(f"{j} {protocols[j]}" for j in jury.judges) + ")")
         return self
 
     def manifest_view(self) -> dict[str, Any]:
@@ -299,11 +375,18 @@ def _resolve_paths(config: JobConfig, base: Path) -> JobConfig:
     def absolute(p: Path) -> Path:
         return p if p.is_absolute() else (base / p)
 
+    def option_paths(judge: JudgeConfig) -> JudgeConfig:
+        """Protocol options named ``*_file`` are paths, relative to the config file too."""
+        options = {key: str(absolute(Path(value))) if key.endswith("_file") and isinstance(value, str) else value
+                   for key, value in judge.protocol_options.items()}
+        return judge.model_copy(update={"protocol_options": options}) if options != judge.protocol_options else judge
+
     return config.model_copy(
         update={
             "dataset": config.dataset.model_copy(update={"path": absolute(config.dataset.path)}),
             "output": config.output.model_copy(update={"dir": absolute(config.output.dir)}),
             "cache": config.cache.model_copy(update={"dir": absolute(config.cache.dir)}),
+            "judges": [option_paths(judge) for judge in config.judges],
         }
     )
 
@@ -312,11 +395,14 @@ def _describe(exc: ValidationError, file: Path) -> str:
     lines = []
     for error in exc.errors():
         key = _dotted(error["loc"])
-        message = error["msg"]
+        message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown key"
         elif error["type"] == "missing":
             message = "required key is missing"
+        elif error["loc"] and message.startswith(f"{error['loc'][0]}["):  # it names its own key (juries[panel].tie)
+            lines.append(f"{file}: {message}")
+            continue
         lines.append(f"{file}: {key}: {message}")
     return "\n".join(lines)
 

@@ -40,8 +40,8 @@ class ReasonCode(StrEnum):
 
     The first four are verdicts about the judge's answer (re-asked first, then recorded); the
     next seven say the answer never came or could not be used for a reason outside the answer;
-    then two belong to generation protocols, whose first answer is the data, and the last to
-    ``rescore``.
+    then two belong to generation protocols, whose first answer is the data, one to
+    ``rescore``, one to a judge kept from its own family's systems, and the last two to juries.
     """
 
     UNREADABLE = "unreadable"
@@ -81,6 +81,18 @@ class ReasonCode(StrEnum):
     NOT_RECORDED = "not_recorded"
     """``rescore``: the current rules need an answer the original run never recorded (a re-ask
     it did not make, or a task it never finished); ``rescore --reask-online`` asks for it."""
+    SELF_PREFERENCE = "self_preference"
+    """Not judged, on purpose: the judge's model family is the family of a system behind the
+    item (its ``system`` field) and the judge has ``self_preference: forbid``. No call is made;
+    the run's exit code does not count these as failures."""
+    JURY_INCOMPLETE = "jury_incomplete"
+    """A jury's outcome for an item: fewer of its jurors scored the item than its quorum (every
+    juror not kept off by ``self_preference``, unless ``quorum`` says fewer). Each juror's own
+    outcome says why it did not score."""
+    JURY_TIE = "jury_tie"
+    """A jury's outcome for an item: the votes tied and the jury's ``tie`` rule is ``abstain``
+    (the default of an odd-sized panel, whose ties come only from three or more values or a
+    missing vote)."""
 
 
 class JudgeEngineError(Exception):

@@ -24,6 +24,7 @@ from judge_engine.plan import iter_tasks, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint
 from judge_engine.runtime import JudgeSetup
+from judge_engine.self_preference import model_family, own_systems
 from judge_engine.session import PreparedRun
 from judge_engine.task import prepare_task
 
@@ -66,6 +67,13 @@ class JudgePlan:
     """An unknown model or price: ``plan --strict`` fails on these."""
     notes: tuple[str, ...]
     """Estimates and assumptions worth knowing."""
+    self_preference: str = "warn"
+    """The judge's ``self_preference`` rule."""
+    self_judged: int = 0
+    """Items whose systems are of the judge's model family (none counted with ``allow``); with
+    ``forbid`` their tasks are not sent (not in calls, tokens or cost)."""
+    self_systems: tuple[str, ...] = ()
+    """Those systems (the first few)."""
 
 
 def plan_rows(prepared: PreparedRun, *, latency_s: float = 2.0) -> list[JudgePlan]:
@@ -83,17 +91,23 @@ def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, l
     protocol = prepared.protocols[judge.name]
     # The config's own endpoint, without its key: nothing is sent, so none is needed.
     setup = JudgeSetup(judge, protocol, Endpoint(judge.model, judge.api_base), template_hashes(protocol))
-    tasks = cached = prompt = 0
+    tasks = cached = prompt = recused = 0
+    own: dict[str, list[str]] = {}
     for task in iter_tasks(judge, protocol, prepared.config.dataset):
+        if judge.self_preference != "allow" and task.item_id not in own:
+            own[task.item_id] = own_systems(judge.model, task.item)
         ready = prepare_task(setup, task, cache)
         if ready.render_error is not None:
             raise ready.render_error
         tasks += 1
+        if ready.recused is not None:
+            recused += 1
+            continue
         if ready.cached is not None:
             cached += 1
             continue
         prompt += count_prompt_tokens(judge.model, ready.messages)
-    sent, budget = tasks - cached, judge.retries.reasks
+    sent, budget = tasks - cached - recused, judge.retries.reasks
     answer = min(protocol.typical_completion_tokens, judge.max_tokens or protocol.typical_completion_tokens)
     # Re-ask k resends the conversation plus k (answer, re-ask) turns: the prompt grows by
     # `growth` per turn, so a task re-asked R times sends (R + 1) P + growth R (R + 1) / 2.
@@ -114,8 +128,28 @@ def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, l
         completion_per_call=answer, calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         cost=cost, wall_s=Span(wall_low, wall_high), bound_by=bound, tokens_exact=counter.exact,
         token_note=counter.note, warnings=_warnings(judge.model, counter.provider, prices is None),
-        notes=_notes(judge, protocol),
+        notes=_notes(judge, protocol), self_preference=judge.self_preference,
+        self_judged=sum(1 for systems in own.values() if systems),
+        self_systems=tuple(dict.fromkeys(s for systems in own.values() for s in systems))[:3],
     )
+
+
+def self_preference_lines(plans: Sequence[JudgePlan], *, items: int) -> list[str]:
+    """Where a judge would grade its own family's systems: warned (``warn``), or held back
+    (``forbid``: those tasks are recorded unscored ``self_preference`` with no call)."""
+    lines = []
+    for plan in plans:
+        if not plan.self_judged:
+            continue
+        whose = (f"{plan.judge} ({plan.model}, family {model_family(plan.model)}) would judge {plan.self_judged:,} of "
+                 f"{items:,} items whose system is of its family ({', '.join(plan.self_systems)})")
+        if plan.self_preference == "forbid":
+            lines.append(f"self-preference: {whose}: forbidden, so those tasks are recorded unscored "
+                         "(self_preference) with no call")
+        else:
+            lines.append(f"self-preference: {whose}; set self_preference: forbid to keep it off them, "
+                         "or allow to silence this")
+    return lines
 
 
 def _reask_tokens(model: str, protocol: Protocol) -> int:

@@ -1,7 +1,8 @@
 """Model families: which vendor's line a model or a system name belongs to.
 
-One definition for everything that asks "is this judge grading its own family's output?" (the
-self-preference figure of ``stats``; a plan warning or a config rule can use the same). A name
+One definition for everything that asks "is this judge grading its own family's output?": the
+self-preference figure of ``stats``, ``plan``'s warning and the ``self_preference: forbid`` rule
+(:mod:`judge_engine.self_preference`). A name
 is read as a litellm model string or a system label: the provider route and any organisation
 prefix are dropped (``openai/gpt-4o-mini`` -> ``gpt-4o-mini``, ``together_ai/meta-llama/
 Llama-3-70b`` -> ``llama-3-70b``), then the first pattern that matches the start of the rest
@@ -31,9 +32,16 @@ FAMILIES: tuple[tuple[str, str], ...] = (
 """(family, pattern matched at the start of the model's own name), first match wins."""
 
 
+_BEDROCK_VENDORS = ("anthropic.", "meta.", "amazon.", "mistral.", "cohere.", "ai21.", "us.", "eu.")
+
+
 def model_name(name: str) -> str:
-    """The model's own name: lower case, without provider route or organisation prefix."""
-    return name.strip().lower().rsplit("/", 1)[-1]
+    """The model's own name: lower case, without provider route or organisation prefix, a
+    Bedrock vendor prefix (``anthropic.claude-...``) or a tag (``llama3.1:8b``, ``...-v1:0``)."""
+    own = name.strip().lower().rsplit("/", 1)[-1]
+    while own.startswith(_BEDROCK_VENDORS):
+        own = own.split(".", 1)[1]
+    return own.split(":", 1)[0]
 
 
 def model_family(name: str, *, overrides: Mapping[str, str] | None = None) -> str | None:
@@ -53,3 +61,9 @@ def model_family(name: str, *, overrides: Mapping[str, str] | None = None) -> st
         if re.match(pattern, own):
             return family
     return None
+
+
+def family_or_name(name: str) -> str:
+    """The family of a model string, or for one no pattern knows its own name (so that
+    ``hosted_vllm/vicuna-13b`` is of the family of the system ``vicuna-13b``, and of no other)."""
+    return model_family(name) or model_name(name)

@@ -270,6 +270,14 @@ class RunIndex:
             args += [query.limit, query.offset]
         return [TaskRow(*row) for row in self._db.execute(sql, args)]
 
+    def finished(self, judges: Sequence[str]) -> Iterator[TaskRow]:
+        """The tasks of ``judges`` that have an outcome, streamed in coordinate order (item,
+        variant, temperature, repeat): a jury's jurors at one coordinate come together."""
+        marks = ",".join("?" * len(judges))
+        rows = self._db.execute(f"SELECT {_COLUMNS} FROM tasks WHERE judge IN ({marks}) AND status IS NOT NULL "
+                                "ORDER BY item_id, variant, temperature, repeat, judge", list(judges))
+        return (TaskRow(*row) for row in rows)
+
     def count(self, query: Query = Query()) -> int:
         where, args = _where(query)
         return int(self._db.execute(f"SELECT count(*) FROM tasks{where}", args).fetchone()[0])

@@ -16,7 +16,6 @@ from judge_engine.config import DatasetConfig, JobConfig, JudgeConfig
 from judge_engine.dataset import DatasetSummary, iter_items
 from judge_engine.jsonio import content_hash
 from judge_engine.protocols import Protocol, get_protocol
-from judge_engine.templating import template_hash
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +72,7 @@ def judge_identity(judge: JudgeConfig, protocol: Protocol) -> dict[str, Any]:
 
 def template_hashes(protocol: Protocol) -> list[str]:
     """Content hashes of the templates the protocol renders (in cache keys and the manifest)."""
-    return [template_hash(t) for t in protocol.templates()]
+    return protocol.template_hashes()
 
 
 def run_id(config: JobConfig, protocols: Mapping[str, Protocol], dataset: DatasetSummary, *, stem: str) -> str:

@@ -9,10 +9,14 @@ from judge_engine.protocols import available, get_protocol
 
 
 def rendered_schemas() -> dict[str, str]:
-    """File name -> JSON Schema text for every registered protocol's output model."""
+    """File name -> JSON Schema text for every registered protocol's output model (not for a
+    protocol whose output model a config declares, ``custom``: its schema is the judge's own,
+    and ``judge-engine protocols --check CONFIG`` prints it)."""
     out = {}
     for name in available():
         cls = get_protocol(name)
+        if cls.output_per_config:
+            continue
         schema = cls.output_model.model_json_schema()
         schema["$comment"] = f"judge-engine protocol {name} version {cls.version}; generated, do not edit"
         out[f"{name}.json"] = pretty(schema)

@@ -40,6 +40,7 @@ from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint, scan
 from judge_engine.engine import Engine, EngineResult
 from judge_engine.errors import RunDirError
+from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
 from judge_engine.plan import build_protocol, run_id, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import (
@@ -164,6 +165,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         overrides["api_base"] = DEMO_API_BASE
     config = load_config(config_path, overrides=overrides)
     protocols = {judge.name: build_protocol(judge) for judge in config.judges}
+    check_juries(config, protocols)
     required = sorted({f for p in protocols.values() for f in p.required_fields})
     ordered = [protocols[j.name] for j in config.judges]
     if dataset is None and run_dir is not None:
@@ -340,8 +342,9 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
     progress.run_dir, progress.demo, progress.retry = prepared.run_dir, prepared.demo, retry
     if prepared.resumed and prepared.manifest.status == "completed" and retry is None:
         progress.finished = True
-        return RunResult(prepared.run_dir, "completed", prepared.manifest, already_complete=True,
-                         started_by=started_by)
+        manifest = prepared.manifest if not prepared.config.juries else settle_juries(
+            prepared.run_dir, prepared.config, prepared.protocols, prepared.manifest)
+        return RunResult(prepared.run_dir, "completed", manifest, already_complete=True, started_by=started_by)
     try:
         with endpoints(prepared) as where:
             result = asyncio.run(execute(prepared, where, progress=progress, retry=retry))
@@ -400,6 +403,8 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         finally:
             restore()
             checkpoints.cancel()
+        if outcome.status != "cancelled":  # a Ctrl-C wants out; resume writes them
+            write_jury_outcomes(store, prepared.config, prepared.protocols)
         session.update(ended_at=utc_now(), status=outcome.status,
                        judged=sum(j.counters.done - j.counters.resumed for j in runtimes),
                        spend=_session_spend(store, spent_before))

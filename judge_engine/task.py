@@ -39,6 +39,7 @@ from judge_engine.protocols import Message, Protocol
 from judge_engine.providers.base import ProviderRequest, ProviderResponse
 from judge_engine.records import OutcomeRecord, ProtocolErrorRecord
 from judge_engine.runtime import JudgeRuntime, JudgeSetup
+from judge_engine.self_preference import recusal
 from judge_engine.store import utc_now
 
 
@@ -59,10 +60,16 @@ class PreparedTask:
     render_error: Exception | None = None
     """Why the prompt could not be rendered: a dataset or template problem the scan should have
     caught, or any other exception from the protocol's ``render`` (a protocol bug)."""
+    recused: str | None = None
+    """Why the judge must not judge this item (``self_preference: forbid``): nothing is sent."""
 
 
 def prepare_task(judge: JudgeSetup, task: Task, cache: AnswerCache) -> PreparedTask:
-    """Render a task's prompt and look its first request up in the answer cache."""
+    """Render a task's prompt and look its first request up in the answer cache (unless the
+    judge is kept off the item: :func:`~judge_engine.self_preference.recusal`)."""
+    recused = recusal(judge.config.model, judge.config.self_preference, task.item)
+    if recused is not None:
+        return PreparedTask(task, recused=recused)
     try:
         messages: list[Message] = judge.protocol.render(task.item, task.variant)
     except Exception as exc:  # never crash a run: the task is unscored with the reason
@@ -86,6 +93,8 @@ async def judge_task(
     task = prepared.task
     protocol = judge.protocol
     log = TaskLog()
+    if prepared.recused is not None:
+        return outcome(judge, task, log, reason=prepared.recused, code=ReasonCode.SELF_PREFERENCE)
     if prepared.render_error is not None:
         return _render_failure(judge, task, log, prepared.render_error, transcript)
     request = prepared.request

@@ -322,6 +322,9 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
         table.add_row(label, f"{per.get('scored', 0):,}", f"{per.get('unscored', 0):,}", f"{paid.get('calls', 0):,}",
                       f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}",
                       f"{paid.get('cost', 0.0):.4f}")
+    for name in sorted(set(counts) - {judge.name for judge in result.judges}):  # juries: no calls of their own
+        table.add_row(Text(name, style="bold") + Text("\njury", style="dim"), f"{counts[name].get('scored', 0):,}",
+                      f"{counts[name].get('unscored', 0):,}", "", "", "")
     lines = [f"{judge.name}: " + ", ".join(f"{name} {what}" for name, what in judge.deployments.items())
              for judge in result.judges if judge.deployments]
     return Group(table, *(Text(packed(line.split(", "), width - 1, separator=", ")) for line in lines),

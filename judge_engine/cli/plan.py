@@ -21,9 +21,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def plan_command(args: argparse.Namespace) -> int:
     """Prepare the run as ``run`` would (nothing sent, no key needed), then estimate it."""
-    from judge_engine.cli.display import make_console, plan_lines, plan_table
+    from judge_engine.cli.display import escape, make_console, plan_lines, plan_table
     from judge_engine.cli.run import override_values
-    from judge_engine.estimate import budget_warnings, plan_rows
+    from judge_engine.estimate import budget_warnings, plan_rows, self_preference_lines
+    from judge_engine.jury import jury_lines
     from judge_engine.session import prepare
 
     prepared = prepare(args.config, overrides=override_values(args), check_keys=False)
@@ -34,6 +35,10 @@ def plan_command(args: argparse.Namespace) -> int:
         console.print(line, highlight=False)
     for warning in budget_warnings(plans, prepared.config):
         console.print(f"[yellow]budget: {warning}[/yellow]", highlight=False)
+    for line in self_preference_lines(plans, items=prepared.dataset.items):
+        console.print(f"[yellow]{escape(line)}[/yellow]", highlight=False)
+    for line in jury_lines(prepared.config, prepared.protocols):
+        console.print(escape(line), highlight=False)
     if args.strict and any(p.warnings for p in plans):
         console.print("plan --strict: exit 2 (see the warnings above)", highlight=False)
         return EXIT_USAGE

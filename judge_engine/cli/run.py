@@ -22,6 +22,7 @@ from judge_engine.cli import (
     EXIT_OK,
     EXIT_UNSCORED,
 )
+from judge_engine.errors import ReasonCode
 
 if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal as Console
@@ -160,9 +161,10 @@ def _escape(text: str) -> str:
 
 
 def _completed_code(result: RunResult, console: Console, allow_unscored: bool) -> int:
-    """0, or 3 when tasks are unscored (unless the user accepts that), saying how to retry them."""
+    """0, or 3 when tasks are unscored (unless the user accepts that), saying how to retry them.
+    Tasks held back on purpose (``self_preference: forbid``) are not a failure."""
     counts = result.counts
-    if not counts.unscored:
+    if not counts.unscored - counts.unscored_by_code.get(str(ReasonCode.SELF_PREFERENCE), 0):
         return EXIT_OK
     # A method's own verdict (a word list with too few nouns) is the data: asking again would only
     # re-read the same cached answer, so it is not offered.

@@ -69,6 +69,10 @@ def _register_stats(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
     bias.add_argument("--family", nargs="+", default=[], metavar="NAME=FAMILY",
                       help="model family of a judge's model or a system the built-in patterns do not "
                            "know, e.g. towerinstruct-7b-v0.2=meta")  # fmt: skip
+    bias.add_argument("--length-of", metavar="FIELD[/AGAINST]",
+                      help="verbosity for judges whose protocol names no judged text (custom judges, "
+                           "juries): the item field judged and the one it is judged against, e.g. "
+                           "response/reference")  # fmt: skip
     bias.add_argument("--items", type=Path, metavar="PATH",
                       help="the run's dataset, if it moved since the run")  # fmt: skip
     stats.add_argument("--baselines", nargs="+", type=Path, default=[], metavar="FILE",
@@ -128,6 +132,9 @@ def handle_stats(args: argparse.Namespace) -> int:
 
             sections += protocol_sections(run)
             sections += _bias_sections(run, args)
+            from judge_engine.stats.jury import jury_sections
+
+            sections += jury_sections(run)
             generation = _generation(run, args.baselines)
             sections += generation.sections if generation else []
             notes = run.notes
@@ -166,6 +173,12 @@ def _bias_sections(run: Run, args: argparse.Namespace) -> list[Section]:
     from judge_engine.stats.bias import self_preference_section, verbosity_section
 
     fields = length_fields()
+    if args.length_of:
+        answer, _, against = args.length_of.partition("/")
+        if not answer.strip():
+            raise ValueError(f"--length-of {args.length_of!r}: expected FIELD or FIELD/AGAINST")
+        own = (answer.strip(), against.strip() or None)
+        fields = {**{p: own for p in ("custom", "jury")}, **fields}
     wanted = {args.system_field, *(f for pair in fields.values() for f in pair if f)}
     items, why = _items(run, wanted, args.items)
     overrides = {}

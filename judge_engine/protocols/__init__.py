@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 
 from judge_engine.errors import ConfigError
-from judge_engine.protocols.base import Item, Message, Protocol, ProtocolOptions, Score
+from judge_engine.protocols.base import Item, Message, Protocol, ProtocolOptions, Score, VoteScale
 
 _BUILTIN: dict[str, str] = {
     "gemba-mqm": "judge_engine.protocols.gemba_mqm:GembaMQM",
@@ -20,6 +20,7 @@ _BUILTIN: dict[str, str] = {
     "novel-spans": "judge_engine.protocols.close_reading:NovelSpans",
     "nonpragmatic-spans": "judge_engine.protocols.close_reading:NonPragmaticSpans",
     "bws": "judge_engine.protocols.bws:BestWorstScaling",
+    "custom": "judge_engine.protocols.custom:CustomJudge",
     "cdat": "judge_engine.protocols.cdat:CDAT",
     "dat": "judge_engine.protocols.cdat:DAT",
 }
@@ -66,4 +67,5 @@ def get_protocol(name: str) -> type[Protocol]:
     raise ConfigError(f"unknown protocol {name!r} (known: {known})")
 
 
-__all__ = ["Item", "Message", "Protocol", "ProtocolOptions", "Score", "available", "get_protocol", "register"]
+__all__ = ["Item", "Message", "Protocol", "ProtocolOptions", "Score", "VoteScale", "available", "get_protocol",
+           "register"]

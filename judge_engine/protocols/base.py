@@ -49,6 +49,24 @@ class ProtocolOptions(BaseModel):
 
 
 @dataclass(frozen=True, slots=True)
+class VoteScale:
+    """What a judge's verdict is as a vote in a jury (:mod:`judge_engine.jury`), and so which
+    aggregates and which agreement coefficient fit it.
+
+    Attributes:
+        kind: ``categorical`` (labels: a majority or weighted vote; kappa), ``ordinal`` (numbers
+            on a short ordered scale: any aggregate; Krippendorff's alpha, ordinal) or
+            ``interval`` (numbers: mean, median, weighted mean; ICC).
+        values: the labels a categorical vote may take, when the protocol knows them.
+        bounds: the numbers' range, when the protocol knows it.
+    """
+
+    kind: Literal["categorical", "ordinal", "interval"]
+    values: tuple[str, ...] = ()
+    bounds: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Score:
     """What a valid verdict is worth.
 
@@ -93,6 +111,9 @@ class Protocol(ABC):
     reads_truncated: ClassVar[bool] = False
     """True when an answer cut off at ``max_tokens`` is still read as it is (methods that set a
     small ``max_tokens`` on purpose and parse what came); otherwise it is ``incomplete``."""
+    output_per_config: ClassVar[bool] = False
+    """True when :attr:`output_model` is built from the options (``custom``: the fields a
+    config declares), so no one schema of it can be published in ``schemas/``."""
 
     def __init__(self, options: ProtocolOptions | None = None) -> None:
         self.options = options if options is not None else self.options_model()
@@ -104,7 +125,8 @@ class Protocol(ABC):
             return cls(cls.options_model.model_validate(dict(raw or {})))
         except ValidationError as exc:
             problems = "; ".join(
-                f"{where}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+                f"{where}{''.join(f'.{p}' for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors()
             )
             raise ConfigError(f"protocol {cls.name}: {problems}") from None
 
@@ -122,6 +144,23 @@ class Protocol(ABC):
         """Template paths (under ``judge_engine/prompts``) this configuration renders; hashed
         into run manifests and cache keys so that editing a template invalidates old answers."""
         return ()
+
+    def template_hashes(self) -> list[str]:
+        """Content hashes of :meth:`templates`, in the same order (a protocol whose templates
+        are not package files, such as a config's own, hashes their text instead)."""
+        from judge_engine.templating import template_hash
+
+        return [template_hash(t) for t in self.templates()]
+
+    def vote_scale(self) -> VoteScale | None:
+        """What a verdict is as a jury vote (None: the protocol has no one verdict per item to
+        vote with, e.g. BWS scores each candidate). Default: the score, on an interval scale."""
+        return VoteScale("interval", bounds=self.score_range())
+
+    def vote(self, verdict: Mapping[str, Any] | None, score: float | None) -> str | float | None:
+        """A scored outcome's vote in a jury, from its stored verdict and score: a label for a
+        categorical :meth:`vote_scale`, else a number. Default: the score."""
+        return score
 
     def check_item(self, item: Item) -> list[str]:
         """Problems with ``item`` beyond missing required fields, found when the dataset is

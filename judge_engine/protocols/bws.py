@@ -132,6 +132,10 @@ class BestWorstScaling(Protocol):
     def variants(self, item: Item) -> Sequence[str]:
         return tuple(f"order{k}" for k in range(self.options.orders))
 
+    def vote_scale(self) -> None:
+        """None: a verdict scores each candidate, not the item, so there is no one vote."""
+        return None
+
     # --- order ---------------------------------------------------------------------------------
 
     def shuffle_seed(self, item: Item) -> int:

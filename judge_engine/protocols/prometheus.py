@@ -15,7 +15,7 @@ A 1-5 rubric renders exactly the library's text.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, field_validator
@@ -28,6 +28,7 @@ from judge_engine.protocols.base import (
     Protocol,
     ProtocolOptions,
     Score,
+    VoteScale,
     strip_code_fence,
 )
 from judge_engine.protocols.prometheus_parse import (
@@ -132,6 +133,10 @@ class PrometheusAbsolute(Protocol):
         low, high = self.options.rubric.bounds
         return (float(low), float(high))
 
+    def vote_scale(self) -> VoteScale:
+        """A grade on the rubric's short integer scale: ordinal."""
+        return VoteScale("ordinal", bounds=self.score_range())
+
     def rubric_for(self, item: Item) -> Rubric:
         """The item's own ``rubric`` if it has one, else the option's."""
         value = item.get("rubric")
@@ -215,6 +220,14 @@ class PrometheusRelative(Protocol):
 
     def variants(self, item: Item) -> Sequence[str]:
         return ("AB", "BA") if self.options.both_orders else ("",)
+
+    def vote_scale(self) -> VoteScale:
+        """The winner, in the item's own labels: categorical."""
+        return VoteScale("categorical", values=("A", "B"))
+
+    def vote(self, verdict: Mapping[str, Any] | None, score: float | None) -> str | None:
+        winner = (verdict or {}).get("winner")
+        return None if winner is None else str(winner)
 
     def criteria_for(self, item: Item) -> str:
         """The bracketed criteria line: the item's ``criteria`` or ``rubric``, else the option's."""

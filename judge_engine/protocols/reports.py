@@ -1,6 +1,7 @@
 """Protocol-specific figures for ``judge-engine stats RUN_DIR``, built on each protocol's own
 pure helpers: BWS scores per candidate and the BWS position-bias figure; A/B position
-consistency for pairwise judging in both orders.
+consistency for pairwise judging in both orders; for custom judges shown candidates in several
+orders, how often a candidate field picks the same candidate in every order.
 
 This lives beside the command layer, not in ``stats/``: ``stats`` knows tables, not protocols.
 """
@@ -43,6 +44,9 @@ def protocol_sections(run: Run) -> list[Section]:
     relative = [o for o in run.outcomes if o.protocol == "prometheus-relative"]
     if relative:
         sections.append(_position_consistency([o for o in relative if o.variant in ("AB", "BA")]))
+    ordered = [o for o in run.outcomes if o.protocol == "custom" and o.variant.startswith("order")]
+    if ordered:
+        sections.append(_candidate_consistency(ordered))
     return sections
 
 
@@ -111,3 +115,26 @@ def _position_consistency(outcomes: list[Outcome]) -> Section:
     elif left_out:
         section.notes.append(f"not shown: {', '.join(left_out)} (no pair scored in both orders)")
     return section
+
+
+def _candidate_consistency(outcomes: list[Outcome]) -> Section:
+    """Custom judges with ``orders``: per candidate field (stored with its ``<field>_id``), the
+    share of items (and repeats) judged in 2+ orders whose pick is the same candidate in all."""
+    rows: list[dict[str, Any]] = []
+    for (judge, temperature), group in _groups(outcomes).items():
+        picks: dict[tuple[str, str, int], set[Any]] = {}
+        counts: dict[tuple[str, str, int], int] = {}
+        for o in group:
+            verdict = o.verdict if o.status == "scored" and isinstance(o.verdict, dict) else {}
+            for field in (k[:-3] for k in verdict if k.endswith("_id") and k[:-3] in verdict):
+                key = (field, o.item_id, o.repeat)
+                picks.setdefault(key, set()).add(verdict[f"{field}_id"])
+                counts[key] = counts.get(key, 0) + 1
+        for field in sorted({key[0] for key in picks}):
+            judged = [key for key in picks if key[0] == field and counts[key] >= 2]
+            same = sum(1 for key in judged if len(picks[key]) == 1)
+            rows.append({"judge": judge, "temperature": temperature, "field": field, "items": len(judged),
+                         "position_consistency": same / len(judged) if judged else float("nan")})
+    return Section("candidate_consistency", "Candidate position consistency: the same pick in every order shown",
+                   ["judge", "temperature", "field", "items", "position_consistency"], rows,
+                   absent="" if rows else "no candidate field judged in 2+ orders")

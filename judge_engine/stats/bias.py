@@ -148,7 +148,8 @@ def verbosity_section(
         for judge, by_item in sorted(judge_means(run, temperature).items()):
             protocol = judges[judge][0]
             if protocol not in fields:
-                skipped.setdefault(f"{protocol}: no judged text to measure", []).append(judge)
+                hint = " (--length-of FIELD names it)" if protocol in ("custom", "jury") else ""
+                skipped.setdefault(f"{protocol}: no judged text to measure{hint}", []).append(judge)
                 continue
             answer, reference = fields[protocol]
             ids = list(by_item)

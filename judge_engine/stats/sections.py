@@ -208,13 +208,18 @@ def judge_agreement_section(run: Run) -> Section:
     cols = ["temperature", "judges", "n_items", "kendall", "spearman", "pearson",
             "exact_agreement", "alpha_interval", "icc_2_1"]  # fmt: skip
     title = "Agreement between judges (item means)"
-    if len(run.judges) < 2:
-        why = f"needs 2+ judges on the same items (this run has 1: {run.judges[0]})"
+    # A jury's verdict is made of its jurors' votes: beside them it would only inflate the
+    # agreement (the "all judges" row most), so juries are compared with their jurors in
+    # their own section (stats/jury.py).
+    juries = {o.judge for o in run.outcomes if o.protocol == "jury"}
+    judged = [j for j in run.judges if j not in juries]
+    if len(judged) < 2:
+        why = f"needs 2+ judges on the same items (this run has {len(judged)}: {', '.join(judged)})"
         return Section("judge_agreement", title, cols, [], absent=why)
     rows = []
     skipped: dict[str, list[str]] = defaultdict(list)
     for temp in sorted({o.temperature for o in run.outcomes}):
-        means = judge_means(run, temp)
+        means = {j: m for j, m in judge_means(run, temp).items() if j not in juries}
         judges = sorted(means)
         items = sorted({i for m in means.values() for i in m})
         matrix = [[means[j].get(i, math.nan) for j in judges] for i in items]

@@ -47,8 +47,11 @@ def check_run(run: Path, config_path: Path, served_malformed: int) -> dict[str, 
     latest = {o["task_id"]: o for o in read_lines(run / "outcomes.jsonl")}
     assert len(latest) == sum(1 for _ in read_lines(run / "outcomes.jsonl"))  # one line per task
     wrong, unscored, reasks = [], 0, 0
+    juries = [o for o in latest.values() if o["protocol"] == "jury"]
     for outcome in latest.values():
         reasks += outcome["reasks"]
+        if outcome["protocol"] == "jury":
+            continue  # checked against its jurors below
         if outcome["status"] == "unscored":
             unscored += 1
             assert outcome["reason_code"] in ANSWER_CODES | {"transport_exhausted"}, outcome
@@ -57,11 +60,36 @@ def check_run(run: Path, config_path: Path, served_malformed: int) -> dict[str, 
         if outcome["score"] != score or outcome["scores"] != pytest.approx(scores):
             wrong.append(outcome)
     assert wrong == [], wrong[:3]
+    check_juries(juries, config_path, expected)
     rejected = reasks + sum(1 for o in latest.values() if o.get("reason_code") in ANSWER_CODES)
     # A well-formed fake answer always parses, so each rejection is one malformed answer, and each
     # malformed answer served was rejected: none slipped through into a score.
     assert rejected == served_malformed
     return {"tasks": len(latest), "unscored": unscored, "reasks": reasks}
+
+
+def check_juries(juries: list[dict[str, Any]], config_path: Path,
+                 expected: dict[tuple[str, str, str], tuple[float | None, dict[str, float]]]) -> None:
+    """A jury's verdict is the aggregate of its jurors' right scores, or unscored because a juror
+    was (a juror's failure is never passed on as a vote)."""
+    from judge_engine.jury import Juror, aggregate
+
+    config = load_config(config_path)
+    panels = {jury.name: jury for jury in config.juries}
+    protocols = {judge.name: build_protocol(judge) for judge in config.judges}
+    assert len(juries) == sum(len(list(iter_items(config.dataset))) for _ in panels)
+    for outcome in juries:
+        panel = panels[outcome["judge"]]
+        jurors = outcome["verdict"]["jurors"]
+        for name, juror in jurors.items():
+            if juror["status"] == "scored":
+                assert juror["score"] == expected[(name, outcome["item_id"], outcome["variant"])][0]
+        votes = [Juror(name, "", j["task_id"], j["status"], j["reason_code"], j["score"], j["vote"])
+                 for name, j in jurors.items()]
+        decided = aggregate(panel, protocols[panel.judges[0]].vote_scale(), votes)  # type: ignore[arg-type]
+        assert (outcome["score"], outcome["reason_code"]) == (decided.score, decided.code and str(decided.code))
+        if outcome["status"] == "unscored":
+            assert outcome["reason_code"] == "jury_incomplete" and any(j["status"] != "scored" for j in jurors.values())
 
 
 def _served_malformed(server: FakeServer) -> int:
@@ -94,9 +122,12 @@ def test_every_protocol_under_faults(example: Path, tmp_path: Path, fake_server:
                      retries={"transport": 6, "reasks": 2, "backoff_max_s": 0.01})
         for deployment in judge.get("deployments", []):  # every deployment on the one fake server
             deployment.update(api_key_env="JUDGE_ENGINE_TEST_KEY")
+        options = judge.get("protocol_options") or {}
+        for key in [k for k in options if k.endswith("_file")]:  # files named by options (a custom template)
+            options[key] = str(example.parent / options[key])
     raw.update(output={"dir": str(tmp_path / "runs")}, cache={"dir": str(tmp_path / "cache")})
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True, sort_keys=False), encoding="utf-8")  # fields keep their order
     fake_server.update(error_500_rate=0.05, malformed_rate=0.1, cut_off_rate=0.05, stop_early_rate=0.1, seed=5)
     main(["run", str(config), "--no-live", "--allow-unscored"])
     run = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from judge_engine.config import load_config
 from judge_engine.dataset import to_item
 from judge_engine.embeddings import minilm_problem
 from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.fake.writers import get_writer
-from judge_engine.protocols import get_protocol
+from judge_engine.plan import build_protocol
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*/config.yaml"))
 
@@ -25,8 +26,9 @@ def test_example_items_render_and_fake_answers_parse(config_path: Path) -> None:
     config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
     lines = (config_path.parent / config["dataset"]["path"]).read_text(encoding="utf-8").splitlines()
     assert 10 <= len(lines) <= 20, "examples carry small data written for them"
-    for judge in config["judges"]:
-        protocol = get_protocol(judge["protocol"]).from_options(judge.get("protocol_options"))
+    # Through load_config: options naming files (a custom judge's template_file) are relative to it.
+    for judge in load_config(config_path).judges:
+        protocol = build_protocol(judge)
         for number, line in enumerate(lines, start=1):
             item = to_item(json.loads(line), config["dataset"].get("fields", {}), protocol.required_fields, f"{number}")
             assert protocol.check_item(item) == []
@@ -34,7 +36,7 @@ def test_example_items_render_and_fake_answers_parse(config_path: Path) -> None:
                 messages = protocol.render(item, variant)
                 for temperature in (0.0, 1.0):
                     answer = get_writer(protocol.name)(messages, seed=number, temperature=temperature, json_mode=protocol.json_mode)
-                    assert answer is not None, (judge["name"], number, variant)
+                    assert answer is not None, (judge.name, number, variant)
                     try:
                         protocol.score(protocol.parse(answer, item, variant), item, variant)
                     except VerdictError as exc:

@@ -152,6 +152,24 @@ def test_stats_reads_the_items_from_the_runs_dataset(tmp_path: Path) -> None:
     assert "is gone" in s["verbosity"]["absent"] and "is gone" in s["self_preference"]["absent"]
 
 
+def test_length_of_names_the_judged_text_for_custom_judges_and_juries(tmp_path: Path) -> None:
+    records = [outcome(item, "mine", 0.0, 0, float(score), model=GPT, protocol="custom")
+               for item, score in zip(ITEMS, [4, 5, 2, 3], strict=True)]  # fmt: skip
+    run = write_run(tmp_path / "run", records)
+    items = tmp_path / "items.jsonl"
+    lines = [{"id": i, "system": f["system"], "tgt": f["target"], "src": f["source"]}
+             for i, f in ITEMS.items()]  # fmt: skip
+    items.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    _manifest_with_dataset(run, items)
+    s: dict[str, Any] = run_json(["stats", str(run)], tmp_path)
+    assert "custom: no judged text to measure (--length-of FIELD names it)" in s["verbosity"]["absent"]
+    s = run_json(["stats", str(run), "--length-of", "target/source"], tmp_path)
+    # The same scores against the same lengths as gemba-mqm's g above: rho = -0.6.
+    row = rows_by(s["verbosity"], judge="mine", length_of="answer")[0]
+    assert row["spearman"] == pytest.approx(-0.6) and row["field"] == "target"
+    assert rows_by(s["verbosity"], judge="mine", length_of="ratio")[0]["field"] == "target/source"
+
+
 def test_meta_self_preference_against_humans(tmp_path: Path) -> None:
     path = tmp_path / "scores.csv"
     # judge (gpt-4o-mini) 4, 5 on gpt4o rows and 2, 3 on the others: gap_sd 1.5492 as above;

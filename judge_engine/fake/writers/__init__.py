@@ -15,7 +15,8 @@ nothing from the fake. A third-party protocol (registered with
 Built-in writers, one module per protocol family: :mod:`.mqm` (``gemba-mqm``,
 ``gemba-mqm-literary``), :mod:`.prometheus` (``prometheus-absolute``, ``prometheus-relative``),
 :mod:`.ttct`, :mod:`.bws`, :mod:`.close_reading` (``novel-spans``, ``nonpragmatic-spans``) and
-:mod:`.words` (``cdat``, ``dat``: word lists from the model under test).
+:mod:`.words` (``cdat``, ``dat``: word lists from the model under test) and :mod:`.custom`
+(``custom``: whatever fields a config declares, read from the answer format in the prompt).
 They are imported on first use, as the protocols are.
 """
 
@@ -30,6 +31,7 @@ from judge_engine.protocols.base import Message
 _BUILTIN: dict[str, str] = {
     "bws": "judge_engine.fake.writers.bws:write_bws",
     "cdat": "judge_engine.fake.writers.words:write_cdat",
+    "custom": "judge_engine.fake.writers.custom:write_custom",
     "dat": "judge_engine.fake.writers.words:write_dat",
     "gemba-mqm": "judge_engine.fake.writers.mqm:write_gemba_mqm",
     "gemba-mqm-literary": "judge_engine.fake.writers.mqm:write_gemba_mqm_literary",
