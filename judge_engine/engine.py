@@ -111,6 +111,13 @@ class Engine:
         return EngineResult("cancelled" if self.stopping else "completed", {})
 
     async def _run_judge(self, judge: JudgeRuntime) -> None:
+        if judge.config.mode == "batch":  # the provider's batch API instead of the lane's calls
+            from judge_engine.batch.driver import BatchDriver
+
+            await BatchDriver(judge, store=self._store, cache=self._cache, dataset=self._dataset,
+                              resumption=self._resumptions.get(judge.config.name, Resumption()),
+                              online=self._work, stopping=lambda: self.stopping).run()
+            return
         workers = judge.config.limits.concurrency
         # Holds rendered prompts now, so it is sized by the batch, not doubled with concurrency.
         queue: asyncio.Queue[PreparedTask | None] = asyncio.Queue(maxsize=workers + _PREPARE_BATCH)

@@ -19,6 +19,7 @@ from judge_engine.providers import Endpoint
 from judge_engine.providers.base import Provider, ProviderRequest
 
 if TYPE_CHECKING:
+    from judge_engine.batch.board import BatchBoard
     from judge_engine.engine import Engine
 
 
@@ -102,6 +103,8 @@ class JudgeRuntime(JudgeSetup):
     """Set by a stop request: no new provider call starts (see :meth:`abandon_waiting`)."""
     exhausted_in_row: int = 0
     """Tasks in a row that used up their transport retries with no answer in between."""
+    batch: BatchBoard | None = None
+    """A batch-mode judge's batches as they go (``mode: batch``), for the display."""
     _interruptible: set[asyncio.Task[Any]] = field(default_factory=set)
     _abandoned: set[asyncio.Task[Any]] = field(default_factory=set)
 

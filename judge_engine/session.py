@@ -45,6 +45,7 @@ from judge_engine.plan import build_protocol, run_id, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint, check_credentials, endpoint_for, for_judge
 from judge_engine.providers.base import Provider
+from judge_engine.providers.batch import check_batch_routes
 from judge_engine.records import (
     MANIFEST,
     Counts,
@@ -69,6 +70,10 @@ RETRY_ALL = "unscored"
 DEMO_API_BASE = "demo://fake-server"
 """The ``api_base`` a demo run's config gets: demo answers get cache keys of their own, so they
 never mix with a real model's and stay cached across demo runs."""
+DEMO_BATCH_POLL_S = 0.2
+"""A demo's batch poll interval: the fake server's batches end within seconds."""
+_IMPLIED = ("api_base", "batch_poll_s")
+"""Overrides a demo implies, so they are not recorded as the user's."""
 
 
 @dataclass(slots=True)
@@ -155,6 +160,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     overrides = dict(overrides or {})
     if demo:
         overrides["api_base"] = DEMO_API_BASE
+        overrides.setdefault("batch_poll_s", DEMO_BATCH_POLL_S)
     config = load_config(config_path, overrides=overrides)
     protocols = {judge.name: build_protocol(judge) for judge in config.judges}
     required = sorted({f for p in protocols.values() for f in p.required_fields})
@@ -182,6 +188,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         overrides=overrides)
     if check_keys and not demo:
         check_credentials(config)
+        check_batch_routes(config)
     return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed, demo)
 
 
@@ -224,7 +231,7 @@ def new_manifest(config: JobConfig, protocols: Mapping[str, Protocol], dataset: 
         config=config.manifest_view(),
         # The demo endpoint is implied by "demo"; paths as strings so the manifest stays JSON.
         overrides={key: str(value) if isinstance(value, Path) else value
-                   for key, value in overrides.items() if value is not None and key != "api_base"},
+                   for key, value in overrides.items() if value is not None and key not in _IMPLIED},
         dataset={"path": str(config.dataset.path), "fingerprint": dataset.fingerprint, "items": dataset.items,
                  "variants": list(dataset.variants), "limit": config.dataset.limit},
         judges=judges,
@@ -262,7 +269,10 @@ def prepare_resume(run_dir: Path, *, overrides: Mapping[str, Any] | None = None)
     manifest = read_manifest(run_dir)
     config_path = recorded_config_path(run_dir, manifest)
     merged = {**manifest.overrides, **(overrides or {})}
-    return prepare(config_path, overrides=merged, demo=manifest.demo, run_dir=run_dir)
+    prepared = prepare(config_path, overrides=merged, demo=manifest.demo, run_dir=run_dir)
+    # Kept for the sessions after this one too (``resume --batch``).
+    prepared.manifest.overrides.update({k: v for k, v in (overrides or {}).items() if v is not None and k not in _IMPLIED})
+    return prepared
 
 
 def retry_codes(retry: str | None) -> frozenset[str] | None:
@@ -340,11 +350,13 @@ def run(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: 
     return _session(prepare(config_path, overrides=overrides, demo=demo, new_run=new_run), None, progress, "run")
 
 
-def resume(run_dir: Path, *, retry: str | None = None, progress: RunProgress | None = None) -> RunResult:
+def resume(run_dir: Path, *, retry: str | None = None, progress: RunProgress | None = None,
+           batch: bool = False) -> RunResult:
     """Finish a killed, cancelled or stopped run, or judge its unscored tasks again (``retry``:
-    ``unscored`` or reason codes separated by commas)."""
+    ``unscored`` or reason codes separated by commas); ``batch``: every judge in batch mode
+    from now on (recorded, as ``run --batch`` is)."""
     codes = retry_codes(retry)
-    return _session(prepare_resume(run_dir), codes, progress, "resume")
+    return _session(prepare_resume(run_dir, overrides={"batch": True} if batch else None), codes, progress, "resume")
 
 
 def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunProgress | None,
@@ -432,6 +444,11 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint], *, progr
 def _runtime(prepared: PreparedRun, judge: JudgeConfig, endpoint: Endpoint, provider: Provider | None) -> JudgeRuntime:
     """A judge's runtime, whole at construction: nothing is changed on it afterwards."""
     protocol = prepared.protocols[judge.name]
+    board = None
+    if judge.mode == "batch":
+        from judge_engine.batch.board import BatchBoard
+
+        board = BatchBoard()
     return JudgeRuntime(
         config=judge,
         protocol=protocol,
@@ -440,6 +457,7 @@ def _runtime(prepared: PreparedRun, judge: JudgeConfig, endpoint: Endpoint, prov
         lane=Lane(judge.name, judge.limits),
         provider=provider if provider is not None else for_judge(judge, endpoint),
         counters=JudgeCounters(total=prepared.tasks_of(judge)),
+        batch=board,
     )
 
 
