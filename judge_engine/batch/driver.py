@@ -289,9 +289,7 @@ class BatchDriver:
                 continue
             changed = self._record_state(chunk, info) or changed
             if info.refused is not None:
-                self.record(BatchEvent("refused", chunk.judge, chunk.chunk_id, utc_now(), batch_id=batch_id,
-                                       reason=info.refused))
-                self.note(f"{chunk.chunk_id}: refused by the provider's quota; sent again later")
+                self.submitter.refused(chunk, batch_id, info.refused)
                 changed = True
             elif info.error is not None:
                 raise FatalProviderError(f"batch {batch_id} of chunk {chunk.chunk_id} failed: {info.error}",

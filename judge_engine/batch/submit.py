@@ -51,6 +51,8 @@ class Submitter:
         """Chunks known to have no batch the ledger does not record (planned by this session,
         or looked for on the provider): they can be created without looking first."""
         self._sending: set[str] = set()
+        self._alone: dict[str, int] = {}
+        """Refusals per chunk while nothing else of the judge was in a batch (this session)."""
 
     async def send_waiting(self) -> bool:
         """Send every open chunk no batch holds: planned by an earlier session (looked for on
@@ -107,11 +109,11 @@ class Submitter:
             return False
         if chunk.refused_at is None:
             return True
-        if not open_sent and chunk.refusals >= REFUSALS_ALONE:
+        if not open_sent and self._alone.get(chunk.chunk_id, 0) >= REFUSALS_ALONE:
             judge = self.driver.judge
             judge.stopped = (
                 f"{judge.config.name} ({judge.config.model}) stopped: the provider refused chunk "
-                f"{chunk.chunk_id} ({chunk.tokens:,} tokens) {chunk.refusals} times with no other batch of this "
+                f"{chunk.chunk_id} ({chunk.tokens:,} tokens) {REFUSALS_ALONE} times with no other batch of this "
                 "judge in progress: its enqueued-token quota is below one chunk. Set batch.max_enqueued_tokens "
                 "(or max_requests_per_file) lower, then resume the run")
             return False
@@ -139,19 +141,26 @@ class Submitter:
                                           refusal=True)
         except Refused as exc:
             self.checked.add(chunk.chunk_id)
-            self.driver.record(BatchEvent("refused", chunk.judge, chunk.chunk_id, utc_now(), reason=str(exc)))
-            self.driver.note(f"{chunk.chunk_id}: refused by the provider's quota; sent again later")
+            self.refused(chunk, None, str(exc))
             return False
         self.driver.record(BatchEvent("submitted", chunk.judge, chunk.chunk_id, utc_now(), batch_id=info.batch_id,
                                       file_id=file_id), sync=True)
         self.checked.add(chunk.chunk_id)
         if info.refused is not None:
-            self.driver.record(BatchEvent("refused", chunk.judge, chunk.chunk_id, utc_now(), batch_id=info.batch_id,
-                                          reason=info.refused))
-            self.driver.note(f"{chunk.chunk_id}: refused by the provider's quota; sent again later")
+            self.refused(chunk, info.batch_id, info.refused)
             return False
         self.driver.capacity.set()
         return True
+
+    def refused(self, chunk: Chunk, batch_id: str | None, reason: str) -> None:
+        """Record that the provider refused ``chunk``'s batch for its quota: sent again later."""
+        alone = not any(c.batch_id is not None and not c.ended and c.chunk_id != chunk.chunk_id
+                        for c in self.driver.ledger.open_chunks())
+        if alone:
+            self._alone[chunk.chunk_id] = self._alone.get(chunk.chunk_id, 0) + 1
+        self.driver.record(BatchEvent("refused", chunk.judge, chunk.chunk_id, utc_now(), batch_id=batch_id,
+                                      reason=reason))
+        self.driver.note(f"{chunk.chunk_id}: refused by the provider's quota; sent again later")
 
     def metadata(self, chunk: Chunk) -> dict[str, str]:
         return {"judge_engine_run": self.driver.store.run_dir.name, "judge_engine_chunk": chunk.chunk_id}

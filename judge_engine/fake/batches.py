@@ -8,8 +8,8 @@ the same request are the same answer.
 
 A batch is ``validating`` for :attr:`FakeBatchConfig.validating_s`, then its requests are
 processed evenly over :attr:`FakeBatchConfig.processing_s` (the counts grow); each request draws,
-from its custom id, whether it fails (an error result) or is never processed (the batch then ends
-``expired`` with the others' results). Its answers are computed in the background, a slice at a
+from its custom id, whether it fails (an error result), is never processed (the batch then ends
+``expired`` with the others' results) or answers empty (a 200 with no content). Its answers are computed in the background, a slice at a
 time, so the server keeps answering meanwhile. A create call is counted at once (submissions per
 task: the custom id's part before its last ``-``), then answered after
 :attr:`FakeBatchConfig.create_delay_s`; a batch beyond the enqueued-token quota is refused and
@@ -66,6 +66,7 @@ class FakeBatch:
     """The request lines, released once the answers are computed."""
     fails: list[bool]
     expires: list[bool]
+    empties: list[bool]
     validating_s: float
     processing_s: float
     metadata: dict[str, str] = field(default_factory=dict)
@@ -284,17 +285,19 @@ class FakeBatches:
         config: FakeConfig = self._config()
         knobs = config.batch
         tokens = math.ceil(size / config.chars_per_token)
-        draws = [_draws(custom_id, config.seed) for custom_id, _line in requests]
+        draws = [request_draws(custom_id, config.seed) for custom_id, _line in requests]
         prefix = "batch_fake" if api == "openai" else "msgbatch_fake"
         batch = FakeBatch(
             batch_id=f"{prefix}{next(self._ids):06d}", api=api, created_at=time.time(), model=model, tokens=tokens,
-            custom_ids=[custom_id for custom_id, _line in requests], requests=[line for _id, line in requests], fails=[u < knobs.failure_rate for u, _ in draws],
-            expires=[v < knobs.expire_rate for _, v in draws], validating_s=knobs.validating_s,
+            custom_ids=[custom_id for custom_id, _line in requests], requests=[line for _id, line in requests],
+            fails=[d[0] < knobs.failure_rate for d in draws], expires=[d[1] < knobs.expire_rate for d in draws],
+            empties=[d[2] < knobs.empty_rate for d in draws], validating_s=knobs.validating_s,
             processing_s=knobs.processing_s, metadata={str(k): str(v) for k, v in (metadata or {}).items()},
             input_file_id=input_file_id, window=window, results=[None] * len(requests))
-        self.batches[batch.batch_id] = batch
         limit = knobs.max_enqueued_tokens
-        if limit is not None and self._enqueued(model) + tokens > limit:
+        enqueued = self._enqueued(model) if limit is not None else 0
+        self.batches[batch.batch_id] = batch
+        if limit is not None and enqueued + tokens > limit:
             batch.refused = (f"Enqueued token limit reached for {model} in organization org-fake. Limit: {limit:,} "
                              "enqueued tokens. Please try again once some in_progress batches have been completed.")
             batch.requests = []
@@ -383,6 +386,8 @@ class FakeBatches:
         faults = Draw.of(digest, 0, config.seed).fired(config)
         temperature = float(body.get("temperature", 1.0))
         content, protocol = self._answers.answer(messages, temperature=temperature, json_mode=json_mode)
+        if batch.empties[index]:  # a 200 with nothing in it: it must never be judged as an answer
+            return wire.answer_line(batch.api, batch.model, custom_id, "", "stop", 0, 0, False)
         answer = finish(messages, content, protocol, malformed=faults.get("malformed"), cut_off="cut_off" in faults,
                         stop_early=faults.get("stop_early"),
                         max_tokens=body.get("max_completion_tokens", body.get("max_tokens")),
@@ -391,6 +396,9 @@ class FakeBatches:
                             answer.completion_tokens, json_mode)
 
 
-def _draws(custom_id: str, seed: int) -> tuple[float, float]:
-    raw = hashlib.blake2b(f"{custom_id}:{seed}".encode(), digest_size=16, person=b"fake-batch").digest()
-    return int.from_bytes(raw[:8], "big") / _UNIT, int.from_bytes(raw[8:], "big") / _UNIT
+def request_draws(custom_id: str, seed: int = 0) -> tuple[float, float, float]:
+    """A batch request's uniforms in [0, 1): whether it fails, expires, or answers empty (under
+    :class:`~judge_engine.fake.config.FakeBatchConfig`'s rates): tests predict with it how many
+    rounds each task needs."""
+    raw = hashlib.blake2b(f"{custom_id}:{seed}".encode(), digest_size=24, person=b"fake-batch").digest()
+    return tuple(int.from_bytes(raw[i:i + 8], "big") / _UNIT for i in (0, 8, 16))  # type: ignore[return-value]

@@ -42,6 +42,9 @@ class FakeBatchConfig(BaseModel):
     """Probability that a request is never processed: its batch then ends ``expired`` (OpenAI)
     with the other requests' results, and these marked ``batch_expired`` (Anthropic:
     ``expired``)."""
+    empty_rate: float = Field(default=0.0, ge=0, le=1)
+    """Probability that a request's result is a 200 whose answer is empty (as failed requests of
+    some batch APIs come back): a client must not judge it as an answer."""
     create_delay_s: float = Field(default=0.0, ge=0)
     """The create call is answered this late: the batch exists, and is counted, from the
     moment the call arrives (a client killed meanwhile never learns its id)."""
