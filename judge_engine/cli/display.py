@@ -226,16 +226,20 @@ BATCH_ROWS = 6
 """Open batches shown per judge (the rest are counted)."""
 
 
-def chunk_line(view: ChunkView) -> str:
-    """One batch: ``mqm-r1-00002 in_progress 2,000/5,000 done, 12 failed, 3 expired, age 2h58m``."""
-    figures = [f"{view.completed:,}/{view.requests:,} done"]
-    figures += [f"{n:,} {what}" for n, what in ((view.failed, "failed"), (view.expired, "expired")) if n]
+def chunk_parts(view: ChunkView) -> list[str]:
+    """One batch's figures: ``mqm-r1-00002 in_progress``, ``2,000/5,000 done``, ``12 failed``,
+    ``age 2h58m``."""
+    parts = [f"{view.chunk} {view.status}", f"{view.completed:,}/{view.requests:,} done"]
+    parts += [f"{n:,} {what}" for n, what in ((view.failed, "failed"), (view.expired, "expired")) if n]
     age = view.age_s
-    return (f"{view.chunk} {view.status} " + ", ".join(figures) + ("" if age is None else f", age {_duration(age)}"))
+    return parts if age is None else [*parts, f"age {_duration(age)}"]
 
 
 def batch_lines(judges: Sequence[JudgeRuntime], *, width: int = 80) -> list[str]:
-    """Per batch-mode judge: what its batches are doing (a summary, then its open batches)."""
+    """Per batch-mode judge: what its batches are doing (a summary, then its open batches),
+    broken between figures to fit ``width``."""
+    import textwrap
+
     lines: list[str] = []
     for judge in judges:
         board = judge.batch
@@ -248,22 +252,22 @@ def batch_lines(judges: Sequence[JudgeRuntime], *, width: int = 80) -> list[str]
         if board.online:
             summary.append(f"{board.online:,} sent on online")
         summary.append("all submitted" if board.submitted_all else "submitting")
-        lines.append(packed(summary, width - 1, separator=" · "))
-        lines += [f"  {chunk_line(view)}"[: width - 1] for view in views[:BATCH_ROWS]]
+        lines += packed(summary, width - 1).splitlines()
+        for view in views[:BATCH_ROWS]:
+            lines += [f"  {line}" for line in packed(chunk_parts(view), width - 3, separator=", ").splitlines()]
         if len(views) > BATCH_ROWS:
             lines.append(f"  ... {len(views) - BATCH_ROWS} more")
         if board.note:
-            lines.append(f"  {board.note}"[: width - 1])
+            lines += textwrap.wrap(board.note, width - 1, initial_indent="  ", subsequent_indent="    ")
     return lines
 
 
 def status_report(report: RunStatusReport, console: Console) -> None:
     """``judge-engine status``: the run, then per judge its tasks and (batch mode) its batches."""
     manifest = report.manifest
-    state = ("a judge-engine process is writing it now" if report.writing else
-             "no process is writing it" + (": resume it to go on" if manifest.status != "completed" else ""))
-    console.print(f"run {manifest.run_id}: {manifest.status} ({state}); updated {manifest.updated_at}",
-                  highlight=False, soft_wrap=True)
+    state = "a judge-engine process is writing it now" if report.writing else "no process is writing it"
+    console.print(packed([f"run {manifest.run_id}: {manifest.status}", state, f"updated {manifest.updated_at}"],
+                         console.width - 1), highlight=False)
     if manifest.demo:
         console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
     for note in report.notes:
@@ -285,8 +289,8 @@ def status_report(report: RunStatusReport, console: Console) -> None:
                           f"{view.failed:,}", f"{view.expired:,}", _duration(age) if age is not None else "")
         console.print(table)
     if report.manifest.status != "completed" and not report.writing:
-        console.print(f"Go on (collects what ended, sends what remains): judge-engine resume {report.run_dir}",
-                      highlight=False, soft_wrap=True)
+        console.print(f"Go on (collects the batches that ended, sends what remains):\n  judge-engine resume "
+                      f"{report.run_dir}", highlight=False, soft_wrap=True)
 
 
 def start_line(progress: RunProgress) -> str:

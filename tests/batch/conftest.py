@@ -12,8 +12,7 @@ import pytest
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.batches import request_draws
 from judge_engine.fake.config import FakeBatchConfig
-from tests.engine.conftest import _merge, _test_key, make_job  # noqa: F401  (the engine's fixtures)
-from tests.engine.conftest import Job
+from tests.engine.conftest import Job, _merge, _test_key, make_job  # noqa: F401  (the engine's fixtures)
 
 ANTHROPIC_MODEL = "anthropic/claude-haiku-4-5"
 

@@ -11,7 +11,6 @@ import pytest
 from judge_engine import session
 from judge_engine.fake import FakeServer
 from judge_engine.providers.catalog import batch_cost_per_token
-from judge_engine.records import BATCHES
 from judge_engine.store import iter_batch_lines
 from tests.batch.conftest import batch_job, rounds_needed
 from tests.engine.conftest import expected_gemba_score, read_lines, read_transcripts
@@ -112,7 +111,7 @@ def test_empty_answers_are_re_asked_never_scored(tmp_path: Path, batch_server: F
     run = job.only_run()
     items = _items(job.dir)
     empties = 0
-    for task, lines in _answers_by_task(run).items():
+    for lines in _answers_by_task(run).values():
         answered = [line for line in lines if line.get("response")]
         empties += sum(1 for line in answered if not line["response"]["content"])
         # an empty answer is followed by a re-ask stating the problem, never an outcome
