@@ -104,8 +104,7 @@ class BatchDriver:
                 try:
                     await self._drive(group)
                 except FatalProviderError as exc:
-                    if judge.stopped is None:
-                        judge.stopped = f"{judge.config.name} ({judge.config.model}) stopped: {exc}"
+                    self.stop(exc)
                 finally:
                     for _ in range(workers):
                         await self.queue.put(None)
@@ -115,7 +114,7 @@ class BatchDriver:
     async def _drive(self, group: asyncio.TaskGroup) -> None:
         assert self._results is not None
         await self._results.restart_online()
-        feeder = group.create_task(self._feed(), name=f"{self.judge.config.name}:batch-feeder")
+        feeder = group.create_task(self._feed_or_stop(), name=f"{self.judge.config.name}:batch-feeder")
         base = self.config.poll_interval_s
         delay = base
         while not self.stopped:
@@ -144,6 +143,12 @@ class BatchDriver:
                 continue
 
     # --- round 1: the task stream into chunks ---------------------------------------------------
+
+    async def _feed_or_stop(self) -> None:
+        try:
+            await self._feed()
+        except FatalProviderError as exc:  # raised here, it would cancel the whole run's task group
+            self.stop(exc)
 
     async def _feed(self) -> None:
         judge, resumption = self.judge, self.resumption
@@ -339,6 +344,12 @@ class BatchDriver:
             return value
 
         return await with_transport_retries(attempt, retries=retries.transport, backoff_max_s=retries.backoff_max_s)
+
+    def stop(self, error: FatalProviderError) -> None:
+        """Stop this judge (its open batches stay at the provider: resume collects them)."""
+        judge = self.judge
+        if judge.stopped is None:
+            judge.stopped = f"{judge.config.name} ({judge.config.model}) stopped: {error}"
 
     def stop_if_unreachable(self) -> None:
         failure = self._last_failure

@@ -231,3 +231,19 @@ def test_a_quota_below_one_chunk_stops_the_judge_with_what_to_do(tmp_path: Path,
     assert result.status == "failed"
     assert "max_enqueued_tokens" in result.failures["mqm"]
     assert batch_server.stats()["batch_submissions"] == {}
+
+
+def test_a_wrong_key_or_an_unreachable_endpoint_stops_the_judge_and_records_no_outcome(
+        tmp_path: Path, batch_server: FakeServer) -> None:
+    batch_server.update(require_api_key="the-right-key")
+    (tmp_path / "key").mkdir()
+    (tmp_path / "port").mkdir()
+    job = batch_job(tmp_path / "key", batch_server, items=5)
+    result = session.run(job.config)
+    assert result.status == "failed" and "401" in result.failures["mqm"]
+    assert not read_lines(job.only_run() / "outcomes.jsonl")
+    batch_server.update(require_api_key=None)
+    unreachable = batch_job(tmp_path / "port", batch_server, items=5, judge={"api_base": "http://127.0.0.1:9/v1"})
+    result = session.run(unreachable.config)
+    assert result.status == "failed" and "cannot reach" in result.failures["mqm"]
+    assert batch_server.stats()["batch_submissions"] == {}
