@@ -155,7 +155,7 @@ class BatchDriver:
         counters = judge.counters
         counters.done += resumption.skip_tasks
         counters.resumed += resumption.skip_tasks
-        held = self.ledger.in_flight()
+        held = self.ledger.in_flight() - resumption.again  # an old carry of a task judged again is moot
         writer: ChunkWriter | None = None
         pending: list[Task] = []
         stream = iter_tasks(judge.config, judge.protocol, self.dataset, skip_rows=resumption.skip_rows)
@@ -237,7 +237,7 @@ class BatchDriver:
     def _pending_batch(self) -> list[Any]:
         done = self._results.done if self._results is not None else set()
         return [c for c in self.ledger.pending.values()
-                if c.to == "batch" and c.task_id not in done and c.task_id not in self.resumption.done]
+                if c.to == "batch" and c.task_id not in done and not self.settled(c.task_id)]
 
     async def _send_carries(self) -> bool:
         """Chunks of the next round from the tasks their results carried on."""
@@ -344,6 +344,11 @@ class BatchDriver:
             return value
 
         return await with_transport_retries(attempt, retries=retries.transport, backoff_max_s=retries.backoff_max_s)
+
+    def settled(self, task_id: str) -> bool:
+        """Whether an earlier session's carry of ``task_id`` is moot: the task has its outcome,
+        or ``resume --retry`` judges it again from the start."""
+        return task_id in self.resumption.done or task_id in self.resumption.again
 
     def stop(self, error: FatalProviderError) -> None:
         """Stop this judge (its open batches stay at the provider: resume collects them)."""

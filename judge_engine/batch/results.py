@@ -210,7 +210,7 @@ class Results:
     async def restart_online(self) -> None:
         """Tasks an earlier session carried on online without finishing them: sent again."""
         for carry in list(self.driver.ledger.pending.values()):
-            if carry.to == "online" and carry.task_id not in self.driver.resumption.done:
+            if carry.to == "online" and not self.driver.settled(carry.task_id):
                 try:
                     await self._go_online(task_of(carry), log_of(carry), tuple(carry.turns), None)
                 except Exception as exc:  # the prompt no longer renders: its outcome says so

@@ -114,6 +114,12 @@ def test_a_stopped_batch_run_is_watched_with_status_and_resumed_in_batch_mode(tm
         assert "0/30 done" in out and "30 in batches" in out and "in_progress" in out
         assert "judge-engine resume" in out
         assert all(len(line) <= 80 for line in out.splitlines() if str(run) not in line)
+        time.sleep(3.5)  # the batches end at the provider meanwhile; --poll asks it, and writes nothing
+        before = (run / BATCHES).read_bytes()
+        polled = _run("status", str(run), "--poll")
+        out = polled.stdout.read().decode() if polled.stdout else ""
+        assert polled.returncode == 0 and out.count("completed") == 3 and "in_progress" not in out
+        assert (run / BATCHES).read_bytes() == before
 
         resumed = _run("resume", str(run), "--no-live")
         assert resumed.returncode == 0

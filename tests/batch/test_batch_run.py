@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from judge_engine import session
 from judge_engine.fake import FakeServer
@@ -247,3 +248,23 @@ def test_a_wrong_key_or_an_unreachable_endpoint_stops_the_judge_and_records_no_o
     result = session.run(unreachable.config)
     assert result.status == "failed" and "cannot reach" in result.failures["mqm"]
     assert batch_server.stats()["batch_submissions"] == {}
+
+
+def test_resume_retry_judges_a_batch_runs_unscored_tasks_again_once(tmp_path: Path, batch_server: FakeServer) -> None:
+    """Tasks that went on online and ended unscored are judged again by ``--retry`` from the
+    start, once: their old online carries are not sent again beside them."""
+    batch_server.update(malformed_rate=1.0)
+    job = batch_job(tmp_path, batch_server, items=6, batch={"fallback": "online"}, judge={"retries": {"reasks": 1}})
+    first = session.run(job.config)
+    assert first.counts.unscored_by_code == {"unreadable": 6}
+    batch_server.update(malformed_rate=0.0)
+    document = yaml.safe_load(job.config.read_text())
+    document["cache"]["enabled"] = False  # the cache would hand back the same unreadable answers
+    job.config.write_text(yaml.safe_dump(document))
+    again = session.resume(job.only_run(), retry="unreadable")
+    assert again.counts.scored == 6
+    outcomes = read_lines(job.only_run() / "outcomes.jsonl")
+    assert Counter(o["task_id"] for o in outcomes) == Counter({o["task_id"]: 2 for o in outcomes})
+    # from the start, in a batch: a fresh first attempt, not the old conversation carried on online
+    assert all(o["attempts"] == 1 and o["reasks"] == 0 for o in outcomes[6:])
+    assert set(batch_server.stats()["batch_submissions"].values()) == {2}
