@@ -215,13 +215,14 @@ class BatchDriver:
         self._sequence += 1  # the feeder's and a later round's chunks may be formed at the same time
         return ChunkWriter.start(self.store.run_dir, chunk_id, round_, limits)
 
-    async def _close(self, writer: ChunkWriter) -> None:
-        """Record a formed chunk's intent and send it; while it waits for quota, so does the
-        feeder (a chunk file on disk per waiting chunk is enough)."""
+    async def _close(self, writer: ChunkWriter, *, wait: bool = True) -> None:
+        """Record a formed chunk's intent and send it. ``wait`` (the feeder): while a chunk waits
+        for quota, wait too, so that one chunk file at most is on disk waiting; the poll loop
+        does not wait (it sends waiting chunks at its next pass)."""
         assert self.api is not None
         writer.close()
-        if not writer.tasks:
-            writer.discard()
+        if not writer.tasks or self.stopped:
+            writer.discard()  # its tasks are streamed again by the next session
             return
         rows = (writer.first_row, writer.last_row) if writer.round == 1 and writer.first_row >= 0 else None
         self.record(BatchEvent("intent", self.judge.config.name, writer.chunk_id, utc_now(), round=writer.round,
@@ -229,7 +230,7 @@ class BatchDriver:
                                bytes=writer.path.stat().st_size, tokens=writer.tokens), sync=True)
         self.submitter.checked.add(writer.chunk_id)
         await self.submitter.send(self.ledger.chunks[writer.chunk_id])
-        while not self.stopped and any(c.batch_id is None for c in self.ledger.open_chunks()):
+        while wait and not self.stopped and any(c.batch_id is None for c in self.ledger.open_chunks()):
             await self._sleep(self.config.poll_interval_s)
 
     # --- later rounds ---------------------------------------------------------------------------
@@ -257,23 +258,13 @@ class BatchDriver:
                 if writer is None:
                     writer = self._start(round_)
                 elif not writer.fits(len(line), tokens):
-                    await self._close_quietly(writer)
+                    await self._close(writer, wait=False)
                     writer = self._start(round_)
                 writer.add(carry.task_id.removeprefix("b2:"), line, tokens, carry.row)
             if writer is not None:
-                await self._close_quietly(writer)
+                await self._close(writer, wait=False)
         self.board.waiting = len(self._pending_batch())
         return True
-
-    async def _close_quietly(self, writer: ChunkWriter) -> None:
-        """As :meth:`_close`, without waiting for quota (the poll loop sends it later)."""
-        assert self.api is not None
-        writer.close()
-        self.record(BatchEvent("intent", self.judge.config.name, writer.chunk_id, utc_now(), round=writer.round,
-                               api=self.api.name, tasks=tuple(writer.tasks), requests=writer.requests,
-                               bytes=writer.path.stat().st_size, tokens=writer.tokens), sync=True)
-        self.submitter.checked.add(writer.chunk_id)
-        await self.submitter.send(self.ledger.chunks[writer.chunk_id])
 
     # --- polling --------------------------------------------------------------------------------
 
@@ -300,7 +291,11 @@ class BatchDriver:
                 raise FatalProviderError(f"batch {batch_id} of chunk {chunk.chunk_id} failed: {info.error}",
                                          model=self.judge.config.model)
             elif info.ended:
-                await self._results.collect(chunk, info)
+                try:
+                    await self._results.collect(chunk, info)
+                except TransientError as exc:  # its results could not be downloaded: the next poll tries again
+                    self.note(f"{chunk.chunk_id}: could not read the results of {batch_id} ({exc}); trying again later")
+                    continue
                 self.last_ended = time.time()
                 self.capacity.set()
                 changed = True
