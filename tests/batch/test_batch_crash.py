@@ -31,7 +31,9 @@ PHASES = ["create", "poll", "create", "collect", "create", "poll", "collect", "c
 
 def _spawn(*argv: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, TEST_KEY_ENV: TEST_KEY, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-m", "judge_engine.cli", *argv, "--no-live"], env=env,
+    # --allow-unscored: a task whose request fails in all three rounds (~0.03^3 each) ends
+    # transport_exhausted, which is not what this test is about.
+    return subprocess.Popen([sys.executable, "-m", "judge_engine.cli", *argv, "--no-live", "--allow-unscored"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -89,6 +91,7 @@ def test_ten_sigkills_across_submit_poll_and_collect_submit_no_task_twice(tmp_pa
         outcomes = read_lines(run / "outcomes.jsonl")
         tasks = Counter(o["task_id"] for o in outcomes)
         assert len(tasks) == 2_000 and max(tasks.values()) == 1  # every task exactly once
+        assert all(o["status"] == "scored" or o["reason_code"] == "transport_exhausted" for o in outcomes)
         # At the provider: each task submitted once per round its results asked for, never more.
         expected = {task: rounds_needed(task, knobs, max_rounds=3) for task in tasks}
         submitted = {f"b2:{t}": n for t, n in server.stats()["batch_submissions"].items()}
