@@ -137,7 +137,10 @@ def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, l
         judge=judge.name, model=judge.model, protocol=protocol.name, tasks=tasks, cached=cached, reasks=budget,
         completion_per_call=answer, calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         cost=cost, wall_s=Span(wall_low, wall_high), bound_by=bound, tokens_exact=counter.exact,
-        token_note=counter.note, warnings=_warnings(judge.model, counter.provider, prices is None),
+        token_note=counter.note,
+        warnings=_warnings(judge.model, counter.provider, prices is None) + (
+            (f"{judge.name}: mode: batch, but {judge.model} has no batch API judge-engine speaks; the run would "
+             "refuse it (use mode: online for this judge)",) if judge.mode == "batch" and batch is None else ()),
         notes=_notes(judge, protocol), batch=batch,
     )
 

@@ -70,6 +70,8 @@ def test_batch_mode_for_a_model_without_a_batch_api_is_refused_before_anything_i
         tmp_path: Path, batch_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
     job = batch_job(tmp_path, batch_server, items=3, judge={"model": "gemini/gemini-2.0-flash", "api_base": None,
                                                             "api_key_env": None, "api_key": "x"})
+    assert main(["plan", str(job.config), "--strict"]) == 2  # plan says so first
+    assert "has no batch API" in capsys.readouterr().out
     assert main(["run", str(job.config), "--no-live"]) == 2
     assert "has no batch API" in capsys.readouterr().err
     assert batch_server.stats()["batch_submissions"] == {} and not job.run_dirs()
