@@ -14,7 +14,7 @@ from judge_engine.fake import FakeServer
 from judge_engine.providers.catalog import batch_cost_per_token
 from judge_engine.store import iter_batch_lines
 from tests.batch.conftest import batch_job, rounds_needed
-from tests.engine.conftest import expected_gemba_score, read_lines, read_transcripts
+from tests.engine.conftest import TEST_KEY, expected_gemba_score, read_lines, read_transcripts
 
 
 def _items(job_dir: Path) -> dict[str, dict[str, object]]:
@@ -60,6 +60,7 @@ def test_a_batch_run_scores_every_task_once_as_the_fake_answers_and_records_each
     assert not list((run / "batches").iterdir())
     events = Counter(line.to_dict()["event"] for line in iter_batch_lines(run))
     assert events["intent"] == events["submitted"] == events["collected"] == 3
+    assert not any(TEST_KEY.encode() in path.read_bytes() for path in run.rglob("*") if path.is_file())
 
 
 def test_batch_answers_are_cached_like_online_ones_so_the_same_job_online_sends_nothing(
