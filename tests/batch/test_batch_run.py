@@ -269,3 +269,19 @@ def test_resume_retry_judges_a_batch_runs_unscored_tasks_again_once(tmp_path: Pa
     # from the start, in a batch: a fresh first attempt, not the old conversation carried on online
     assert all(o["attempts"] == 1 and o["reasks"] == 0 for o in outcomes[6:])
     assert set(batch_server.stats()["batch_submissions"].values()) == {2}
+
+
+def test_a_batch_run_is_rescored_from_its_transcripts_without_a_batch_or_a_call(
+        tmp_path: Path, batch_server: FakeServer) -> None:
+    batch_server.update(batch={"failure_rate": 0.2})
+    job = batch_job(tmp_path, batch_server, items=20)
+    session.run(job.config)
+    submitted = dict(batch_server.stats()["batch_submissions"])
+    from judge_engine.cli import main
+
+    assert main(["rescore", str(job.only_run()), "--output", str(tmp_path / "rescored")]) in (0, 3)
+    stats = batch_server.stats()
+    assert stats["batch_submissions"] == submitted and stats["requests_total"] == 0
+    rescored = read_lines(tmp_path / "rescored" / "outcomes.jsonl")
+    original = {o["task_id"]: o["score"] for o in read_lines(job.only_run() / "outcomes.jsonl")}
+    assert {o["task_id"]: o["score"] for o in rescored} == original  # the failed attempts skipped, answers replayed
