@@ -69,7 +69,8 @@ __version__ = "0.1.0"
 def run(config_path: str | Path, *, demo: bool = False, new_run: bool = False, **overrides: Any) -> RunResult:
     """Run (or resume) the job of a config file, as ``judge-engine run`` does, printing nothing.
 
-    ``overrides`` are ``model``, ``limit``, ``output_dir``, ``cache_dir``. The result says how it
+    ``overrides`` are ``model``, ``limit``, ``output_dir``, ``cache_dir``, ``batch`` (True: every
+    judge in batch mode, as ``--batch``). The result says how it
     ended (``status``, ``counts`` by reason code, ``failures``, the ``manifest`` with the spend);
     bad input raises :class:`ConfigError`, :class:`DatasetError`, :class:`TemplateError` or
     :class:`RunDirError` before anything is sent. Runs its own event loop (use
@@ -82,14 +83,15 @@ def run(config_path: str | Path, *, demo: bool = False, new_run: bool = False, *
     return session.run(Path(config_path), overrides=overrides, demo=demo, new_run=new_run)
 
 
-def resume(run_dir: str | Path, *, retry: str | None = None) -> RunResult:
+def resume(run_dir: str | Path, *, retry: str | None = None, batch: bool = False) -> RunResult:
     """Finish a killed, cancelled or stopped run, or (``retry``: ``"unscored"`` or reason codes
-    separated by commas) judge its unscored tasks again, as ``judge-engine resume`` does."""
+    separated by commas) judge its unscored tasks again, as ``judge-engine resume`` does
+    (``batch``: every judge in batch mode from now on, as ``--batch``)."""
     from pathlib import Path
 
     from judge_engine import session
 
-    return session.resume(Path(run_dir), retry=retry)
+    return session.resume(Path(run_dir), retry=retry, batch=batch)
 
 
 __all__ = [

@@ -10,6 +10,13 @@ continues it. ``max_hours`` bounds the wall-clock time of judging, summed over s
 same way. A request's estimate is its prompt size (the lane's learnt token estimate) at the
 model's input price, and the lane's running mean answer length at the output price; so the run
 ends within about one request's cost of its limit, above or below.
+
+A judge in batch mode commits a whole chunk before it is sent (its prompt tokens and a typical
+answer per request, at the batch price), and settles it when the chunk's results are collected;
+chunks already at the provider when a session starts are held as committed from the start. A
+chunk that would pass the limit is not sent: the batches already submitted are still collected
+(they are paid for), unless the limit reached is ``max_hours``, when the session ends and
+``resume`` collects them.
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ class Guard:
     """Judge -> (input, output) dollars per token, for judges under a cost budget."""
     spent: Callable[[str | None], float]
     """Dollars spent by a judge (None: the whole run), every session included."""
+    batch_prices: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    """The same as ``prices`` at batch prices, for batch-mode judges under a cost budget."""
     hours_before: float = 0.0
     """Hours judged by earlier sessions."""
     started: float = field(default_factory=time.monotonic)
@@ -72,13 +81,24 @@ class Guard:
         return self.run.max_cost_usd is not None or self.run.max_hours is not None or any(
             b.max_cost_usd is not None or b.max_hours is not None for b in self.judges.values())
 
-    def estimate(self, judge: str, prompt_tokens: float, completion_tokens: float) -> float:
-        price_in, price_out = self.prices.get(judge, (0.0, 0.0))
+    def estimate(self, judge: str, prompt_tokens: float, completion_tokens: float, *, batch: bool = False) -> float:
+        """Dollars of ``judge``'s request(s) of these sizes (``batch``: at its batch price)."""
+        price_in, price_out = (self.batch_prices if batch else self.prices).get(judge, (0.0, 0.0))
         return prompt_tokens * price_in + completion_tokens * price_out
 
     def stopped_for(self, judge: str) -> bool:
         """Whether a budget already reached stops ``judge`` (the run's stops every judge)."""
         return self.stop is not None and self.stop.scope in ("run", judge)
+
+    def hours_passed(self, judge: str) -> BudgetStop | None:
+        """The ``max_hours`` limit (the run's or ``judge``'s) the session has reached, if any
+        (recorded as the stop): asked by a batch-mode judge between polls, since it may wait for
+        hours without sending anything."""
+        hours = self.hours_before + (time.monotonic() - self.started) / 3600
+        for scope, budget in (("run", self.run), (judge, self.judges.get(judge, Budget()))):
+            if budget.max_hours is not None and hours >= budget.max_hours:
+                return self._stopped(BudgetStop(scope, "hours", budget.max_hours, hours))
+        return None
 
     def admit(self, judge: str, cost: float) -> BudgetStop | None:
         """Commit ``cost`` for a request of ``judge`` about to be sent, or say which budget it
@@ -95,6 +115,11 @@ class Guard:
                 return self._stopped(BudgetStop(scope, "cost", budget.max_cost_usd, spent, committed))
         self.committed[judge] = self.committed.get(judge, 0.0) + cost
         return None
+
+    def hold(self, judge: str, cost: float) -> None:
+        """Count ``cost`` as committed without a check: requests already at the provider (a batch
+        an earlier session submitted), which the run pays for whatever the limit says."""
+        self.committed[judge] = self.committed.get(judge, 0.0) + cost
 
     def settle(self, judge: str, cost: float) -> None:
         """The request committed with ``cost`` is over (its real cost is in the spend now)."""
@@ -125,9 +150,9 @@ def guard_for(config: JobConfig, sessions: list[dict[str, Any]], spend: Callable
     Raises:
         ConfigError: a cost budget over a judge whose model has no known price.
     """
-    from judge_engine.providers.catalog import cost_per_token
+    from judge_engine.providers.catalog import batch_cost_per_token, cost_per_token
 
-    prices = {}
+    prices, batch_prices = {}, {}
     for judge in config.judges:
         if config.budget.max_cost_usd is None and judge.budget.max_cost_usd is None:
             continue
@@ -136,5 +161,7 @@ def guard_for(config: JobConfig, sessions: list[dict[str, Any]], spend: Callable
             raise ConfigError(f"judges[{judge.name}]: a cost budget needs {judge.model}'s price, and litellm "
                               "knows none; use a model it prices, or set no max_cost_usd")
         prices[judge.name] = price
+        if judge.mode == "batch" and (batch := batch_cost_per_token(judge.model)) is not None:
+            batch_prices[judge.name] = batch[:2]
     return Guard(config.budget, {j.name: j.budget for j in config.judges}, prices, spend,
-                 hours_before=hours_judged(sessions))
+                 batch_prices=batch_prices, hours_before=hours_judged(sessions))

@@ -100,6 +100,38 @@ class DeploymentConfig(BaseModel):
     """This deployment's rate limits and concurrency (default: the judge's ``limits``)."""
 
 
+class BatchConfig(BaseModel):
+    """How a judge in ``mode: batch`` uses its provider's batch API (OpenAI Batch API, or any
+    OpenAI-compatible server that implements it; Anthropic Message Batches)."""
+
+    model_config = _FROZEN
+
+    poll_interval_s: float = Field(default=60.0, gt=0)
+    """Seconds between polls of the judge's open batches. After a poll that finds nothing new
+    the wait grows by half, up to ten times this, and drops back at the next change (real
+    providers take minutes to hours; a test or demo against the fake server polls every fraction
+    of a second)."""
+    fallback: Literal["online", "batch"] = "online"
+    """Where a task goes that needs another request after a batch round: a result that failed,
+    expired or was cancelled (the same request again), or an answer to re-ask (the re-ask).
+    ``online``: at once, through the judge's lane at online prices (the run finishes tonight).
+    ``batch``: into the next batch round, up to :attr:`max_rounds`; what still needs a request
+    after the last round ends unscored (``transport_exhausted``, or the answer's own reason)."""
+    max_rounds: int = Field(default=3, ge=1, le=20)
+    """Batch rounds per task with ``fallback: batch`` (round 1 is the first ask)."""
+    completion_window: str = "24h"
+    """The window the provider is asked to finish a batch in (OpenAI: ``24h``; Anthropic's
+    batches always have 24 h and take no such setting)."""
+    max_requests_per_file: int | None = Field(default=None, ge=1)
+    """Requests per batch (default: the provider's limit, OpenAI 50,000, Anthropic 100,000)."""
+    max_bytes_per_file: int | None = Field(default=None, ge=1024)
+    """Bytes per batch file (default: the provider's limit, OpenAI 200 MB, Anthropic 256 MB)."""
+    max_enqueued_tokens: int | None = Field(default=None, ge=1)
+    """Prompt tokens this judge keeps in unfinished batches at once (the provider's enqueued
+    token quota for the model; None: unknown, and a quota refusal from the provider is waited
+    out instead). Estimated without a tokenizer (UTF-8 bytes / 4)."""
+
+
 class JudgeConfig(BaseModel):
     """One judge: a model, a protocol and how to call it."""
 
@@ -148,6 +180,12 @@ class JudgeConfig(BaseModel):
     family of a system behind an item (the item's ``system`` field): ``warn`` says so in
     ``plan``; ``forbid`` does not judge those items (their tasks are recorded unscored,
     ``self_preference``, with no call); ``allow`` says nothing."""
+    mode: Literal["online", "batch"] = "online"
+    """``online``: one request at a time through the judge's lane. ``batch``: the provider's
+    batch API (half the price, a separate quota, results within the completion window); see
+    :class:`BatchConfig`. Neither the run id nor the cache key depends on it: an answer is an
+    answer, and a run may change mode when it is resumed."""
+    batch: BatchConfig = Field(default_factory=BatchConfig)
 
     @field_validator("temperatures")
     @classmethod
@@ -302,7 +340,8 @@ def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None)
     Args:
         path: the YAML file.
         overrides: command-line overrides: ``model`` (every judge), ``api_base`` (every judge),
-            ``output_dir``, ``cache_dir``, ``limit``.
+            ``output_dir``, ``cache_dir``, ``limit``, ``batch`` (every judge in batch mode),
+            ``batch_poll_s`` (every judge's batch poll interval: a demo's).
 
     Raises:
         ConfigError: unreadable file, YAML syntax, unknown keys, wrong types; the message names
@@ -349,6 +388,8 @@ def read_scalar(text: str) -> Any:
 def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     merged = dict(raw)
     judge_keys = {k: overrides[k] for k in ("model", "api_base") if overrides.get(k) is not None}
+    if overrides.get("batch"):  # --batch: every judge in batch mode
+        judge_keys["mode"] = "batch"
     if judge_keys and isinstance(merged.get("judges"), list):
         merged["judges"] = [
             {**j, **judge_keys} if isinstance(j, dict) else j for j in merged["judges"]
@@ -362,6 +403,11 @@ def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str
     budget = {key: overrides[key] for key in ("max_cost_usd", "max_hours") if overrides.get(key) is not None}
     if budget:
         merged["budget"] = {**(merged.get("budget") or {}), **budget}
+    if overrides.get("batch_poll_s") is not None and isinstance(merged.get("judges"), list):  # a demo's fake server
+        merged["judges"] = [
+            {**j, "batch": {**(j.get("batch") or {}), "poll_interval_s": overrides["batch_poll_s"]}}
+            if isinstance(j, dict) else j for j in merged["judges"]
+        ]
     options = overrides.get("protocol_options") or {}
     if options and isinstance(merged.get("judges"), list):  # judge name -> options to merge (rescore)
         merged["judges"] = [

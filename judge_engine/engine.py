@@ -110,6 +110,13 @@ class Engine:
             judge.guard is not None and judge.guard.stopped_for(judge.config.name))
 
     async def _run_judge(self, judge: JudgeRuntime) -> None:
+        if judge.config.mode == "batch":  # the provider's batch API instead of the lane's calls
+            from judge_engine.batch.driver import BatchDriver
+
+            await BatchDriver(judge, store=self._store, cache=self._cache, dataset=self._dataset,
+                              resumption=self._resumptions.get(judge.config.name, Resumption()),
+                              online=self._work, stopping=lambda: self.stopping).run()
+            return
         workers = judge.concurrency  # over every deployment
         # Holds rendered prompts now, so it is sized by the batch, not doubled with concurrency.
         queue: asyncio.Queue[PreparedTask | None] = asyncio.Queue(maxsize=workers + _PREPARE_BATCH)

@@ -30,6 +30,9 @@ from judge_engine.task import prepare_task
 
 N = TypeVar("N", int, float)
 
+WINDOW_S = {"24h": 86400.0}
+"""Completion windows in seconds (OpenAI's only one; Anthropic's batches always have 24 h)."""
+
 
 class Span(NamedTuple, Generic[N]):
     """An estimate from no re-ask (``low``) to every task re-asked its whole budget (``high``)."""
@@ -74,6 +77,24 @@ class JudgePlan:
     ``forbid`` their tasks are not sent (not in calls, tokens or cost)."""
     self_systems: tuple[str, ...] = ()
     """Those systems (the first few)."""
+    batch: BatchPlan | None = None
+    """The same work through the provider's batch API (None: it has none judge-engine speaks)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPlan:
+    """What a judge's tasks cost through its provider's batch API."""
+
+    in_use: bool
+    """The judge runs in batch mode (``mode: batch`` or ``--batch``): ``cost`` is what it pays."""
+    api: str
+    cost: Span[float] | None
+    """At batch prices (None: no price known)."""
+    listed: bool
+    """The batch price is litellm's (``*_cost_per_token_batches``); False: half the online price."""
+    window: str
+    batches: int
+    """Batches of the first round (the provider's limit of requests per batch)."""
 
 
 def plan_rows(prepared: PreparedRun, *, latency_s: float = 2.0) -> list[JudgePlan]:
@@ -123,12 +144,19 @@ def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, l
     wall_low, bound = wall_time(judge, calls.low, prompt_tokens.low + completion_tokens.low, latency_s)
     wall_high, _ = wall_time(judge, calls.high, prompt_tokens.high + completion_tokens.high, latency_s)
     counter = prompt_counter(judge.model)
+    batch = _batch_plan(judge, sent, prompt_tokens, completion_tokens)
+    if batch is not None and batch.in_use:
+        window = WINDOW_S.get(judge.batch.completion_window, WINDOW_S["24h"])
+        wall_low, wall_high, bound = window, window, "batch window"
     return JudgePlan(
         judge=judge.name, model=judge.model, protocol=protocol.name, tasks=tasks, cached=cached, reasks=budget,
         completion_per_call=answer, calls=calls, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
         cost=cost, wall_s=Span(wall_low, wall_high), bound_by=bound, tokens_exact=counter.exact,
-        token_note=counter.note, warnings=_warnings(judge.model, counter.provider, prices is None),
-        notes=_notes(judge, protocol), self_preference=judge.self_preference,
+        token_note=counter.note,
+        warnings=_warnings(judge.model, counter.provider, prices is None) + (
+            (f"{judge.name}: mode: batch, but {judge.model} has no batch API judge-engine speaks; the run would "
+             "refuse it (use mode: online for this judge)",) if judge.mode == "batch" and batch is None else ()),
+        notes=_notes(judge, protocol), batch=batch, self_preference=judge.self_preference,
         self_judged=sum(1 for systems in own.values() if systems),
         self_systems=tuple(dict.fromkeys(s for systems in own.values() for s in systems))[:3],
     )
@@ -150,6 +178,21 @@ def self_preference_lines(plans: Sequence[JudgePlan], *, items: int) -> list[str
             lines.append(f"self-preference: {whose}; set self_preference: forbid to keep it off them, "
                          "or allow to silence this")
     return lines
+
+
+def _batch_plan(judge: JudgeConfig, sent: int, prompt: Span[int], completion: Span[int]) -> BatchPlan | None:
+    """The judge's tasks at batch prices, when its model has a batch API judge-engine speaks."""
+    from judge_engine.providers.catalog import batch_cost_per_token, batch_route
+
+    route = batch_route(judge.model, judge.api_base)
+    if route is None:
+        return None
+    prices = batch_cost_per_token(judge.model)
+    cost = None if prices is None else Span(prompt.low * prices[0] + completion.low * prices[1],
+                                            prompt.high * prices[0] + completion.high * prices[1])
+    per_batch = judge.batch.max_requests_per_file or (100_000 if route.api == "anthropic" else 50_000)
+    return BatchPlan(in_use=judge.mode == "batch", api=route.api, cost=cost, listed=bool(prices and prices[2]),
+                     window=judge.batch.completion_window, batches=-(-sent // per_batch))
 
 
 def _reask_tokens(model: str, protocol: Protocol) -> int:

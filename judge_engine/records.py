@@ -19,7 +19,11 @@ attempt line  1        no ``v`` key; the whole request repeated in every line
                        ``blocks.jsonl`` (:mod:`judge_engine.blocks`) with the item's text inline;
                        ``usage`` once (not also inside ``response``); ``response.cost``
                        dropped (the line's ``cost`` is what the attempt cost); empty
-                       ``headers`` and ``model`` left out
+                       ``headers`` and ``model`` left out; later ``batch`` (the batch
+                       id and custom id of a batch API result), absent online
+batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunks and the
+                       tasks they carry to the next round (:class:`BatchEvent`,
+                       :class:`BatchCarry`)
 manifest      1        ``"format": "judge-engine-run", "version": 1``
 ============  =======  ==================================================================
 
@@ -44,9 +48,13 @@ EXPANDED_ATTEMPT_VERSION = 2
 MANIFEST_FORMAT = "judge-engine-run"
 MANIFEST_VERSION = 1
 
+BATCH_VERSION = 1
 MANIFEST = "run.json"
 OUTCOMES = "outcomes.jsonl"
 TRANSCRIPTS = "transcripts.jsonl"
+BATCHES = "batches.jsonl"
+BATCH_DIR = "batches"
+"""The chunks' request files and downloaded results, each deleted once its chunk is collected."""
 LOCK = ".lock"
 
 UNRECORDED = "unrecorded"
@@ -216,6 +224,9 @@ class AttemptRecord:
     """``{kind, status, message}`` of a failed attempt (redacted), or None."""
     replayed: bool = False
     """Answered from another run's transcript (``rescore``): no call was made."""
+    batch: Mapping[str, str] | None = None
+    """For a result of the provider's batch API: ``{"id": <batch id>, "custom_id": ...,
+    "chunk": ...}`` (see ``batches.jsonl``); None for an online attempt."""
     split_at: tuple[str, ...] = field(default=(), compare=False, repr=False)
     """The item's text values (not stored): where :meth:`encode` splits the request's messages,
     so that only the item's own text is written per line."""
@@ -236,6 +247,8 @@ class AttemptRecord:
         }
         if self.replayed:
             record["replayed"] = True
+        if self.batch is not None:
+            record["batch"] = dict(self.batch)
         if self.response is not None:
             record["response"] = dict(self.response)
             record["usage"] = dict(self.usage or {})
@@ -260,6 +273,8 @@ class AttemptRecord:
         }
         if self.replayed:
             record["replayed"] = True
+        if self.batch is not None:
+            record["batch"] = dict(self.batch)
         if self.response is not None:
             response = {"content": self.response.get("content"), "finish_reason": self.response.get("finish_reason")}
             if self.response.get("model"):
@@ -351,11 +366,172 @@ def transcript_record(raw: Mapping[str, Any], *, blocks: Mapping[str, Any] | Non
             cost=cost,
             error=raw.get("error"),
             replayed=bool(raw.get("replayed")),
+            batch=raw.get("batch"),
         )
     except KeyError as exc:
         raise RunDirError(f"{where}: a transcript line without {exc.args[0]!r}") from None
     except (TypeError, ValueError) as exc:
         raise RunDirError(f"{where}: a malformed transcript line ({exc})") from None
+
+
+# --- batch lines: a batch-mode judge's chunks, and the tasks they carry on --------------------
+
+BatchEventKind = Literal["intent", "uploaded", "submitted", "state", "refused", "rejected", "collected"]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEvent:
+    """One line of ``batches.jsonl`` about a chunk: a set of tasks sent as one provider batch.
+
+    A chunk's lines, in the order written (each durable before the next step is taken)::
+
+        intent     which tasks, before anything is sent (the request file is written first)
+        uploaded   OpenAI: the provider's file id of the request file
+        submitted  the provider's batch id (``found``: found on the provider by a resumed run,
+                   whose process was killed after the batch was created but before this line)
+        state      the provider's status and counts, when they change
+        refused    the provider refused the batch (its enqueued-token quota): sent again later
+        rejected   a batch adopted by a resumed run turned out not to be this chunk's
+        collected  every result read: each task has its outcome line, or a carry line
+
+    Which fields a line sets depends on its ``event``; the others keep their defaults.
+    """
+
+    event: BatchEventKind
+    judge: str
+    chunk: str
+    """The chunk's id, unique in the run (``<judge>-r<round>-<sequence>``)."""
+    at: str
+    """When the line was written (UTC, ISO 8601); an intent's is the earliest a batch of the
+    chunk can have been created, where a resumed run looks for it."""
+    round: int = 0
+    """intent: the batch round of every task in the chunk (1: the first ask)."""
+    api: str = ""
+    """intent: the batch API, ``openai`` or ``anthropic``."""
+    tasks: tuple[str, ...] = ()
+    """intent: the tasks' ids (without ``b2:``); a request's custom id is ``<id>-<round>``."""
+    rows: tuple[int, int] | None = None
+    """intent of round 1: the first and last dataset row of its tasks."""
+    requests: int = 0
+    bytes: int = 0
+    """intent: the request file's size."""
+    tokens: int = 0
+    """intent: the prompt tokens it enqueues (estimated: UTF-8 bytes / 4)."""
+    file_id: str | None = None
+    """uploaded, submitted: the provider's id of the request file (OpenAI)."""
+    batch_id: str | None = None
+    """submitted and later: the provider's batch id."""
+    found: bool = False
+    """submitted: found on the provider by a resumed run rather than answered to our create."""
+    tentative: bool = False
+    """submitted: found by its size and time only (Anthropic batches carry no metadata); the
+    results' custom ids confirm it, or it is ``rejected`` and the chunk sent again."""
+    status: str = ""
+    """state, refused, collected: the provider's status (``in_progress``, ``expired``...)."""
+    counts: Mapping[str, int] = field(default_factory=dict)
+    """state, collected: requests ``total``, ``completed``, ``failed``, ``expired``, ``cancelled``
+    (collected: also ``outcomes`` and ``carried``)."""
+    reason: str = ""
+    """refused, rejected: why, for a person."""
+
+    def to_dict(self) -> dict[str, Any]:
+        line: dict[str, Any] = {"v": BATCH_VERSION, "event": self.event, "judge": self.judge, "chunk": self.chunk,
+                                "at": self.at}
+        for name in ("round", "api", "requests", "bytes", "tokens", "file_id", "batch_id", "found", "tentative",
+                     "status", "reason"):
+            value = getattr(self, name)
+            if value:
+                line[name] = value
+        if self.rows is not None:
+            line["rows"] = list(self.rows)
+        if self.counts:
+            line["counts"] = dict(self.counts)
+        if self.tasks:
+            line["tasks"] = list(self.tasks)
+        return line
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCarry:
+    """A line of ``batches.jsonl`` for one task whose batch result asks for another request:
+    the same one again (failed, expired, cancelled, missing) or a re-ask. It holds what that
+    request needs (the task, the turns after its rendered prompt, what the task did so far), so
+    a resumed run sends it without the earlier results. It is pending until a later chunk's
+    intent lists the task, or the task has an outcome line."""
+
+    judge: str
+    chunk: str
+    """The chunk whose result asked for it."""
+    at: str
+    task_id: str
+    item: Mapping[str, Any]
+    variant: str
+    temperature: float
+    repeat: int
+    row: int
+    row_tasks: int
+    round: int
+    """The round the next request belongs to."""
+    to: Literal["batch", "online"]
+    """Where it goes: the next batch round, or online (``batch.fallback: online``)."""
+    why: str
+    """``failed``, ``expired``, ``cancelled``, ``missing`` or ``reask``."""
+    turns: tuple[Mapping[str, str], ...] = ()
+    """Messages after the rendered prompt: each re-ask's (answer, re-ask) pair so far."""
+    log: Mapping[str, float] = field(default_factory=dict)
+    """The task so far: ``attempts``, ``reasks``, ``cache_hits``, ``cost``, ``latency_s``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"v": BATCH_VERSION, "event": "carry", "judge": self.judge, "chunk": self.chunk, "at": self.at,
+                "task_id": self.task_id, "item": dict(self.item), "variant": self.variant,
+                "temperature": self.temperature, "repeat": self.repeat, "row": self.row, "row_tasks": self.row_tasks,
+                "round": self.round, "to": self.to, "why": self.why, "turns": [dict(t) for t in self.turns],
+                "log": dict(self.log)}
+
+
+BatchLine = BatchEvent | BatchCarry
+
+
+def batch_line(raw: Mapping[str, Any], *, where: str = BATCHES) -> BatchLine:
+    """Read a line of ``batches.jsonl``.
+
+    Raises:
+        RunDirError: a line from a newer version, or a malformed one.
+    """
+    version = int(raw.get("v") or 1)
+    if version > BATCH_VERSION:
+        raise _newer("batch line", version, BATCH_VERSION, where)
+    try:
+        if raw["event"] == "carry":
+            return BatchCarry(
+                judge=str(raw["judge"]), chunk=str(raw["chunk"]), at=str(raw.get("at") or ""),
+                task_id=str(raw["task_id"]), item=dict(raw["item"]), variant=str(raw.get("variant") or ""),
+                temperature=float(raw.get("temperature") or 0.0), repeat=int(raw.get("repeat") or 0),
+                row=int(raw.get("row", -1)), row_tasks=int(raw.get("row_tasks") or 0),
+                round=int(raw["round"]), to="online" if raw.get("to") == "online" else "batch",
+                why=str(raw.get("why") or ""), turns=tuple(dict(t) for t in raw.get("turns") or ()),
+                log=dict(raw.get("log") or {}),
+            )  # fmt: skip
+        event = str(raw["event"])
+        if event not in ("intent", "uploaded", "submitted", "state", "refused", "rejected", "collected"):
+            raise ValueError(f"unknown event {event!r}")
+        rows = raw.get("rows")
+        return BatchEvent(
+            event=event,  # type: ignore[arg-type]
+            judge=str(raw["judge"]), chunk=str(raw["chunk"]), at=str(raw.get("at") or ""),
+            round=int(raw.get("round") or 0), api=str(raw.get("api") or ""),
+            tasks=tuple(str(t) for t in raw.get("tasks") or ()),
+            rows=None if rows is None else (int(rows[0]), int(rows[1])),
+            requests=int(raw.get("requests") or 0), bytes=int(raw.get("bytes") or 0), tokens=int(raw.get("tokens") or 0),
+            file_id=None if raw.get("file_id") is None else str(raw["file_id"]),
+            batch_id=None if raw.get("batch_id") is None else str(raw["batch_id"]),
+            found=bool(raw.get("found")), tentative=bool(raw.get("tentative")), status=str(raw.get("status") or ""),
+            counts={str(k): int(v) for k, v in (raw.get("counts") or {}).items()}, reason=str(raw.get("reason") or ""),
+        )  # fmt: skip
+    except KeyError as exc:
+        raise RunDirError(f"{where}: a batch line without {exc.args[0]!r}") from None
+    except (TypeError, ValueError, IndexError) as exc:
+        raise RunDirError(f"{where}: a malformed batch line ({exc})") from None
 
 
 # --- what a run spent, and how its tasks ended (parts of the manifest) --------------------------

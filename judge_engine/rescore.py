@@ -123,11 +123,12 @@ def rescore(run_dir: Path, *, options: Sequence[str] = (), output: Path | None =
 
 def _for_replay(prepared: PreparedRun, target: Path, *, original: Path) -> PreparedRun:
     """The prepared run, aimed at ``target``: no cache, no rate limits, no transport retries
-    (a replay has no network to wait for), its manifest naming the original."""
+    (a replay has no network to wait for), online (a batch run's answers are replayed one by one,
+    never sent as a batch), its manifest naming the original."""
     judges = [j.model_copy(update={"limits": j.limits.model_copy(update={"rpm": None, "tpm": None,
                                                                           "concurrency": RESCORE_CONCURRENCY}),
                                    "retries": j.retries.model_copy(update={"transport": 0}),
-                                   "budget": Budget(), "deployments": []})
+                                   "budget": Budget(), "deployments": [], "mode": "online"})
               for j in prepared.config.judges]
     config = prepared.config.model_copy(update={"judges": judges, "budget": Budget(),
                                                 "cache": prepared.config.cache.model_copy(update={"enabled": False})})

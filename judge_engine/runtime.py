@@ -21,6 +21,7 @@ from judge_engine.providers.base import Provider, ProviderRequest
 from judge_engine.routing import Deployment, Router
 
 if TYPE_CHECKING:
+    from judge_engine.batch.board import BatchBoard
     from judge_engine.engine import Engine
 
 
@@ -110,6 +111,8 @@ class JudgeRuntime(JudgeSetup):
     """Set by a stop request: no new provider call starts (see :meth:`abandon_waiting`)."""
     exhausted_in_row: int = 0
     """Tasks in a row that used up their transport retries with no answer in between."""
+    batch: BatchBoard | None = None
+    """A batch-mode judge's batches as they go (``mode: batch``), for the display."""
     _interruptible: set[asyncio.Task[Any]] = field(default_factory=set)
     _abandoned: set[asyncio.Task[Any]] = field(default_factory=set)
 
@@ -242,6 +245,11 @@ def build_runtime(judge: JudgeConfig, protocol: Protocol, endpoints: Sequence[En
         for name, endpoint, lane_limits in zip(names, endpoints, limits, strict=True)
     ]
     first = deployments[0]
+    board = None
+    if judge.mode == "batch":
+        from judge_engine.batch.board import BatchBoard
+
+        board = BatchBoard()
     return JudgeRuntime(
         config=judge,
         protocol=protocol,
@@ -252,4 +260,5 @@ def build_runtime(judge: JudgeConfig, protocol: Protocol, endpoints: Sequence[En
         counters=JudgeCounters(total=total),
         router=Router(deployments),
         guard=guard,
+        batch=board,
     )

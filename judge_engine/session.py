@@ -49,6 +49,7 @@ from judge_engine.providers import (
     endpoints_for,
 )
 from judge_engine.providers.base import Provider
+from judge_engine.providers.batch import check_batch_routes
 from judge_engine.records import (
     MANIFEST,
     Counts,
@@ -71,6 +72,10 @@ LATEST = "latest"
 DEMO_API_BASE = "demo://fake-server"
 """The ``api_base`` a demo run's config gets: demo answers get cache keys of their own, so they
 never mix with a real model's and stay cached across demo runs."""
+DEMO_BATCH_POLL_S = 0.2
+"""A demo's batch poll interval: the fake server's batches end within seconds."""
+_IMPLIED = ("api_base", "batch_poll_s")
+"""Overrides a demo implies, so they are not recorded as the user's."""
 
 
 @dataclass(slots=True)
@@ -163,6 +168,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     overrides = dict(overrides or {})
     if demo:
         overrides["api_base"] = DEMO_API_BASE
+        overrides.setdefault("batch_poll_s", DEMO_BATCH_POLL_S)
     config = load_config(config_path, overrides=overrides)
     protocols = {judge.name: build_protocol(judge) for judge in config.judges}
     check_juries(config, protocols)
@@ -191,6 +197,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         overrides=overrides)
     if check_keys and not demo:
         check_credentials(config)
+        check_batch_routes(config)
     return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed, demo)
 
 
@@ -233,7 +240,7 @@ def new_manifest(config: JobConfig, protocols: Mapping[str, Protocol], dataset: 
         config=config.manifest_view(),
         # The demo endpoint is implied by "demo"; paths as strings so the manifest stays JSON.
         overrides={key: str(value) if isinstance(value, Path) else value
-                   for key, value in overrides.items() if value is not None and key != "api_base"},
+                   for key, value in overrides.items() if value is not None and key not in _IMPLIED},
         dataset={"path": str(config.dataset.path), "fingerprint": dataset.fingerprint, "items": dataset.items,
                  "variants": list(dataset.variants), "limit": config.dataset.limit},
         judges=judges,
@@ -271,7 +278,10 @@ def prepare_resume(run_dir: Path, *, overrides: Mapping[str, Any] | None = None)
     manifest = read_manifest(run_dir)
     config_path = recorded_config_path(run_dir, manifest)
     merged = {**manifest.overrides, **(overrides or {})}
-    return prepare(config_path, overrides=merged, demo=manifest.demo, run_dir=run_dir)
+    prepared = prepare(config_path, overrides=merged, demo=manifest.demo, run_dir=run_dir)
+    # Kept for the sessions after this one too (``resume --batch``).
+    prepared.manifest.overrides.update({k: v for k, v in (overrides or {}).items() if v is not None and k not in _IMPLIED})
+    return prepared
 
 
 # --- 2. endpoints -----------------------------------------------------------------------------
@@ -325,15 +335,14 @@ def run(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: 
 
 
 def resume(run_dir: Path, *, retry: str | None = None, progress: RunProgress | None = None,
-           overrides: Mapping[str, Any] | None = None) -> RunResult:
+           overrides: Mapping[str, Any] | None = None, batch: bool = False) -> RunResult:
     """Finish a killed, cancelled or stopped run, or judge its unscored tasks again (``retry``:
     ``unscored`` or reason codes separated by commas). ``overrides``: new budgets
-    (``max_cost_usd``, ``max_hours``), recorded for later resumes."""
+    (``max_cost_usd``, ``max_hours``); ``batch``: every judge in batch mode from now on (both
+    recorded for later resumes, as ``run --batch`` is)."""
     codes = retry_codes(retry)
-    prepared = prepare_resume(run_dir, overrides=overrides)
-    if overrides:  # a raised budget holds for every later resume too
-        prepared.manifest.overrides = {**prepared.manifest.overrides, **overrides}
-    return _session(prepared, codes, progress, "resume")
+    merged = {**(overrides or {}), **({"batch": True} if batch else {})}
+    return _session(prepare_resume(run_dir, overrides=merged or None), codes, progress, "resume")
 
 
 def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunProgress | None,

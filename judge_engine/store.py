@@ -11,6 +11,8 @@ runs/<run_id>/
                      item's own text, raw answer or error, usage, cost)
   blocks.jsonl       the text every request repeats (system prompt, few-shot turns, the template
                      around the item), stored once per run (see judge_engine/blocks.py)
+  batches.jsonl      batch-mode judges: each chunk's intent, file and batch ids, states, and the
+                     tasks carried to another round (see judge_engine/batch/)
   .lock              held by the process writing the run
 ```
 
@@ -43,16 +45,19 @@ from judge_engine.errors import RunDirError
 from judge_engine.index import IndexWriter, RunIndex
 from judge_engine.jsonio import JSONDecodeError, dumps_line, loads, pretty
 from judge_engine.records import (
+    BATCHES,
     LOCK,
     MANIFEST,
     OUTCOMES,
     TRANSCRIPTS,
     AttemptRecord,
+    BatchLine,
     Counts,
     Manifest,
     OutcomeRecord,
     Spend,
     TranscriptRecord,
+    batch_line,
     counts_section,
     spend_section,
     total_spend,
@@ -200,6 +205,13 @@ def iter_transcript(run_dir: Path, *, offset: int = 0, requests: bool = True) ->
         yield transcript_record(raw, blocks=blocks, where=str(path), requests=requests)
 
 
+def iter_batch_lines(run_dir: Path, *, notes: list[str] | None = None) -> Iterator[BatchLine]:
+    """Every line of ``batches.jsonl`` in the order written (none for a run without batches)."""
+    path = run_dir / BATCHES
+    for raw in read_jsonl(path, notes=notes):
+        yield batch_line(raw, where=str(path))
+
+
 def writer_active(run_dir: Path) -> bool:
     """Whether a judge-engine process is writing this run now (it holds the run's lock)."""
     try:
@@ -276,6 +288,7 @@ class RunStore:
         self._outcomes_fd: int | None = None
         self._transcripts_fd: int | None = None
         self._blocks_fd: int | None = None
+        self._batches_fd: int | None = None
         self._known_blocks: set[str] = set()
         self._new_blocks: list[bytes] = []
         self._encoder = Encoder(self)
@@ -303,7 +316,7 @@ class RunStore:
         manifest = read_manifest(run_dir)
         store = cls(run_dir)
         store._acquire()
-        for name in (OUTCOMES, TRANSCRIPTS, BLOCKS):
+        for name in (OUTCOMES, TRANSCRIPTS, BLOCKS, BATCHES):
             _cut_torn_tail(run_dir / name)
         recorded = manifest.spend
         store.spend = {judge: Spend.from_dict(r) for judge, r in (recorded.get("judges") or {}).items()}
@@ -353,6 +366,16 @@ class RunStore:
         assert self._indexer is not None
         self._indexer.attempt(record.task_id, record.item_id, record.judge, len(data))
         self._count(record)
+
+    def write_batch(self, line: BatchLine, *, sync: bool = False) -> None:
+        """Append a line to ``batches.jsonl`` (opened on first use); ``sync``: on disk before
+        this returns, for the lines a resumed run must find after a power loss too (an intent
+        before its batch is created, a batch id once it is)."""
+        if self._batches_fd is None:
+            self._batches_fd = os.open(self.run_dir / BATCHES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(self._batches_fd, dumps_line(line.to_dict()))
+        if sync:
+            os.fsync(self._batches_fd)
 
     def add(self, kind: str, body: Any) -> str:
         """:class:`~judge_engine.blocks.BlockSink`: queue a block the run does not have yet."""
@@ -415,11 +438,11 @@ class RunStore:
             finally:
                 self._index.close()
                 self._index = self._indexer = None
-        for fd in (self._blocks_fd, self._outcomes_fd, self._transcripts_fd):
+        for fd in (self._blocks_fd, self._outcomes_fd, self._transcripts_fd, self._batches_fd):
             if fd is not None:
                 os.fsync(fd)
                 os.close(fd)
-        self._outcomes_fd = self._transcripts_fd = self._blocks_fd = None
+        self._outcomes_fd = self._transcripts_fd = self._blocks_fd = self._batches_fd = None
         if self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)

@@ -62,6 +62,21 @@ class PreparedTask:
     caught, or any other exception from the protocol's ``render`` (a protocol bug)."""
     recused: str | None = None
     """Why the judge must not judge this item (``self_preference: forbid``): nothing is sent."""
+    log: TaskLog = field(default_factory=TaskLog)
+    """What the task did before (a batch-mode task that goes on online: its batch attempts and
+    re-asks so far, so both budgets and the outcome's counts cover the whole task)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reask:
+    """The next request of a task whose answer must be asked again (see :func:`decide`)."""
+
+    messages: list[Message]
+    """The conversation so far, ending with the answer and the re-ask."""
+    request: ProviderRequest
+    key: str
+    error: VerdictError
+    """Why the answer could not be used."""
 
 
 def prepare_task(judge: JudgeSetup, task: Task, cache: AnswerCache) -> PreparedTask:
@@ -91,8 +106,7 @@ async def judge_task(
         Abandoned: the run is stopping; no outcome is recorded.
     """
     task = prepared.task
-    protocol = judge.protocol
-    log = TaskLog()
+    log = prepared.log
     if prepared.recused is not None:
         return outcome(judge, task, log, reason=prepared.recused, code=ReasonCode.SELF_PREFERENCE)
     if prepared.render_error is not None:
@@ -101,7 +115,6 @@ async def judge_task(
     assert request is not None, "a prepared task has a request or a render error"
     messages = prepared.messages
     key, cached = prepared.key, prepared.cached
-    budget = judge.config.retries.reasks
     while True:
         try:
             response = await _answer(judge, task, request, key, cached, cache=cache, transcript=transcript, log=log)
@@ -109,38 +122,54 @@ async def judge_task(
             return outcome(judge, task, log, reason=f"provider error: {exc}", code=exc.code)
         except TransientError as exc:
             return _exhausted(judge, task, log, exc)
-        if response.finish_reason == "content_filter":
-            return outcome(judge, task, log, reason="the provider's content filter blocked the answer",
-                           code=ReasonCode.CONTENT_FILTER)
+        decision = decide(judge, task, log, messages, response, transcript=transcript)
+        if isinstance(decision, OutcomeRecord):
+            return decision
+        messages, request, key = decision.messages, decision.request, decision.key
+        cached = cache.get(key)
+
+
+def decide(judge: JudgeRuntime, task: Task, log: TaskLog, messages: list[Message],
+           response: ProviderResponse, *, transcript: Writer, can_reask: bool = True) -> OutcomeRecord | Reask:
+    """Read one answer to a task's request (``messages``): the task's outcome, or the re-ask to
+    send (counted in ``log`` and the judge's counters). The one place an answer is judged, for
+    online calls, cache hits and batch results alike.
+
+    Args:
+        can_reask: False when no further request can be sent (a batch run's last round): an
+            answer that would be re-asked ends unscored, as if the re-ask budget were spent.
+    """
+    protocol = judge.protocol
+    if response.finish_reason == "content_filter":
+        return outcome(judge, task, log, reason="the provider's content filter blocked the answer",
+                       code=ReasonCode.CONTENT_FILTER)
+    try:
+        verdict = _read(protocol, response, task)
+    except VerdictError as error:
+        if log.reasks >= judge.config.retries.reasks or not protocol.reasks or not can_reask:
+            return outcome(judge, task, log, reason=f"unusable answer after {log.reasks} re-asks: {error}",
+                           code=error.code, verdict=error.verdict)
         try:
-            verdict = _read(protocol, response, task)
-        except VerdictError as error:
-            if log.reasks >= budget or not protocol.reasks:
-                return outcome(judge, task, log, reason=f"unusable answer after {log.reasks} re-asks: {error}",
-                               code=error.code, verdict=error.verdict)
-            try:
-                reask = protocol.reask(error)
-            except Exception as exc:
-                return _protocol_failure(judge, task, log, "reask", exc, transcript)
-            log.reasks += 1
-            judge.counters.reasks += 1
-            messages = [*messages, {"role": "assistant", "content": response.content or ""},
-                        {"role": "user", "content": reask}]
-            request = judge.request(messages, task.temperature, task.ref)
-            key = judge.key(request, task.repeat)
-            cached = cache.get(key)
-            continue
+            text = protocol.reask(error)
         except Exception as exc:
-            return _protocol_failure(judge, task, log, "parse", exc, transcript)
-        try:
-            score = protocol.score(verdict, task.item, task.variant)
-            _check_score(protocol, score.score)
-        except VerdictError as error:  # read and checked, but not scorable here (no embedder)
-            return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), reason=str(error),
-                           code=error.code)
-        except Exception as exc:
-            return _protocol_failure(judge, task, log, "score", exc, transcript)
-        return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), score=score.score, scores=dict(score.scores))
+            return _protocol_failure(judge, task, log, "reask", exc, transcript)
+        log.reasks += 1
+        judge.counters.reasks += 1
+        messages = [*messages, {"role": "assistant", "content": response.content or ""},
+                    {"role": "user", "content": text}]
+        request = judge.request(messages, task.temperature, task.ref)
+        return Reask(messages, request, judge.key(request, task.repeat), error)
+    except Exception as exc:
+        return _protocol_failure(judge, task, log, "parse", exc, transcript)
+    try:
+        score = protocol.score(verdict, task.item, task.variant)
+        _check_score(protocol, score.score)
+    except VerdictError as error:  # read and checked, but not scorable here (no embedder)
+        return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), reason=str(error),
+                       code=error.code)
+    except Exception as exc:
+        return _protocol_failure(judge, task, log, "score", exc, transcript)
+    return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), score=score.score, scores=dict(score.scores))
 
 
 def _read(protocol: Protocol, response: ProviderResponse, task: Task) -> Any:

@@ -18,7 +18,7 @@ HOMES = {
     "tenacity": {"retry.py"},
     "orjson": {"jsonio.py"},
     "langcodes": {"languages.py"},
-    "aiohttp": {"providers/openai_http.py", "fake/app.py"},
+    "aiohttp": {"providers/openai_http.py", "providers/batch_http.py", "fake/app.py"},
     "rich": {"cli/display.py"},
     "yaml": {"config.py"},
     "sentencex": {"protocols/gemba_mqm_literary.py"},
@@ -80,8 +80,10 @@ SOFT_LIMIT = 400
 """Lines past which a module is read again before it grows: size is a smell, not a rule."""
 REVIEWED: dict[str, int] = {
     # module: lines it may reach, after a read found it one concern (say why when you raise one)
-    "cli/display.py": 520,  # everything drawn with rich; splitting it would give rich two homes
-    "records.py": 700,  # every persisted format and its readers of past versions: one definition
+    "cli/display.py": 590,  # everything drawn with rich (now batches and status too); splitting it would give rich two homes
+    "records.py": 840,  # every persisted format and its readers of past versions (now batches.jsonl): one definition
+    "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
+    "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
     "session.py": 540,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
     "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
     "store.py": 480,  # the run directory's one writer and every reader of it (by stream or by offset)

@@ -8,6 +8,7 @@
 ``cli/stats.py``          ``stats``: trust measurements of a run (:mod:`judge_engine.stats`)
 ``cli/meta.py``           ``meta``: a judge against human judgments (:mod:`judge_engine.stats`)
 ``cli/export.py``         ``export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.export`)
+``cli/status.py``         ``status``: how far a run is, its batches' states, without its process
 ``cli/protocols.py``      ``protocols`` and ``schemas``: what the judging protocols are
 ``cli/cdat.py``           ``cdat-baselines``: CDAT's Random (or a run's Common) baseline file
 ``cli/display.py``        everything drawn on a terminal: the one module that imports rich
@@ -42,13 +43,24 @@ EPILOG = ("exit codes: 0 done, every task scored; 1 a judge stopped (provider er
 
 def parser() -> argparse.ArgumentParser:
     """The ``judge-engine`` argument parser, with every command registered."""
-    from judge_engine.cli import cdat, export, meta, plan, protocols, rescore, run, show, stats
+    from judge_engine.cli import (
+        cdat,
+        export,
+        meta,
+        plan,
+        protocols,
+        rescore,
+        run,
+        show,
+        stats,
+        status,
+    )
 
     root = argparse.ArgumentParser(prog="judge-engine", epilog=EPILOG,
                                    description="Run LLM judges at scale, and measure how far they can be trusted.")
     root.add_argument("--version", action="version", version=f"judge-engine {__version__}")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run, plan, show, rescore, export, protocols, stats, meta, cdat):
+    for module in (run, plan, status, show, rescore, export, protocols, stats, meta, cdat):
         module.register(commands)
     return root
 

@@ -31,6 +31,8 @@ from judge_engine.records import DEMO_NOTE
 from judge_engine.runtime import JudgeRuntime, RunProgress
 
 if TYPE_CHECKING:
+    from judge_engine.batch.board import ChunkView
+    from judge_engine.batch.status import RunStatusReport
     from judge_engine.estimate import JudgePlan, Span
     from judge_engine.session import RunResult
     from judge_engine.stats.sections import Section
@@ -161,6 +163,9 @@ class LiveDisplay:
         wanted = Measurement.get(self._console, self._console.options.update(max_width=10_000), table).maximum
         fits = wanted <= self._console.width
         parts.append(table if fits else self.lines(rows))
+        batches = batch_lines(self._judges, width=self._console.width)
+        if batches:
+            parts.append(Text("\n".join(batches), style="dim"))
         if self.message:
             parts.append(Text(self.message, style="yellow"))
         return Group(*parts)
@@ -214,7 +219,78 @@ def progress_lines(judges: Sequence[JudgeRuntime], meters: Mapping[str, RateMete
         out.append(f"[{_duration(elapsed_s)}] {judge.config.name}{_state(judge)}: {c.done:,}/{c.total:,} ({share:.0%}) · "
                    f"{rpm:,.0f} req/min · {c.unscored} unscored · {c.retries} retries · ${c.cost:.4f} · "
                    f"ETA {_duration(_eta(judge, per_s))}")
-    return out
+    return out + batch_lines(judges, width=PIPED_WIDTH)
+
+
+BATCH_ROWS = 6
+"""Open batches shown per judge (the rest are counted)."""
+
+
+def chunk_parts(view: ChunkView) -> list[str]:
+    """One batch's figures: ``mqm-r1-00002 in_progress``, ``2,000/5,000 done``, ``12 failed``,
+    ``age 2h58m``."""
+    parts = [f"{view.chunk} {view.status}", f"{view.completed:,}/{view.requests:,} done"]
+    parts += [f"{n:,} {what}" for n, what in ((view.failed, "failed"), (view.expired, "expired")) if n]
+    age = view.age_s
+    return parts if age is None else [*parts, f"age {_duration(age)}"]
+
+
+def batch_lines(judges: Sequence[JudgeRuntime], *, width: int = 80) -> list[str]:
+    """Per batch-mode judge: what its batches are doing (a summary, then its open batches),
+    broken between figures to fit ``width``."""
+    import textwrap
+
+    lines: list[str] = []
+    for judge in judges:
+        board = judge.batch
+        if board is None:
+            continue
+        views = board.open_chunks()
+        summary = [f"{judge.config.name}: {len(views)} open batch{'es' if len(views) != 1 else ''} ({board.api})"]
+        if board.waiting:
+            summary.append(f"{board.waiting:,} waiting for the next round")
+        if board.online:
+            summary.append(f"{board.online:,} sent on online")
+        summary.append("all submitted" if board.submitted_all else "submitting")
+        lines += packed(summary, width - 1).splitlines()
+        for view in views[:BATCH_ROWS]:
+            lines += [f"  {line}" for line in packed(chunk_parts(view), width - 3, separator=", ").splitlines()]
+        if len(views) > BATCH_ROWS:
+            lines.append(f"  ... {len(views) - BATCH_ROWS} more")
+        if board.note:
+            lines += textwrap.wrap(board.note, width - 1, initial_indent="  ", subsequent_indent="    ")
+    return lines
+
+
+def status_report(report: RunStatusReport, console: Console) -> None:
+    """``judge-engine status``: the run, then per judge its tasks and (batch mode) its batches."""
+    manifest = report.manifest
+    state = "a judge-engine process is writing it now" if report.writing else "no process is writing it"
+    console.print(packed([f"run {manifest.run_id}: {manifest.status}", state, f"updated {manifest.updated_at}"],
+                         console.width - 1), highlight=False)
+    if manifest.demo:
+        console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
+    for note in report.notes:
+        console.print(f"[yellow]{escape(note)}[/yellow]")
+    for judge in report.judges:
+        share = judge.done / judge.tasks if judge.tasks else 1.0
+        console.print(packed([f"{judge.name} ({judge.mode}, {judge.model})", f"{judge.done:,}/{judge.tasks:,} done "
+                              f"({share:.0%})", f"{judge.scored:,} scored", f"{judge.unscored:,} unscored",
+                              f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request",
+                              f"{judge.not_sent:,} not sent yet"], console.width - 1), highlight=False)
+        if not judge.chunks:
+            continue
+        table = Table(title_justify="left", box=None, padding=(0, 1))
+        for column in ("batch", "round", "state", "requests", "done", "failed", "expired", "age"):
+            table.add_column(column, justify="left" if column in ("batch", "state") else "right", no_wrap=True)
+        for view in judge.chunks:
+            age = view.age_s if view.open else None
+            table.add_row(view.chunk, str(view.round), view.status, f"{view.requests:,}", f"{view.completed:,}",
+                          f"{view.failed:,}", f"{view.expired:,}", _duration(age) if age is not None else "")
+        console.print(table)
+    if report.manifest.status != "completed" and not report.writing:
+        console.print(f"Go on (collects the batches that ended, sends what remains):\n  judge-engine resume "
+                      f"{report.run_dir}", highlight=False, soft_wrap=True)
 
 
 def start_line(progress: RunProgress) -> str:
@@ -368,7 +444,8 @@ def plan_table(plans: Sequence[JudgePlan]) -> Table:
     for plan in plans:
         mark = "" if plan.tokens_exact else "~"
         tasks = f"{plan.tasks:,}" + (f"\n{plan.cached:,} cached" if plan.cached else "")
-        cost = "[yellow]no price[/yellow]" if plan.cost is None else _span(plan.cost, "{:.4f}")
+        paid = plan.batch.cost if plan.batch is not None and plan.batch.in_use else plan.cost
+        cost = "[yellow]no price[/yellow]" if paid is None else _span(paid, "{:.4f}")
         table.add_row(f"{plan.judge}\n{plan.model}\n{plan.protocol}", tasks,
                       _span(plan.prompt_tokens, mark + "{:,}"), _span(plan.completion_tokens, "{:,}"),
                       cost, f"{_span(plan.wall_s, None)}\n{plan.bound_by}")
@@ -397,8 +474,10 @@ def plan_lines(plans: Sequence[JudgePlan], *, items: int, run_dir: object) -> li
               else ", ".join(f"{judge} {n}" for judge, n in budgets.items()))  # fmt: skip
     lines.append(f"completion tokens per answer ({answers}): the protocol's typical answer, at most max_tokens; "
                  f"ranges: from no re-ask to every task re-asked its whole retries.reasks budget ({budget})")
-    priced = [p.cost for p in plans if p.cost is not None]
-    unpriced = [p.judge for p in plans if p.cost is None]
+    lines += [line for p in plans if (line := _batch_plan_line(p))]
+    paid = [p.batch.cost if p.batch is not None and p.batch.in_use else p.cost for p in plans]
+    priced = [c for c in paid if c is not None]
+    unpriced = [p.judge for p, c in zip(plans, paid, strict=True) if c is None]
     if priced:
         low, high = sum(c.low for c in priced), sum(c.high for c in priced)
         cost = f"estimated cost ${low:.4f}" + (f" to ${high:.4f}" if f"{high:.4f}" != f"{low:.4f}" else "")
@@ -410,6 +489,20 @@ def plan_lines(plans: Sequence[JudgePlan], *, items: int, run_dir: object) -> li
     lines.append(f"{items:,} items; every prompt rendered; {cost}; estimated wall time {wall} "
                  f"(judges run in parallel); run dir {run_dir}")
     return lines
+
+
+def _batch_plan_line(plan: JudgePlan) -> str:
+    """Online against batch: the two costs, where the batch price comes from, the window."""
+    batch = plan.batch
+    if batch is None or batch.cost is None or plan.cost is None:
+        return ""
+    source = "litellm's batch prices" if batch.listed else "half the online price (litellm lists no batch price)"
+    online, batched = _span(plan.cost, "${:.4f}").replace("\n", " "), _span(batch.cost, "${:.4f}").replace("\n", " ")
+    if batch.in_use:
+        return (f"batch: {plan.judge} runs in batch mode ({batch.api}, {batch.batches:,} batch"
+                f"{'es' if batch.batches != 1 else ''}): {batched} at {source}, against {online} online; "
+                f"results within {batch.window}")
+    return f"batch: {plan.judge} would cost {batched} in batch mode (--batch; {source}, results within {batch.window})"
 
 
 # --- stats and meta -------------------------------------------------------------------------------

@@ -9,11 +9,12 @@ from judge_engine.cli import EXIT_OK, EXIT_USAGE
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from judge_engine.cli.run import add_overrides
+    from judge_engine.cli.run import add_batch_option, add_overrides
 
     plan = commands.add_parser("plan", help="dry run: tasks, tokens, cost and time; renders every prompt")
     plan.add_argument("config", type=Path)
     add_overrides(plan)
+    add_batch_option(plan)
     plan.add_argument("--latency", type=float, default=2.0, help="assumed seconds per call for the time estimate")
     plan.add_argument("--strict", action="store_true", help="exit 2 when a model or its price is unknown")
     plan.set_defaults(handler=plan_command)

@@ -41,6 +41,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_overrides(run)
     run.add_argument("--demo", action="store_true", help="answer with the built-in fake server (synthetic answers, no API key)")
     run.add_argument("--new-run", action="store_true", help="start a fresh run directory even if this config ran before")
+    add_batch_option(run)
     _session_options(run)
     run.set_defaults(handler=run_command)
 
@@ -50,6 +51,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     resume.add_argument("--retry", metavar="CODES",
                         help="judge again the tasks left unscored: 'unscored' for all, or reason codes separated by "
                              "commas (e.g. transport_exhausted,rate_limited); cached answers are re-read, not re-bought")
+    add_batch_option(resume)
     _session_options(resume)
     resume.set_defaults(handler=resume_command)
 
@@ -70,7 +72,14 @@ def override_values(args: argparse.Namespace) -> dict[str, Any]:
         return None if path is None else path.resolve()
 
     return {"model": args.model, "limit": args.limit, "output_dir": absolute(args.output),
-            "cache_dir": absolute(args.cache_dir)}
+            "cache_dir": absolute(args.cache_dir), "batch": True if getattr(args, "batch", False) else None}
+
+
+def add_batch_option(parser: argparse.ArgumentParser) -> None:
+    """``--batch``, which ``run``, ``resume`` and ``plan`` share."""
+    parser.add_argument("--batch", action="store_true",
+                        help="every judge through its provider's batch API (half the price, results within 24 h; "
+                             "recorded, so a resume keeps it); see the config's batch: settings")
 
 
 def _session_options(parser: argparse.ArgumentParser) -> None:
@@ -101,7 +110,7 @@ def resume_command(args: argparse.Namespace) -> int:
     from judge_engine import session
 
     return _watched(args, lambda progress: session.resume(args.run_dir, retry=args.retry, progress=progress,
-                                                          overrides=_budget(args)))
+                                                          overrides=_budget(args), batch=args.batch))
 
 
 def _budget(args: argparse.Namespace) -> dict[str, Any]:

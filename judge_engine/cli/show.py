@@ -145,7 +145,7 @@ def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[Tran
 
 def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord]) -> None:
     """Messages as sent (each once), then every answer or error, and protocol errors."""
-    from judge_engine.cli.display import panel
+    from judge_engine.cli.display import escape, panel
     from judge_engine.records import AttemptRecord
 
     shown_messages = 0
@@ -158,6 +158,9 @@ def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord]) -> N
             panel(console, str(message.get("content", "")), title=f"sent: {message.get('role')}")
         shown_messages = len(messages)
         label = f"attempt {attempt.attempt} (re-ask {attempt.reask})" + (" [cache hit]" if attempt.cache_hit else "")
+        if attempt.batch:  # a batch API result: which batch, which request in it
+            label += f" [batch {attempt.batch.get('id')}, {attempt.batch.get('custom_id')}]"
+        label = escape(label)  # titles are markup: "[cache hit]" would vanish as an unknown style
         if attempt.response is not None:
             finish = attempt.response.get("finish_reason")
             panel(console, str(attempt.response.get("content") or ""), title=f"answer · {label} · finish={finish}",

@@ -1,6 +1,7 @@
 """The project's fake OpenAI-compatible server: deterministic answers to every protocol's prompt
 (written by :mod:`judge_engine.fake.writers`), configurable rate limits (429 + Retry-After),
-latency and faults. Used by the tests, by ``judge-engine run --demo`` and by the throughput
+latency and faults, and both batch APIs (OpenAI's files + batches, Anthropic's Message Batches:
+:mod:`judge_engine.fake.batches`) with a processing delay, failures, expiry and a quota. Used by the tests, by ``judge-engine run --demo`` and by the throughput
 benchmarks; it binds 127.0.0.1 only.
 
 * :class:`FakeServer`: in-process, its own event loop in a daemon thread (tests).

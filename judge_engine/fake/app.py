@@ -4,13 +4,19 @@ Routes::
 
     POST /v1/chat/completions   (also /chat/completions)   a chat.completion, or a fault
     GET  /v1/models             (also /models)             a one-model list
-    GET  /_fake/stats           counters (see :class:`~judge_engine.fake.state.Stats`)
+    POST /v1/files, GET /v1/files/{id}/content                   OpenAI files (purpose=batch)
+    POST /v1/batches, GET /v1/batches[/{id}], POST .../{id}/cancel OpenAI's Batch API
+    POST /v1/messages/batches, GET /v1/messages/batches[/{id}[/results]],
+         POST /v1/messages/batches/{id}/cancel                   Anthropic's Message Batches
+    GET  /_fake/stats           counters (see :class:`~judge_engine.fake.state.Stats`; with the
+                                batch submissions per task)
     GET  /_fake/config          the live config (API key redacted)
     POST /_fake/config          JSON Merge Patch into the live config; answers the new config
     POST /_fake/reset           clear counters, seen bodies and rate windows
 
 A completion request goes through: auth (401) -> body checks (400) -> storm (429) -> rate limits
-(429, no quota used) -> faults -> latency -> answer.
+(429, no quota used) -> faults -> latency -> answer. The batch routes answer from
+:class:`~judge_engine.fake.batches.FakeBatches` (processing delay, failures, expiry, quota).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from judge_engine.fake.answers import (
     is_json_mode,
     read_messages,
 )
+from judge_engine.fake.batches import FakeBatches
 from judge_engine.fake.config import FakeConfig, RetryAfterMode
 from judge_engine.fake.state import Draw, SlidingWindow, Stats
 from judge_engine.protocols.base import Message
@@ -72,17 +79,19 @@ class FakeApp:
         self.stats = Stats()
         self.window = SlidingWindow()
         self.answers = AnswerBook()
+        self.batches = FakeBatches(lambda: self.config, self.answers)
         self.started = time.monotonic()
         self._runner: web.AppRunner | None = None
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     def application(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(client_max_size=300 * 1024 * 1024)  # a batch file: up to 256 MB
         app.router.add_post("/v1/chat/completions", self.completions)
         app.router.add_post("/chat/completions", self.completions)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/models", self.models)
+        self._batch_routes(app)
         app.router.add_get("/_fake/stats", self.stats_view)
         app.router.add_get("/_fake/config", self.config_view)
         app.router.add_post("/_fake/config", self.config_patch)
@@ -124,6 +133,8 @@ class FakeApp:
     def reset(self) -> None:
         self.stats.clear()
         self.window.clear()
+        self.batches.submissions.clear()
+        self.batches.refused = 0
 
     # --- control routes -----------------------------------------------------------------------
 
@@ -131,8 +142,12 @@ class FakeApp:
         data = [{"id": FAKE_MODEL, "object": "model", "created": 0, "owned_by": "judge-engine"}]
         return _json(200, jsonio.dumps({"object": "list", "data": data}))
 
+    def snapshot(self) -> dict[str, Any]:
+        """Every counter: the chat route's and the batch APIs'."""
+        return {**self.stats.snapshot(self.now()), **self.batches.stats()}
+
     async def stats_view(self, request: web.Request) -> web.Response:
-        return _json(200, jsonio.dumps(self.stats.snapshot(self.now())))
+        return _json(200, jsonio.dumps(self.snapshot()))
 
     async def config_view(self, request: web.Request) -> web.Response:
         return _json(200, jsonio.dumps(self.config.public()))
@@ -150,6 +165,72 @@ class FakeApp:
     async def reset_view(self, request: web.Request) -> web.Response:
         self.reset()
         return _json(200, b'{"reset": true}')
+
+    # --- the batch APIs (state and answers: fake/batches.py) ----------------------------------
+
+    def _batch_routes(self, app: web.Application) -> None:
+        batches = self.batches
+        openai = {
+            ("POST", "/v1/files"): self._upload,
+            ("GET", "/v1/files/{id}/content"): lambda r: batches.file_content(r.match_info["id"]),
+            ("POST", "/v1/batches"): self._create_openai,
+            ("GET", "/v1/batches"): lambda r: batches.list_openai(_limit(r), r.query.get("after")),
+            ("GET", "/v1/batches/{id}"): lambda r: batches.get_openai(r.match_info["id"]),
+            ("POST", "/v1/batches/{id}/cancel"): lambda r: batches.cancel_openai(r.match_info["id"]),
+        }
+        anthropic = {
+            ("POST", "/v1/messages/batches"): self._create_anthropic,
+            ("GET", "/v1/messages/batches"): lambda r: batches.list_anthropic(_limit(r), r.query.get("after_id"),
+                                                                              _host(r)),
+            ("GET", "/v1/messages/batches/{id}"): lambda r: batches.get_anthropic(r.match_info["id"], _host(r)),
+            ("GET", "/v1/messages/batches/{id}/results"): lambda r: batches.results_anthropic(r.match_info["id"]),
+            ("POST", "/v1/messages/batches/{id}/cancel"): lambda r: batches.cancel_anthropic(r.match_info["id"],
+                                                                                             _host(r)),
+        }
+        for routes, header in ((openai, "Authorization"), (anthropic, "x-api-key")):
+            for (method, path), handler in routes.items():
+                app.router.add_route(method, path, self._batch_handler(handler, header))
+
+    def _batch_handler(self, handler: Any, header: str) -> Any:
+        async def handle(request: web.Request) -> web.Response:
+            key = self.config.require_api_key
+            sent = request.headers.get(header, "")
+            if key is not None and sent not in (key, f"Bearer {key}"):
+                return _json(401, error_body("Incorrect API key provided.", "authentication_error", "invalid_api_key"))
+            reply = handler(request)
+            status, body = await reply if asyncio.iscoroutine(reply) else reply
+            content_type = "application/jsonl" if request.path.endswith(("/content", "/results")) and status == 200 else _JSON
+            return web.Response(status=status, body=body, content_type=content_type)
+
+        return handle
+
+    async def _upload(self, request: web.Request) -> tuple[int, bytes]:
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField):
+            return 400, error_body("a multipart 'file' field is required", "invalid_request_error")
+        return self.batches.upload(upload.filename, str(form.get("purpose") or ""), upload.file.read())
+
+    async def _create_openai(self, request: web.Request) -> tuple[int, bytes]:
+        try:
+            payload = jsonio.loads(await request.read())
+        except jsonio.JSONDecodeError:
+            return 400, error_body("the request body is not JSON", "invalid_request_error")
+        reply = self.batches.create_openai(payload)
+        await self._create_delay(reply[0])
+        return reply
+
+    async def _create_anthropic(self, request: web.Request) -> tuple[int, bytes]:
+        reply = self.batches.create_anthropic(await request.read())
+        await self._create_delay(reply[0])
+        return reply
+
+    async def _create_delay(self, status: int) -> None:
+        """A created batch exists and is counted already: a client killed now never learns its id."""
+        delay = self.config.batch.create_delay_s
+        if status == 200 and delay > 0:
+            await asyncio.sleep(delay)
+
 
     # --- the completions route ----------------------------------------------------------------
 
@@ -345,6 +426,18 @@ def _read_payload(body: bytes) -> dict[str, Any]:
         raise FakeRequestError("'max_tokens' must be an integer")
     payload["max_tokens"] = max_tokens
     return payload
+
+
+def _limit(request: web.Request) -> int:
+    try:
+        return int(request.query.get("limit", "20"))
+    except ValueError:
+        return 20
+
+
+def _host(request: web.Request) -> str:
+    """The server's own base (Anthropic's ``results_url`` is absolute)."""
+    return f"{request.scheme}://{request.host}"
 
 
 def _json(status: int, body: bytes, headers: dict[str, str] | None = None) -> web.Response:

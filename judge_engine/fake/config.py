@@ -23,6 +23,37 @@ class Storm(BaseModel):
     """The wait every 429 of the storm asks for (formatted per :attr:`FakeConfig.retry_after`)."""
 
 
+class FakeBatchConfig(BaseModel):
+    """How the fake server's batch APIs (OpenAI's files + batches, Anthropic's Message Batches)
+    behave. Draws are per request, from a hash of its custom id and :attr:`FakeConfig.seed`, so
+    the same request in a later round (another custom id) gets a fresh draw."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    validating_s: float = Field(default=0.0, ge=0)
+    """Seconds a new batch is ``validating`` before its requests start."""
+    processing_s: float = Field(default=1.0, ge=0)
+    """Seconds from the end of validation to the last request processed; requests are
+    processed evenly over it, so the counts grow while the batch is in progress."""
+    failure_rate: float = Field(default=0.0, ge=0, le=1)
+    """Probability that a request fails inside the batch (a 500 in the error file; Anthropic:
+    ``errored`` with ``api_error``)."""
+    expire_rate: float = Field(default=0.0, ge=0, le=1)
+    """Probability that a request is never processed: its batch then ends ``expired`` (OpenAI)
+    with the other requests' results, and these marked ``batch_expired`` (Anthropic:
+    ``expired``)."""
+    empty_rate: float = Field(default=0.0, ge=0, le=1)
+    """Probability that a request's result is a 200 whose answer is empty (as failed requests of
+    some batch APIs come back): a client must not judge it as an answer."""
+    create_delay_s: float = Field(default=0.0, ge=0)
+    """The create call is answered this late: the batch exists, and is counted, from the
+    moment the call arrives (a client killed meanwhile never learns its id)."""
+    max_enqueued_tokens: int | None = Field(default=None, ge=1)
+    """Prompt tokens (UTF-8 bytes / :attr:`FakeConfig.chars_per_token`) a model may have in
+    unfinished batches; a batch beyond it is refused: OpenAI's ``failed`` with
+    ``token_limit_exceeded``, Anthropic's 429. None: no quota."""
+
+
 class FakeConfig(BaseModel):
     """How the fake OpenAI-compatible server behaves. Every fault is off by default.
 
@@ -80,6 +111,8 @@ class FakeConfig(BaseModel):
     """When set, requests without ``Authorization: Bearer <this key>`` get 401."""
     seed: int = 0
     """Seed of the fault draws (answers depend on the request only)."""
+    batch: FakeBatchConfig = Field(default_factory=FakeBatchConfig)
+    """The batch APIs' processing delay, failures, expiry and quota."""
 
     @model_validator(mode="after")
     def _window_holds_one_request(self) -> Self:

@@ -113,7 +113,7 @@ class FakeServer:
 
     def stats(self) -> dict[str, Any]:
         """A consistent snapshot of the counters (see ``GET /_fake/stats``)."""
-        return self._call(lambda: self._app.stats.snapshot(self._app.now()))
+        return self._call(self._app.snapshot)
 
     def update(self, **patch: Any) -> FakeConfig:
         """Merge ``patch`` into the live config (JSON Merge Patch: ``None`` restores a default).

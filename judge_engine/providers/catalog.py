@@ -242,3 +242,125 @@ def cost_per_token(model: str) -> tuple[float, float] | None:
     if prompt is None or completion is None:
         return None
     return float(prompt), float(completion)
+
+
+BATCH_HALF_PRICE = 0.5
+"""The share of the online price assumed for a batch where litellm's table has no batch price
+(OpenAI's and Anthropic's batch prices are half their online ones)."""
+
+
+@lru_cache(maxsize=256)
+def batch_cost_per_token(model: str) -> tuple[float, float, bool] | None:
+    """(input, output) price per token of a batch request, and whether litellm's table has the
+    batch price (``*_cost_per_token_batches``); without it, :data:`BATCH_HALF_PRICE` of the
+    online price. None when the model has no price at all."""
+    online = cost_per_token(model)
+    if online is None:
+        return None
+    litellm = load_litellm()
+    try:
+        info = litellm.get_model_info(model)
+    except Exception:
+        info = {}
+    prompt, completion = info.get("input_cost_per_token_batches"), info.get("output_cost_per_token_batches")
+    if prompt is not None and completion is not None:
+        return float(prompt), float(completion), True
+    return online[0] * BATCH_HALF_PRICE, online[1] * BATCH_HALF_PRICE, False
+
+
+_OPENAI_BATCH_PROVIDERS = ("openai", "hosted_vllm", "custom_openai", "openai_like")
+"""litellm providers whose servers speak OpenAI's API, and so its Batch API where they have one
+(OpenAI; vLLM and other OpenAI-compatible servers given as ``api_base``)."""
+DEFAULT_ANTHROPIC_BASE = "https://api.anthropic.com"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchRoute:
+    """Which batch API serves a model, and where."""
+
+    api: str
+    """``openai`` (files + batches) or ``anthropic`` (Message Batches)."""
+    provider: str
+    """litellm's provider for the model (its chat config builds the request bodies)."""
+    wire_model: str
+    """The model name in the request bodies."""
+    base_url: str
+    """OpenAI: the API base (``.../v1``); Anthropic: the host, without ``/v1``."""
+
+
+@lru_cache(maxsize=256)
+def batch_route(model: str, api_base: str | None) -> BatchRoute | None:
+    """The batch API litellm's route for ``model`` leads to, or None when judge-engine speaks
+    none for it (Gemini, Bedrock, Azure and others: use ``mode: online``)."""
+    litellm = load_litellm()
+    try:
+        wire_model, provider, _key, resolved_base = litellm.get_llm_provider(model=model, api_base=api_base)
+    except Exception:
+        return None
+    if provider == "anthropic":
+        base = str(api_base or os.environ.get("ANTHROPIC_API_BASE") or os.environ.get("ANTHROPIC_BASE_URL")
+                   or DEFAULT_ANTHROPIC_BASE).rstrip("/").removesuffix("/v1")
+        return BatchRoute("anthropic", provider, str(wire_model), base)
+    if provider in _OPENAI_BATCH_PROVIDERS:
+        base = (api_base or resolved_base or os.environ.get("OPENAI_BASE_URL")
+                or os.environ.get("OPENAI_API_BASE") or DEFAULT_OPENAI_BASE)
+        return BatchRoute("openai", provider, str(wire_model), str(base).rstrip("/"))
+    return None
+
+
+def batch_body(route: BatchRoute, model: str, api_base: str | None, *, messages: Sequence[Mapping[str, str]],
+               temperature: float, max_tokens: int | None, response_format: Mapping[str, Any] | None,
+               params: Mapping[str, Any]) -> dict[str, Any]:
+    """The body of one batch request: what the online path sends for the same request.
+
+    A model on OpenAI's plain chat config gets the direct transport's body (the model, the
+    messages and :func:`openai_body_params`); any other (Anthropic, o-series, a vLLM route) the
+    body litellm's own chat config builds for it (``transform_request``: Anthropic's system
+    prompt and content blocks, JSON mode as a forced tool), as ``litellm.acompletion`` would.
+    """
+    if openai_route(model, api_base) is not None:
+        _none, mapped = _mapped_params(route.wire_model, "", temperature, max_tokens, response_format, params)
+        return {"model": route.wire_model, "messages": [dict(m) for m in messages], **mapped}
+    config, optional = _mapped_params(route.wire_model, route.provider, temperature, max_tokens, response_format,
+                                      params)
+    body = dict(config.transform_request(model=route.wire_model, messages=[dict(m) for m in messages],
+                                         optional_params=copy.deepcopy(optional), litellm_params={}, headers={}))
+    body.pop("stream", None)
+    body.update(body.pop("extra_body", None) or {})
+    return body
+
+
+_MAPPED: dict[bytes, tuple[Any, dict[str, Any]]] = {}
+
+
+def _mapped_params(wire_model: str, provider: str, temperature: float, max_tokens: int | None,
+                   response_format: Mapping[str, Any] | None, params: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """litellm's chat config for the provider and the sampling parameters it maps for the
+    model, once per parameter set (a run has a handful); provider "": the direct transport's
+    parameters (:func:`openai_body_params`) and no config."""
+    from judge_engine import jsonio
+
+    key = jsonio.canonical([wire_model, provider, temperature, max_tokens, response_format, params])
+    found = _MAPPED.get(key)
+    if found is not None:
+        return found
+    if not provider:
+        found = (None, openai_body_params(wire_model, temperature=temperature, max_tokens=max_tokens,
+                                          response_format=response_format, params=params))
+    else:
+        load_litellm()
+        from litellm.types.utils import LlmProviders
+        from litellm.utils import ProviderConfigManager, get_optional_params
+
+        kwargs: dict[str, Any] = dict(params)
+        if response_format is not None:
+            kwargs["response_format"] = copy.deepcopy(dict(response_format))
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        optional = dict(get_optional_params(model=wire_model, custom_llm_provider=provider,
+                                            temperature=temperature, drop_params=True, **kwargs))
+        optional.pop("json_mode", None)  # litellm's handler takes it out before building the body
+        config = ProviderConfigManager.get_provider_chat_config(model=wire_model, provider=LlmProviders(provider))
+        found = (config, optional)
+    _MAPPED[key] = found
+    return found

@@ -1,0 +1,135 @@
+"""``judge-engine status RUN_DIR``'s findings: how far a run is, read from its files alone.
+
+No process needs to be running: the manifest says what the run is, the index which tasks are
+done, and ``batches.jsonl`` where every batch-mode judge's chunks are (as last polled). With
+``poll``, the provider is asked for each open batch's state now (read-only: nothing is written
+into the run, which another process may hold).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from judge_engine.batch.board import ChunkView, chunk_views
+from judge_engine.batch.ledger import Ledger, read_ledgers
+from judge_engine.records import Manifest
+from judge_engine.store import open_index, read_manifest, writer_active
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeStatus:
+    """One judge's progress."""
+
+    name: str
+    model: str
+    mode: str
+    """``online`` or ``batch`` (as the run's config and overrides say)."""
+    tasks: int
+    scored: int
+    unscored: int
+    in_batches: int
+    """Tasks in batches that are not collected yet."""
+    waiting: int
+    """Tasks waiting for their next request (a later batch round, or online)."""
+    chunks: list[ChunkView] = field(default_factory=list)
+
+    @property
+    def done(self) -> int:
+        return self.scored + self.unscored
+
+    @property
+    def not_sent(self) -> int:
+        """Tasks neither done nor held by a batch or a carry: sent when the run goes on."""
+        return max(0, self.tasks - self.done - self.in_batches - self.waiting)
+
+
+@dataclass(frozen=True, slots=True)
+class RunStatusReport:
+    run_dir: Path
+    manifest: Manifest
+    writing: bool
+    """A process holds the run now (its lock)."""
+    judges: list[JudgeStatus]
+    notes: list[str] = field(default_factory=list)
+
+
+def run_status(run_dir: Path, *, poll: bool = False) -> RunStatusReport:
+    """What the run's files say (``poll``: and what the provider says of its open batches).
+
+    Raises:
+        RunDirError: not a run directory, or an unreadable one.
+    """
+    run_dir = run_dir.resolve()
+    manifest = read_manifest(run_dir)
+    ledgers = read_ledgers(run_dir)
+    with open_index(run_dir) as index:
+        counts = index.counts()
+        finished = {name: index.finished_tasks(name) for name in ledgers}
+    notes: list[str] = []
+    if poll:
+        notes += _poll(run_dir, manifest, ledgers)
+    judges = []
+    modes = _modes(manifest)
+    for position, entry in enumerate(manifest.judges):
+        ledger = ledgers.get(entry.name, Ledger())
+        done = finished.get(entry.name, set())
+        held = {t for c in ledger.open_chunks() for t in c.tasks if "b2:" + t not in done}
+        waiting = [c for c in ledger.pending.values() if c.task_id not in done]
+        judges.append(JudgeStatus(
+            name=entry.name, model=entry.model, mode=modes.get(entry.name, "online"),
+            tasks=_tasks(manifest, position), scored=counts.get((entry.name, "scored", None), 0),
+            unscored=sum(n for (judge, status, _code), n in counts.items() if judge == entry.name and status == "unscored"),
+            in_batches=len(held), waiting=len(waiting), chunks=chunk_views(ledger)))
+    return RunStatusReport(run_dir, manifest, writer_active(run_dir), judges, notes)
+
+
+def _tasks(manifest: Manifest, position: int) -> int:
+    variants = manifest.dataset.get("variants") or []
+    entry = manifest.judges[position]
+    per_item = variants[position] if position < len(variants) else manifest.dataset.get("items") or 0
+    return int(per_item) * entry.tasks_per_item_variant
+
+
+def _modes(manifest: Manifest) -> dict[str, str]:
+    batch_all = bool(manifest.overrides.get("batch"))
+    return {str(j.get("name")): "batch" if batch_all else str(j.get("mode") or "online")
+            for j in manifest.config.get("judges") or []}
+
+
+def _poll(run_dir: Path, manifest: Manifest, ledgers: dict[str, Ledger]) -> list[str]:
+    """Each open batch's state as the provider reports it now, into the ledgers' chunks."""
+    if manifest.demo:
+        return ["--poll: a demo run's fake server ended with its session; the states shown are the last polled"]
+    from judge_engine.providers import endpoint_for
+    from judge_engine.providers.batch import batch_api_for
+    from judge_engine.session import prepare_resume
+
+    prepared = prepare_resume(run_dir)
+    notes: list[str] = []
+
+    async def poll_all() -> None:
+        for judge in prepared.config.judges:
+            ledger = ledgers.get(judge.name)
+            if ledger is None or not ledger.open_chunks():
+                continue
+            endpoint = endpoint_for(judge)
+            api = batch_api_for(endpoint.model, endpoint.api_base, api_key=endpoint.api_key, judge=judge.name)
+            try:
+                for chunk in ledger.open_chunks():
+                    if chunk.batch_id is None:
+                        continue
+                    try:
+                        info = await api.retrieve(chunk.batch_id)
+                    except Exception as exc:
+                        notes.append(f"--poll: {chunk.chunk_id}: {api.classify(exc).message}")
+                        continue
+                    chunk.status = info.status
+                    chunk.counts = {"total": info.total, "completed": info.completed, "failed": info.failed,
+                                    "expired": info.expired}
+            finally:
+                await api.aclose()
+
+    asyncio.run(poll_all())
+    return notes

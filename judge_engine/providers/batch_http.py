@@ -1,0 +1,132 @@
+"""HTTP for the batch APIs: the aiohttp client of :mod:`.batch_openai` and :mod:`.batch_anthropic`.
+
+A second home of the aiohttp client beside the direct transport (:mod:`.openai_http`), kept
+apart because its calls are of another kind: a few per batch, with bodies of up to 256 MB that
+are streamed from disk (uploads, Anthropic's create) and to disk (results), never held whole in
+memory; the chat transport's pool is tuned for thousands of small calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from judge_engine import jsonio
+from judge_engine.errors import HTTPStatusError, MalformedResponseError
+from judge_engine.providers.base import (
+    ErrorClass,
+    ErrorKind,
+    is_unreachable,
+    kept_headers,
+    parse_retry_after,
+    redact,
+)
+
+_PIECE = 1 << 20
+_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=300)
+
+
+class BatchHTTP:
+    """JSON calls, file uploads and downloads against one batch API, with its headers.
+
+    Args:
+        headers: sent with every call (auth, versions).
+        secret: the API key, redacted from every error message.
+    """
+
+    def __init__(self, headers: Mapping[str, str], *, secret: str | None) -> None:
+        self._headers = dict(headers)
+        self._secret = secret or ""
+        self._session: aiohttp.ClientSession | None = None
+
+    async def get_json(self, url: str, params: Mapping[str, str] | None = None) -> Any:
+        async with self._open().get(url, params=params, headers=self._headers) as response:
+            return await self._json(response)
+
+    async def post_json(self, url: str, body: Any = None) -> Any:
+        data = jsonio.dumps(body if body is not None else {})
+        headers = {**self._headers, "Content-Type": "application/json"}
+        async with self._open().post(url, data=data, headers=headers) as response:
+            return await self._json(response)
+
+    async def post_stream(self, url: str, pieces: AsyncIterator[bytes]) -> Any:
+        """POST a JSON body produced piece by piece (sent chunked, never whole in memory)."""
+        headers = {**self._headers, "Content-Type": "application/json"}
+        async with self._open().post(url, data=pieces, headers=headers) as response:
+            return await self._json(response)
+
+    async def post_file(self, url: str, path: Path, *, name: str, fields: Mapping[str, str]) -> Any:
+        """A multipart upload of ``path`` as ``name``, streamed from disk."""
+        with path.open("rb") as handle:
+            form = aiohttp.FormData()
+            for key, value in fields.items():
+                form.add_field(key, value)
+            form.add_field("file", handle, filename=name, content_type="application/jsonl")
+            async with self._open().post(url, data=form, headers=self._headers) as response:
+                return await self._json(response)
+
+    async def download(self, url: str, dest: Path, *, append: bool = False) -> int:
+        """Stream ``url``'s body into ``dest``; the bytes written."""
+        written = 0
+        async with self._open().get(url, headers=self._headers) as response:
+            if response.status != 200:
+                raise self._error(response.status, await response.read(), response.headers)
+            with dest.open("ab" if append else "wb") as handle:
+                async for piece in response.content.iter_chunked(_PIECE):
+                    handle.write(piece)
+                    written += len(piece)
+        return written
+
+    def classify(self, error: BaseException) -> ErrorClass:
+        """What a failed call means: 429 rate-limited (with Retry-After), 5xx and connection
+        failures retried, any other status fatal (a wrong key, a wrong URL, an invalid file)."""
+        message = redact(str(error) if isinstance(error, HTTPStatusError) else f"{type(error).__name__}: {error}",
+                         [self._secret])
+        if isinstance(error, HTTPStatusError):
+            status = error.status_code
+            if status == 429:
+                return ErrorClass(ErrorKind.RATE_LIMITED, message, 429, parse_retry_after(error.headers))
+            if status >= 500 or status in (408, 409, 425):
+                return ErrorClass(ErrorKind.RETRY, message, status)
+            return ErrorClass(ErrorKind.FATAL, message, status)
+        if isinstance(error, (MalformedResponseError, aiohttp.ClientError, TimeoutError, ConnectionError, OSError)):
+            return ErrorClass(ErrorKind.RETRY, message, unreachable=is_unreachable(error))
+        return ErrorClass(ErrorKind.FATAL, message)
+
+    async def aclose(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(timeout=_TIMEOUT, raise_for_status=False)
+        return self._session
+
+    async def _json(self, response: aiohttp.ClientResponse) -> Any:
+        raw = await response.read()
+        if response.status != 200:
+            raise self._error(response.status, raw, response.headers)
+        try:
+            return jsonio.loads(raw)
+        except jsonio.JSONDecodeError as exc:
+            raise MalformedResponseError(f"the batch API's 200 answer is not JSON ({len(raw)} bytes)") from exc
+
+    def _error(self, status: int, raw: bytes, headers: Mapping[str, str]) -> HTTPStatusError:
+        return HTTPStatusError(status, redact(_error_message(raw), [self._secret]), kept_headers(headers))
+
+
+def _error_message(raw: bytes) -> str:
+    """The error text of an OpenAI (``{"error": {"message"}}``) or Anthropic
+    (``{"type": "error", "error": {"type", "message"}}``) error body, else the body's start."""
+    try:
+        error = jsonio.loads(raw).get("error")
+    except (jsonio.JSONDecodeError, AttributeError):
+        error = None
+    if isinstance(error, dict) and error.get("message"):
+        code = error.get("code") or error.get("type")
+        return f"{error['message']}" + (f" ({code})" if code else "")
+    return raw[:500].decode("utf-8", "replace") or "(empty body)"
