@@ -9,6 +9,7 @@
 ``cli/export.py``         ``export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.export`)
 ``cli/protocols.py``      ``protocols`` and ``schemas``: what the judging protocols are
 ``cli/cdat.py``           ``cdat-baselines``: CDAT's Random (or a run's Common) baseline file
+``cli/view.py``           ``view``: runs audited in the browser (:mod:`judge_engine.viewer`)
 ``cli/display.py``        everything drawn on a terminal: the one module that imports rich
 ``cli/process.py``        process tuning for a run (garbage collector, GIL switch interval)
 ========================  ===============================================================
@@ -39,13 +40,13 @@ EPILOG = ("exit codes: 0 done, every task scored; 1 a judge stopped (provider er
 
 def parser() -> argparse.ArgumentParser:
     """The ``judge-engine`` argument parser, with every command registered."""
-    from judge_engine.cli import cdat, export, plan, protocols, rescore, run, show, stats
+    from judge_engine.cli import cdat, export, plan, protocols, rescore, run, show, stats, view
 
     root = argparse.ArgumentParser(prog="judge-engine", epilog=EPILOG,
                                    description="Run LLM judges at scale, and measure how far they can be trusted.")
     root.add_argument("--version", action="version", version=f"judge-engine {__version__}")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run, plan, show, rescore, export, protocols, stats, cdat):
+    for module in (run, plan, show, view, rescore, export, protocols, stats, cdat):
         module.register(commands)
     return root
 
