@@ -156,7 +156,7 @@ class Viewer:
             try:
                 response = await handler(request)
             except web.HTTPException as exc:
-                response = exc
+                response = web.Response(status=exc.status, text=exc.text)
             except (RunDirError, ValueError) as exc:
                 response = self._json({"error": str(exc)}, status=404 if isinstance(exc, RunDirError) else 400)
             except (sqlite3.Error, OSError) as exc:  # the run's files changed under the viewer, or a bug

@@ -1,6 +1,6 @@
 // Building the page from run data. Everything a run contains (dataset text, answers, error
 // bodies) is hostile input: it only ever becomes text nodes and attribute values through these
-// helpers, never HTML. No innerHTML anywhere in the viewer.
+// helpers; nothing in the viewer ever parses a string as HTML.
 
 // el("div", {class: "x", title: "..."}, child, "text", ...): children that are not nodes
 // become text nodes.
