@@ -22,9 +22,9 @@ the runs' own ordered walks.
 from __future__ import annotations
 
 import re
-import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from judge_engine.viewer.catalog import Catalog, Judge, OpenRun
@@ -97,6 +97,10 @@ class TaskList:
         self.catalog = catalog
         self.spread_ready = False
         self.spread_covers: tuple[int, ...] | None = None
+        self.spread_group = 1
+        """The most tasks one item has (over the open runs): how far a page of the disagreement
+        order, walked from its far end, may reach into its neighbours' items."""
+        self._searched: dict[int, str] = {}
 
     # --- the SQL of one run's part ---------------------------------------------------------------
 
@@ -137,11 +141,23 @@ class TaskList:
         if query is not None:
             if not searchable:
                 return None
-            schema = run.derived_schema
-            clauses.append(f"t.item_id IN (SELECT item_id FROM {schema}.viewer_items WHERE id IN "
-                           f"(SELECT rowid FROM {schema}.viewer_items_text WHERE viewer_items_text MATCH ?))")
-            args.append(query)
+            clauses.append(f"t.item_id IN {self._found(run, query)}")
         return clauses, args
+
+    def _found(self, run: OpenRun, query: str) -> str:
+        """A temporary table of the items of ``run`` that match a search, kept while the same
+        words are searched: a page's counts and rows, and the next page, use it again instead
+        of asking FTS5 and the items table each time."""
+        table = f"temp.viewer_found_{run.number}"
+        if self._searched.get(run.number) != query:
+            schema, db = run.derived_schema, self.catalog.db
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+            db.execute(f"CREATE TEMP TABLE viewer_found_{run.number} (item_id TEXT PRIMARY KEY) WITHOUT ROWID")
+            db.execute(f"INSERT OR IGNORE INTO {table} SELECT item_id FROM {schema}.viewer_items WHERE id IN "
+                       f"(SELECT rowid FROM {schema}.viewer_items_text WHERE viewer_items_text MATCH ?) ORDER BY 1",
+                       (query,))
+            self._searched[run.number] = query
+        return table
 
     def _parts(self, f: TaskFilter, searchable: Sequence[bool], extra: str = "", *,
                walk: Sequence[bool] = ()) -> list[tuple[OpenRun, str, list[Any]]]:
@@ -161,34 +177,46 @@ class TaskList:
 
     # --- counting and paging ---------------------------------------------------------------------
 
-    def count(self, f: TaskFilter, searchable: Sequence[bool], indexed: Sequence[bool], extra: str = "") -> int:
-        """Matching tasks. A filter on the judge, status or reason alone is counted in the
-        engine's own index of those; any other is counted in an order index, which holds every
-        filter column (SQLite would otherwise pick an index it must leave for the rows: ~0.4 s
-        instead of ~0.05 s at a million tasks)."""
-        total = 0
+    def count(self, f: TaskFilter, searchable: Sequence[bool], indexed: Sequence[bool], *,
+              scored: bool = False) -> tuple[int, int]:
+        """(matching tasks, those with a score; 0 unless ``scored``). A filter on the judge,
+        status or reason alone is counted in the engine's own index of those; any other in an
+        order index, which holds every filter column and the score, so both counts come from one
+        walk (SQLite would otherwise pick an index it must leave for the rows: ~0.4 s instead of
+        ~0.05 s at a million tasks)."""
         hint = ""
         if f.text or f.item:  # a seek per matching item
-            hint = " INDEXED BY viewer_tasks_by_item"
-        elif f.min_score is not None or f.max_score is not None or extra:
-            hint = " INDEXED BY viewer_tasks_by_score"
+            hint = "viewer_tasks_by_item"
+        elif f.min_score is not None or f.max_score is not None:
+            hint = "viewer_tasks_by_score"
         elif f.temperature is not None or f.repeat is not None:
-            hint = " INDEXED BY viewer_tasks_by_item"
-        for run, where, args in self._parts(f, searchable, extra):
-            sql = f"SELECT count(*) FROM {run.schema}.tasks t{hint if indexed[run.number] else ''}{where}"
-            total += int(self.catalog.db.execute(sql, args).fetchone()[0])
-        return total
+            hint = "viewer_tasks_by_item"
+        total = with_score = 0
+        db = self.catalog.db
+        for run, where, args in self._parts(f, searchable):
+            table = f"{run.schema}.tasks t" + (f" INDEXED BY {hint}" if hint and indexed[run.number] else "")
+            if scored and hint and indexed[run.number]:
+                n, m = db.execute(f"SELECT count(*), count(t.score) FROM {table}{where}", args).fetchone()
+            else:
+                (n,) = db.execute(f"SELECT count(*) FROM {table}{where}", args).fetchone()
+                m = 0
+                if scored:
+                    by_score = f"{run.schema}.tasks t" + (" INDEXED BY viewer_tasks_by_score" if indexed[run.number]
+                                                          else "")
+                    scored_where = (where + " AND" if where else " WHERE") + " t.score IS NOT NULL"
+                    (m,) = db.execute(f"SELECT count(*) FROM {by_score}{scored_where}", args).fetchone()
+            total, with_score = total + int(n), with_score + int(m)
+        return total, with_score
 
     def page(self, f: TaskFilter, searchable: Sequence[bool], indexed: Sequence[bool]) -> tuple[int, list[TaskRow]]:
         """(matching tasks, the rows of page ``f.page``)."""
-        total = self.count(f, searchable, indexed)
+        total, scored = self.count(f, searchable, indexed, scored=f.sort in ("score", "score-desc"))
         offset = (f.page - 1) * f.size
         if offset >= total:
             return total, []
         if total <= FEW:  # few matches: SQLite finds them by the filter, then sorts them
             indexed = [False] * len(indexed)
         if f.sort in ("score", "score-desc"):
-            scored = self.count(f, searchable, indexed, "t.score IS NOT NULL")
             rows: list[TaskRow] = []
             if offset < scored:
                 desc = " DESC" if f.sort == "score-desc" else ""
@@ -237,10 +265,24 @@ class TaskList:
             order = "spread DESC, item_id, judge, temperature, repeat, variant"
         elif few:
             order = "s.spread DESC, t.item_id, t.judge, t.temperature, t.repeat, t.variant"
+        elif offset + f.size > total - offset:
+            return self._from_the_end(arms[0], args, f.size, offset, total)
         else:  # walking the spread order, each item's tasks come in the item index's order
             order = "s.spread DESC, s.item_id"
         sql = " UNION ALL ".join(arms) + f" ORDER BY {order} LIMIT ? OFFSET ?"
         return [TaskRow(*row[:10]) for row in self.catalog.db.execute(sql, [*args, f.size, offset])]
+
+    def _from_the_end(self, arm: str, args: list[Any], size: int, offset: int, total: int) -> list[TaskRow]:
+        """A page in the far half of the disagreement walk, walked from the other end (half the
+        work at most). Walked backwards, items come in reverse but each item's tasks still come
+        forwards, so the window read reaches one item's worth (:attr:`spread_group`) past the
+        page on each side; each item's tasks are turned round, and the page cut from the middle."""
+        low, high = max(0, total - offset - size), total - offset  # the page, counted from the end
+        start, stop = max(0, low - self.spread_group), min(total, high + self.spread_group)
+        sql = arm + " ORDER BY s.spread ASC, s.item_id DESC LIMIT ? OFFSET ?"
+        rows = [TaskRow(*row[:10]) for row in self.catalog.db.execute(sql, [*args, stop - start, start])]
+        backwards = [row for _, tasks in groupby(rows, key=lambda r: (r.run, r.item_id)) for row in reversed(list(tasks))]
+        return list(reversed(backwards[low - start: high - start]))
 
     # --- disagreement -----------------------------------------------------------------------------
 
@@ -259,7 +301,7 @@ class TaskList:
         for run in self.catalog.runs:
             arms.append(f"SELECT t.item_id AS item_id, {self.spread_expression(run)} AS v FROM {run.schema}.tasks t{where}")
             all_args += list(args)
-        sql = ("SELECT item_id, CASE WHEN count(v) >= 2 THEN max(v) - min(v) ELSE -1 END, count(v) FROM ("
+        sql = ("SELECT item_id, CASE WHEN count(v) >= 2 THEN max(v) - min(v) ELSE -1 END, count(v), count(*) FROM ("
                + " UNION ALL ".join(arms) + ") GROUP BY item_id")
         return sql, all_args
 
@@ -270,7 +312,7 @@ class TaskList:
             return {}
         marks = ",".join("?" * len(item_ids))
         sql, args = self._spread_source(f" WHERE t.item_id IN ({marks})", list(item_ids))
-        return {item: (None if spread < 0 else float(spread)) for item, spread, _ in self.catalog.db.execute(sql, args)}
+        return {item: (None if spread < 0 else float(spread)) for item, spread, _, _ in self.catalog.db.execute(sql, args)}
 
     def build_spread(self, covers: tuple[int, ...]) -> None:
         """(Re)build the temporary table the disagreement order walks: one row per item, its
@@ -279,10 +321,11 @@ class TaskList:
         sql, args = self._spread_source()
         db.execute("DROP TABLE IF EXISTS temp.viewer_spread")
         db.execute("CREATE TEMP TABLE viewer_spread (item_id TEXT PRIMARY KEY, spread REAL NOT NULL, "
-                   "scored INTEGER NOT NULL) WITHOUT ROWID")
+                   "scored INTEGER NOT NULL, tasks INTEGER NOT NULL) WITHOUT ROWID")
         db.execute("INSERT INTO temp.viewer_spread " + sql, args)
         db.execute("CREATE INDEX temp.viewer_spread_order ON viewer_spread (spread DESC, item_id)")
-        self.spread_ready, self.spread_covers = True, covers
+        (group,) = db.execute("SELECT max(tasks) FROM temp.viewer_spread").fetchone()
+        self.spread_ready, self.spread_covers, self.spread_group = True, covers, int(group or 1)
 
 
 def _quote(text: str) -> str:
@@ -315,12 +358,3 @@ def filter_from(params: dict[str, str], judges: Sequence[Judge]) -> TaskFilter:
         text=params.get("q") or None, sort=sort if sort in SORTS else "item", page=max(1, page),
         size=min(MAX_PAGE_SIZE, max(1, size)),
     )
-
-
-def without_search(f: TaskFilter) -> TaskFilter:
-    return replace(f, text=None)
-
-
-def is_search_error(exc: sqlite3.Error) -> bool:
-    """Whether SQLite refused a search for its text (FTS5 syntax), not for a fault of ours."""
-    return "fts5" in str(exc).lower()
