@@ -55,6 +55,7 @@ function spans(data) {
   const kind = (marks) => "match-" + data.expressions[marks[0]].match;
   return el("div", {class: "spans side-by-side"},
     el("div", {}, el("h4", {}, "Passage"), marked(data.passage, kind, title)),
+    data.expressions.length === 0 ? el("p", {class: "muted"}, "The judge selected no expression.") :
     el("ol", {class: "expressions"}, data.expressions.map((e) => el("li", {class: "match-" + e.match},
       el("q", {}, e.expression), " ", el("span", {class: "badge match-" + e.match}, {exact: "found exactly",
         normalised: "found after normalising", none: "not in the passage"}[e.match]),

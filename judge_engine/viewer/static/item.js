@@ -12,6 +12,7 @@ const view = {main: null, data: null, selected: 0, params: {}};
 export async function render(main, params) {
   view.main = main;
   view.params = params;
+  if (view.data?.item_id !== params.id) replace(main, el("p", {class: "muted"}, "Loading item…"));
   view.data = await get("item", {id: params.id});
   const tasks = view.data.tasks;
   const wanted = tasks.findIndex((t) => t.task_id === params.task && String(t.run) === String(params.run ?? t.run));
@@ -32,13 +33,17 @@ function draw() {
     el("div", {class: "cards"}, data.tasks.map((task, index) => taskCard(task, index))));
 }
 
+// The item's fields, folded when the task cards below already show its text.
 function fields(data) {
   if (!data.fields) return el("p", {class: "muted"}, "The item's text is not available (its dataset is gone).");
   const note = data.origin === "request" ? el("p", {class: "note"},
     "The run's dataset could not be read (gone, or not indexed yet): this is the item as the judge was sent it.") : null;
-  return el("details", {class: "fields", open: ""}, el("summary", {}, "Item fields"), note,
-    el("dl", {class: "facts wide"}, Object.entries(data.fields).map(([name, value]) => [
-      el("dt", {}, name), el("dd", {}, pre(typeof value === "string" ? value : JSON.stringify(value, null, 2)))])));
+  const shown = data.tasks.some((t) => !["none", "verdict"].includes(t.card.kind));
+  const value = (v) => typeof v === "string" && v.length < 80 && !v.includes("\n") ? v
+    : pre(typeof v === "string" ? v : JSON.stringify(v, null, 2));
+  return el("details", {class: "fields", open: shown ? null : ""},
+    el("summary", {}, `Item fields (${Object.keys(data.fields).length})`), note,
+    el("dl", {class: "facts wide"}, Object.entries(data.fields).map(([name, v]) => [el("dt", {}, name), el("dd", {}, value(v))])));
 }
 
 // Rows: judges; columns: temperature x repeat x variant; cells: score or why unscored.
@@ -66,7 +71,8 @@ function taskCard(task, index) {
     el("header", {},
       el("strong", {}, task.judge), ` · T ${fmt(task.temperature)} · repeat ${task.repeat}`,
       task.variant ? ` · ${task.variant}` : "",
-      el("span", {class: "badge status-" + task.status}, task.status === "scored" ? "score " + fmt(task.score) : task.status),
+      el("span", {class: "badge " + (task.status === "scored" ? shadeClass(task.judge, task.score) : "status-" + task.status)},
+        task.status === "scored" ? "score " + fmt(task.score ?? "–") : task.status),
       el("a", {href: transcript, class: "transcript-link"}, "transcript ›")),
     task.status === "unscored" ? el("p", {class: "error"}, `${task.reason_code}: `, task.reason || "") : null,
     card(task.card, task),

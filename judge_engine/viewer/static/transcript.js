@@ -8,6 +8,7 @@ import {el, fmt, link, money, pre, replace} from "./dom.js";
 const view = {data: null};
 
 export async function render(main, params) {
+  replace(main, el("p", {class: "muted"}, "Loading transcript…"));
   view.data = await get("transcript", {run: params.run, task: params.task});
   const data = view.data;
   const outcome = data.outcome;
