@@ -311,3 +311,19 @@ def test_unknown_runs_and_tasks_are_errors_not_crashes(mqm: ServedViewer) -> Non
     assert mqm.get("api/transcript?run=x&task=nope")[0] == 400
     assert mqm.get("api/tasks?page=abc")[0] == 400
     assert math.isfinite(mqm.json("api/tasks?min=-1e308")["total"])
+
+
+def test_a_run_written_before_records_existed_opens(served: Any, tmp_path: Path) -> None:
+    """Format 1 (``tests/fixtures/run_v1``): outcome and transcript lines without versions, the
+    whole request in every line, no blocks, no index."""
+    run = tmp_path / "run_v1"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "run_v1", run)
+    viewer = served([run]).ready()
+    page = viewer.json("api/tasks?size=50")
+    assert page["total"] == len(latest_outcome_records(run))
+    row = page["rows"][0]
+    item = viewer.json(f"api/item?id={quote(row['item_id'])}")
+    assert item["tasks"] and all(t["card"]["kind"] != "none" for t in item["tasks"] if t["status"] == "scored")
+    transcript = viewer.json(f"api/transcript?run=0&task={quote(row['task_id'])}")
+    assert transcript["attempts"] and transcript["attempts"][0]["messages"]
+    assert not any(m["shared"] for m in transcript["attempts"][0]["messages"])  # no blocks: nothing known shared

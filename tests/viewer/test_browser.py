@@ -132,6 +132,7 @@ def test_mqm_spans_are_highlighted_at_their_characters(tab: Watched, viewer: Ser
         if not any(e["span_found"] == "target" for e in errors):
             continue
         page = tab.open(viewer.url + f"#/item?id={outcome.item_id}", ".task-card .target .marked")
+        expect(page.locator("h1 .mono")).to_have_text(outcome.item_id)  # not the previous item, still shown
         target = viewer.json(f"api/item?id={outcome.item_id}")["fields"]["target"]
         container = page.locator(".task-card .target .marked")
         assert container.inner_text() == target
