@@ -197,12 +197,21 @@ def bws(verdict: Mapping[str, Any], item: Mapping[str, Any], variant: str) -> di
 
 
 def words(verdict: Mapping[str, Any], item: Mapping[str, Any], scores: Mapping[str, float]) -> dict[str, Any]:
-    """The list as the method read it: each word valid (scored among the first seven) or dropped."""
+    """The list as the method read it, in order: each word valid (scored among the first seven)
+    or dropped and why (a repeated word is valid once, then a ``duplicate``); tokens dropped
+    before they became words (``no_letters``, ``beyond_ten``) after them."""
     valid = list(verdict.get("valid_words") or [])
-    dropped = {str(d.get("word")): str(d.get("reason")) for d in verdict.get("dropped") or []}
-    listed = [{"word": w, "valid": w in valid, "scored": w in valid[:7], "reason": dropped.get(w, "")}
-              for w in verdict.get("words") or []]
-    listed += [{"word": w, "valid": False, "scored": False, "reason": r}
-               for w, r in dropped.items() if w not in (verdict.get("words") or [])]
+    dropped = [(str(d.get("word")), str(d.get("reason"))) for d in verdict.get("dropped") or []]
+    listed, seen = [], set()
+    for word in verdict.get("words") or []:
+        if word in valid and word not in seen:
+            seen.add(word)
+            listed.append({"word": word, "valid": True, "scored": valid.index(word) < 7, "reason": ""})
+            continue
+        reason = next((r for w, r in dropped if w == word), "")
+        if (word, reason) in dropped:
+            dropped.remove((word, reason))
+        listed.append({"word": word, "valid": False, "scored": False, "reason": reason})
+    listed += [{"word": w, "valid": False, "scored": False, "reason": r} for w, r in dropped]
     return {"kind": "words", "cue": _text(item, "cue"), "words": listed, "lexicon": verdict.get("lexicon"),
             "scores": {k: v for k, v in scores.items() if k in ("novelty", "appropriateness")}}

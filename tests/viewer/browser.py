@@ -4,6 +4,7 @@ the tests skip (``.ci/run`` installs both)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("JUDGE_ENGINE_CHROMIUM", "/usr/bin/chromium"))
+"""Debian's; ``JUDGE_ENGINE_CHROMIUM`` points elsewhere (another distribution's Chromium)."""
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 VIEWPORT = {"width": 1400, "height": 1000}

@@ -85,3 +85,20 @@ def test_the_viewer_reads_runs_and_never_imports_the_engine() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith(engine), (path.name, node.module)
+
+
+def test_a_generation_list_shows_each_word_valid_or_dropped_and_why() -> None:
+    from judge_engine.records import OutcomeRecord
+    from judge_engine.viewer.verdicts import card
+
+    verdict = {"words": ["river", "run", "apple", "river"], "valid_words": ["river", "apple"],
+               "dropped": [{"word": "run", "reason": "not_a_noun"}, {"word": "", "reason": "no_letters"},
+                           {"word": "river", "reason": "duplicate"}], "lexicon": "packaged"}
+    outcome = OutcomeRecord(task_id="t", item_id="i", judge="j", protocol="cdat", protocol_version="1", model="m",
+                            temperature=0.5, repeat=0, variant="", status="unscored", verdict=verdict,
+                            reason_code="too_few_valid")
+    shown = card(outcome, {"id": "i", "cue": "water"}, None)
+    assert shown["kind"] == "words" and shown["cue"] == "water"
+    assert [(w["word"], w["valid"], w["reason"]) for w in shown["words"]] == [
+        ("river", True, ""), ("run", False, "not_a_noun"), ("apple", True, ""), ("river", False, "duplicate"),
+        ("", False, "no_letters")]
