@@ -19,6 +19,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -62,11 +63,13 @@ class Served:
         self.url = asyncio.run_coroutine_threadsafe(self.viewer.start(), self.loop).result(60)
 
     def ready(self) -> None:
-        from judge_engine.viewer.derived import wait_until
-
+        """Wait until the viewer has derived everything (the overview's figures included)."""
         assert self.viewer.builder is not None
         states = self.viewer.builder.states
-        wait_until(lambda: all(s.items and s.attempts_share >= 1 and s.consistency for s in states), 60)
+        deadline = time.monotonic() + 60
+        while not all(s.items and s.attempts_share >= 1 and s.consistency for s in states):
+            assert time.monotonic() < deadline, "the viewer did not finish deriving"
+            time.sleep(0.05)
 
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self.viewer.stop(), self.loop).result(60)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,15 +94,21 @@ class Builder:
             self._thread.join(timeout=30)
 
     def _main(self) -> None:
-        connections = {run.number: _connect(run) for run in self.catalog.runs}
+        connections: dict[int, sqlite3.Connection] = {}
+        for run in self.catalog.runs:
+            try:
+                connections[run.number] = _connect(run)
+            except sqlite3.Error as exc:  # the overview says so; the pages work without
+                self.states[run.number].problems.append(f"{run.run_id}: cannot derive: {exc}")
+        runs = [run for run in self.catalog.runs if run.number in connections]
         try:
             for step in (self._indexes, self._summary, self._attempts, self._items, self._consistency):
-                for run in self.catalog.runs:
+                for run in runs:
                     if self._stop.is_set():
                         return
                     self._guarded(step, run, connections[run.number])
             while not self._stop.wait(REFRESH_S):
-                for run in self.catalog.runs:
+                for run in runs:
                     for step in (self._summary, self._attempts, self._consistency):
                         self._guarded(step, run, connections[run.number])
         finally:
@@ -334,13 +339,3 @@ def _request_items(run: OpenRun, db: sqlite3.Connection) -> Iterator[tuple[str, 
                 request = decode_request(request, blocks)
             messages = request.get("messages") or []
             yield str(item_id), {"prompt": str(messages[-1].get("content") or "") if messages else ""}
-
-
-def wait_until(condition: Any, timeout_s: float) -> bool:
-    """Poll ``condition()`` until it holds or ``timeout_s`` passes (tests and ``--check``)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return bool(condition())
