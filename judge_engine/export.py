@@ -16,13 +16,16 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import TYPE_CHECKING, BinaryIO, Literal
 
 from judge_engine.errors import DatasetError, RunDirError
 from judge_engine.jsonio import dumps_line
 from judge_engine.layout import Columns, ItemTable, Row, outcome_batches, wide_batches
 from judge_engine.records import DEMO_NOTE, LOCK, MANIFEST, OUTCOMES, TRANSCRIPTS, Manifest
 from judge_engine.store import read_manifest
+
+if TYPE_CHECKING:
+    from judge_engine.config import DatasetConfig
 
 Format = Literal["csv", "jsonl", "parquet"]
 
@@ -36,8 +39,23 @@ def run_items(run_dir: Path, manifest: Manifest, *, path: Path | None = None,
         DatasetError: the dataset file is gone, or unreadable.
         RunDirError: the manifest records no dataset.
     """
+    from judge_engine.dataset import iter_items
+
+    return ItemTable.read(iter_items(run_dataset(run_dir, manifest, path=path, notes=notes)))
+
+
+def run_dataset(run_dir: Path, manifest: Manifest, *, path: Path | None = None,
+                notes: list[str] | None = None) -> DatasetConfig:
+    """Where a run's dataset is now and how its rows map to items (the run's own field mapping):
+    where the manifest says, else at the same place relative to the config when the project
+    moved, else ``path``. A dataset whose bytes changed since the run is said in ``notes``.
+
+    Raises:
+        DatasetError: the dataset file is gone.
+        RunDirError: the manifest records no dataset.
+    """
     from judge_engine.config import DatasetConfig
-    from judge_engine.dataset import fingerprint, iter_items
+    from judge_engine.dataset import fingerprint
 
     recorded = dict(manifest.config.get("dataset") or {})
     if not recorded.get("path"):
@@ -52,7 +70,7 @@ def run_items(run_dir: Path, manifest: Manifest, *, path: Path | None = None,
                            fields=recorded.get("fields") or {})
     if manifest.dataset.get("fingerprint") not in (None, fingerprint(found)) and notes is not None:
         notes.append(f"{found} changed since the run was made: items are joined by id from the file as it is now")
-    return ItemTable.read(iter_items(config))
+    return config
 
 
 def _dataset_places(run_dir: Path, manifest: Manifest, recorded: Path) -> list[Path]:

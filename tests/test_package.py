@@ -18,7 +18,7 @@ HOMES = {
     "tenacity": {"retry.py"},
     "orjson": {"jsonio.py"},
     "langcodes": {"languages.py"},
-    "aiohttp": {"providers/openai_http.py", "providers/batch_http.py", "fake/app.py"},
+    "aiohttp": {"providers/openai_http.py", "providers/batch_http.py", "fake/app.py", "viewer/server.py"},
     "rich": {"cli/display.py"},
     "yaml": {"config.py"},
     "sentencex": {"protocols/gemba_mqm_literary.py"},

@@ -1,7 +1,8 @@
 """The README's commands, pasted in order into a fresh copy of the examples, work (issue 13, items
 7 and 8). No API key exists here, so every ``judge-engine run`` is given ``--demo`` (the README's
-own first command is a demo run); ``export`` lines, ``pip install`` and the test command itself
-are skipped."""
+own first command is a demo run), and ``judge-engine view``, which serves until Ctrl-C, is given
+``--check`` (it serves its page once, as a browser would ask, and exits); ``export`` lines, ``pip
+install`` and the test command itself are skipped."""
 
 from __future__ import annotations
 
@@ -38,13 +39,15 @@ def runnable(command: str) -> list[str] | None:
         return None  # CDAT needs the embeddings extra, which the README installs first
     if words[1] == "run":
         words += [w for w in ("--demo", "--no-live") if w not in words]
+    if words[1] == "view":  # it serves until Ctrl-C: --check serves the page once and exits
+        words += ["--check"]
     return [sys.executable, "-m", "judge_engine.cli", *words[1:]]
 
 
 def test_the_readme_has_the_commands_a_user_pastes() -> None:
     commands = readme_commands()
     assert any(c.startswith("judge-engine run") and "--demo" in c for c in commands)
-    for verb in ("plan", "run", "resume", "show", "stats", "meta", "export"):
+    for verb in ("plan", "run", "resume", "show", "stats", "meta", "export", "view"):
         assert any(c.startswith(f"judge-engine {verb} ") for c in commands), verb
 
 

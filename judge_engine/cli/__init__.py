@@ -11,6 +11,7 @@
 ``cli/status.py``         ``status``: how far a run is, its batches' states, without its process
 ``cli/protocols.py``      ``protocols`` and ``schemas``: what the judging protocols are
 ``cli/cdat.py``           ``cdat-baselines``: CDAT's Random (or a run's Common) baseline file
+``cli/view.py``           ``view``: runs audited in the browser (:mod:`judge_engine.viewer`)
 ``cli/display.py``        everything drawn on a terminal: the one module that imports rich
 ``cli/process.py``        process tuning for a run (garbage collector, GIL switch interval)
 ========================  ===============================================================
@@ -54,13 +55,14 @@ def parser() -> argparse.ArgumentParser:
         show,
         stats,
         status,
+        view,
     )
 
     root = argparse.ArgumentParser(prog="judge-engine", epilog=EPILOG,
                                    description="Run LLM judges at scale, and measure how far they can be trusted.")
     root.add_argument("--version", action="version", version=f"judge-engine {__version__}")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run, plan, status, show, rescore, export, protocols, stats, meta, cdat):
+    for module in (run, plan, status, show, view, rescore, export, protocols, stats, meta, cdat):
         module.register(commands)
     return root
 

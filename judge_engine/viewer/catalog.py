@@ -1,0 +1,227 @@
+"""The runs a viewer has open, and the one SQLite connection every page is read through.
+
+Each run's ``index.sqlite`` is brought up to date (:func:`judge_engine.store.open_index`: it
+catches up unless another process is writing the run) and attached to one in-memory connection
+as ``r0``, ``r1``...; the list, the counts and the item lookups are SQL over those schemas, so
+several runs (two judges' runs on one dataset) answer as one. What the viewer derives for itself
+(:mod:`judge_engine.viewer.derived`) lives in the run's index, or, for a run another process is
+writing when the viewer opens it, in a temporary file attached as ``d0``, ``d1``...: a reader
+never writes into a run that is being written.
+
+Lines are read by offset (outcomes, transcripts), one open handle per file; the message blocks
+are read once and again only when ``blocks.jsonl`` grew (a live run adds blocks).
+
+Every method here runs on the viewer's one query thread (:mod:`judge_engine.viewer.server`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judge_engine.blocks import BLOCKS
+from judge_engine.errors import RunDirError
+from judge_engine.index import INDEX
+from judge_engine.jsonio import loads
+from judge_engine.records import (
+    MANIFEST,
+    OUTCOMES,
+    TRANSCRIPTS,
+    JudgeEntry,
+    Manifest,
+    OutcomeRecord,
+)
+from judge_engine.store import open_index, read_blocks, read_manifest, writer_active
+
+
+@dataclass(frozen=True, slots=True)
+class Judge:
+    """One judge of one open run, under the name the pages show (``label``: the judge's own
+    name, unless two open runs have a judge of that name; then ``name (run id)``)."""
+
+    run: int
+    name: str
+    label: str
+    entry: JudgeEntry | None
+    """What the manifest records of it (None for a judge found only in the index)."""
+
+    @property
+    def score_range(self) -> tuple[float, float] | None:
+        if self.entry is None or not self.entry.score_range:
+            return None
+        low, high = self.entry.score_range
+        return (low, high) if high > low else None
+
+
+@dataclass(slots=True)
+class OpenRun:
+    """One run directory the viewer has open."""
+
+    number: int
+    run_dir: Path
+    derived_path: Path
+    """Where the viewer's own tables go: the run's index, or a temporary file."""
+    manifest: Manifest
+    _manifest_stamp: float = 0.0
+    _handles: dict[str, Any] = field(default_factory=dict)
+    _blocks: dict[str, Any] | None = None
+    _blocks_size: int = -1
+
+    @property
+    def schema(self) -> str:
+        """The attached name of the run's index."""
+        return f"r{self.number}"
+
+    @property
+    def derived_schema(self) -> str:
+        """The attached name of the database holding the viewer's own tables for this run."""
+        return self.schema if self.derived_path == self.run_dir / INDEX else f"d{self.number}"
+
+    @property
+    def in_index(self) -> bool:
+        """Whether the viewer's tables live in the run's index (the run was not being written)."""
+        return self.derived_schema == self.schema
+
+    @property
+    def run_id(self) -> str:
+        return self.manifest.run_id or self.run_dir.name
+
+    def current_manifest(self) -> Manifest:
+        """``run.json`` as it is now (re-read when it changed: a live run rewrites it)."""
+        try:
+            stamp = (self.run_dir / MANIFEST).stat().st_mtime
+        except FileNotFoundError:
+            return self.manifest
+        if stamp != self._manifest_stamp:
+            try:
+                self.manifest = read_manifest(self.run_dir)
+                self._manifest_stamp = stamp
+            except RunDirError:
+                pass  # caught mid-replace: the last one read stands
+        return self.manifest
+
+    def live(self) -> bool:
+        """Whether a judge-engine process is writing this run now."""
+        return writer_active(self.run_dir)
+
+    def read_line(self, name: str, offset: int, length: int) -> dict[str, Any]:
+        """The JSON record at ``offset`` of the run's ``name`` file."""
+        handle = self._handles.get(name)
+        if handle is None:
+            handle = self._handles[name] = (self.run_dir / name).open("rb")
+        handle.seek(offset)
+        try:
+            record: dict[str, Any] = loads(handle.read(length))
+        except ValueError:
+            raise RunDirError(f"{self.run_dir / name}: no line at byte {offset} (rebuild the index: delete "
+                              f"{self.run_dir / INDEX})") from None
+        return record
+
+    def outcome(self, offset: int, length: int) -> OutcomeRecord:
+        return OutcomeRecord.from_dict(self.read_line(OUTCOMES, offset, length), where=str(self.run_dir / OUTCOMES))
+
+    def transcript_line(self, offset: int, length: int) -> dict[str, Any]:
+        return self.read_line(TRANSCRIPTS, offset, length)
+
+    def blocks(self) -> dict[str, Any]:
+        """The run's message blocks (read again when ``blocks.jsonl`` grew)."""
+        path = self.run_dir / BLOCKS
+        size = path.stat().st_size if path.exists() else 0
+        if self._blocks is None or size != self._blocks_size:
+            self._blocks, self._blocks_size = read_blocks(self.run_dir), size
+        return self._blocks
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles.clear()
+
+
+class Catalog:
+    """The open runs, their judges and the query connection.
+
+    Raises (from the constructor):
+        RunDirError: a path that is not a run directory, or one given twice.
+    """
+
+    def __init__(self, run_dirs: Sequence[Path]) -> None:
+        resolved = [Path(p).resolve() for p in run_dirs]
+        if len(set(resolved)) != len(resolved):
+            raise RunDirError("the same run directory is given twice")
+        self._scratch = tempfile.TemporaryDirectory(prefix="judge-engine-view-")
+        self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.runs: list[OpenRun] = []
+        try:
+            for number, run_dir in enumerate(resolved):
+                self.runs.append(self._open(number, run_dir))
+        except BaseException:
+            self.close()
+            raise
+        self.judges = _judges(self.runs, self.db)
+
+    def _open(self, number: int, run_dir: Path) -> OpenRun:
+        manifest = read_manifest(run_dir)
+        live = writer_active(run_dir)
+        open_index(run_dir).close()  # created or caught up (not for a run being written)
+        derived = Path(self._scratch.name) / f"run{number}.sqlite" if live else run_dir / INDEX
+        run = OpenRun(number, run_dir, derived, manifest)
+        self.db.execute(f"ATTACH DATABASE ? AS {run.schema}", (str(run_dir / INDEX),))
+        if not run.in_index:
+            self.db.execute(f"ATTACH DATABASE ? AS {run.derived_schema}", (str(derived),))
+        run.current_manifest()
+        return run
+
+    @property
+    def scratch(self) -> Path:
+        """A temporary directory of the viewer's own, removed when it closes."""
+        return Path(self._scratch.name)
+
+    @property
+    def demo(self) -> bool:
+        return any(run.manifest.demo for run in self.runs)
+
+    def judge(self, label: str) -> Judge | None:
+        return next((j for j in self.judges if j.label == label), None)
+
+    def judge_of(self, run: int, name: str) -> Judge:
+        found = next((j for j in self.judges if j.run == run and j.name == name), None)
+        return found if found is not None else Judge(run, name, name, None)
+
+    def run(self, number: int) -> OpenRun:
+        """The open run numbered ``number``.
+
+        Raises:
+            RunDirError: no such open run.
+        """
+        if not 0 <= number < len(self.runs):
+            raise RunDirError(f"no open run numbered {number}")
+        return self.runs[number]
+
+    def refresh_judges(self) -> None:
+        """Look again for judges (a live run's index gains them as tasks are written)."""
+        self.judges = _judges(self.runs, self.db)
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.close()
+        self.db.close()
+        self._scratch.cleanup()
+
+
+def _judges(runs: Sequence[OpenRun], db: sqlite3.Connection) -> list[Judge]:
+    """Every judge of every run: the manifest's, in its order, then any only the index knows."""
+    found: list[tuple[int, str, JudgeEntry | None]] = []
+    for run in runs:
+        names = [entry.name for entry in run.manifest.judges]
+        found += [(run.number, entry.name, entry) for entry in run.manifest.judges]
+        indexed = [name for (name,) in db.execute(f"SELECT DISTINCT judge FROM {run.schema}.tasks ORDER BY judge")]
+        found += [(run.number, name, None) for name in indexed if name not in names]
+    counts: dict[str, int] = {}
+    for _, name, _ in found:
+        counts[name] = counts.get(name, 0) + 1
+    return [Judge(number, name, name if counts[name] == 1 else f"{name} ({runs[number].run_id})", entry)
+            for number, name, entry in found]

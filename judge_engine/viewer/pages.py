@@ -1,0 +1,262 @@
+"""The JSON documents the viewer's pages are drawn from: the overview, a list page, an item, a
+task's transcript. Plain data, built on the viewer's query thread from the catalog (SQL and
+lines read by offset) and what the builder has derived; :mod:`judge_engine.viewer.server`
+serves them, :file:`static/` draws them. Run text is only ever a JSON string here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from judge_engine.blocks import decode_request
+from judge_engine.errors import RunDirError
+from judge_engine.jsonio import loads
+from judge_engine.protocols.base import REASK_MARKER
+from judge_engine.records import DEMO_NOTE, OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
+from judge_engine.viewer.catalog import Catalog, OpenRun
+from judge_engine.viewer.derived import Builder
+from judge_engine.viewer.queries import STATUSES, TaskList, filter_from
+from judge_engine.viewer.verdicts import card
+
+SPREAD_REFRESH_S = 10.0
+"""A live run's disagreement order is rebuilt at most this often."""
+
+
+class Pages:
+    """Builds every page's document (one instance per viewer, used on its query thread)."""
+
+    def __init__(self, catalog: Catalog, builder: Builder) -> None:
+        self.catalog = catalog
+        self.builder = builder
+        self.tasks = TaskList(catalog)
+        self._spread_built = 0.0
+
+    # --- overview ---------------------------------------------------------------------------------
+
+    def overview(self) -> dict[str, Any]:
+        self.catalog.refresh_judges()
+        runs = [self._run(run) for run in self.catalog.runs]
+        judges = [self._judge(j.run, j.name, j.label) for j in self.catalog.judges]
+        codes = sorted({code for j in judges for code in (j["counts"] or {}).get("by_code", {})})
+        temperatures = sorted({t for run in self.catalog.runs for e in run.manifest.judges for t in e.temperatures})
+        repeats = max((e.repeats for run in self.catalog.runs for e in run.manifest.judges), default=1)
+        return {"demo": self.catalog.demo, "synthetic": DEMO_NOTE if self.catalog.demo else None, "runs": runs,
+                "judges": judges, "live": any(r["live"] for r in runs),
+                "facets": {"judges": [j.label for j in self.catalog.judges], "statuses": list(STATUSES),
+                           "reason_codes": codes, "temperatures": temperatures, "repeats": list(range(repeats))}}
+
+    def _run(self, run: OpenRun) -> dict[str, Any]:
+        manifest = run.current_manifest()
+        state = self.builder.states[run.number]
+        return {"number": run.number, "run_id": run.run_id, "dir": str(run.run_dir), "status": manifest.status,
+                "live": run.live(), "demo": manifest.demo, "created_at": manifest.created_at,
+                "updated_at": manifest.updated_at, "package_version": manifest.package_version,
+                "dataset": {k: manifest.dataset.get(k) for k in ("path", "items")},
+                "rescored_from": manifest.rescored_from, "failures": manifest.failures,
+                "sessions": len(manifest.sessions),
+                "derived": {"indexed": state.indexed, "attempts": state.attempts_share, "items": state.items,
+                            "items_done": state.items_done, "items_origin": state.items_origin,
+                            "problems": state.problems}}
+
+    def _judge(self, number: int, name: str, label: str) -> dict[str, Any]:
+        run = self.catalog.runs[number]
+        manifest = run.manifest
+        entry = manifest.judge(name)
+        state = self.builder.states[number]
+        counts = (state.counts or {}).get(name)
+        if counts is None and state.counts is None:  # not counted yet: what run.json says
+            recorded = ((manifest.counts or {}).get("judges") or {}).get(name)
+            counts = None if recorded is None else {**recorded, "by_code": recorded.get("unscored_by_code", {}),
+                                                    "undone": 0, "recorded": True}
+        return {"label": label, "run": number, "name": name, "model": entry.model if entry else "",
+                "protocol": entry.protocol if entry else "", "protocol_version": entry.protocol_version if entry else "",
+                "protocol_options": entry.protocol_options if entry else {},
+                "temperatures": entry.temperatures if entry else [], "repeats": entry.repeats if entry else None,
+                "score_range": entry.score_range if entry else None, "counts": counts,
+                "spend": ((manifest.spend or {}).get("judges") or {}).get(name),
+                "attempts": None if state.attempts is None else state.attempts.get(name, {}),
+                "attempts_share": state.attempts_share,
+                "histogram": (state.histograms or {}).get(name),
+                "consistency": ((state.consistency or {}).get("judges") or {}).get(name)}
+
+    # --- the task list -----------------------------------------------------------------------------
+
+    def task_page(self, params: dict[str, str]) -> dict[str, Any]:
+        f = filter_from(params, self.catalog.judges)
+        states = self.builder.states
+        searchable = [s.items for s in states]
+        notes = []
+        if f.text and not all(searchable):
+            done = sum(s.items_done for s in states)
+            notes.append(f"the search index is being built ({done:,} items so far): search covers "
+                         + ("no run yet" if not any(searchable) else "only the runs it has finished"))
+        if f.sort == "disagreement":
+            self.ensure_spread()
+        total, rows = self.tasks.page(f, searchable, [s.indexed for s in states])
+        spreads = self.tasks.spreads(sorted({r.item_id for r in rows}))
+        return {"total": total, "page": f.page, "size": f.size, "pages": max(1, -(-total // f.size)), "sort": f.sort,
+                "notes": notes, "rows": [{
+                    "run": r.run, "task_id": r.task_id, "item_id": r.item_id,
+                    "judge": self.catalog.judge_of(r.run, r.judge).label, "temperature": r.temperature,
+                    "repeat": r.repeat, "variant": r.variant or "", "status": r.status or "undone",
+                    "reason_code": r.reason_code, "score": r.score, "spread": spreads.get(r.item_id)} for r in rows]}
+
+    def ensure_spread(self) -> None:
+        """Build the disagreement order if it is missing, or stale and old enough."""
+        covers = tuple(_covered(self.catalog, run) for run in self.catalog.runs)
+        stale = self.tasks.spread_covers != covers
+        if not self.tasks.spread_ready or (stale and time.monotonic() - self._spread_built >= SPREAD_REFRESH_S):
+            self.tasks.build_spread(covers)
+            self._spread_built = time.monotonic()
+
+    # --- one item ----------------------------------------------------------------------------------
+
+    def item(self, item_id: str) -> dict[str, Any]:
+        """Every task of the item in every open run, each with its card.
+
+        Raises:
+            RunDirError: no open run has the item.
+        """
+        fields, origin = self._fields(item_id)
+        tasks = []
+        for run in self.catalog.runs:
+            rows = self.catalog.db.execute(
+                f"SELECT task_id, judge, temperature, repeat, variant, status, score, outcome_offset, outcome_length "
+                f"FROM {run.schema}.tasks WHERE item_id = ? ORDER BY judge, temperature, repeat, variant", (item_id,))
+            for task_id, judge, temperature, repeat, variant, status, score, offset, length in rows.fetchall():
+                task: dict[str, Any] = {"run": run.number, "run_id": run.run_id, "task_id": task_id,
+                                        "judge": self.catalog.judge_of(run.number, judge).label,
+                                        "temperature": temperature, "repeat": repeat, "variant": variant or "",
+                                        "status": status or "undone", "score": score, "card": {"kind": "none"}}
+                if offset is not None and length is not None:
+                    outcome = run.outcome(offset, length)
+                    entry = run.manifest.judge(judge)
+                    task.update(model=outcome.model, protocol=outcome.protocol,
+                                protocol_version=outcome.protocol_version, scores=dict(outcome.scores),
+                                reason=outcome.reason, reason_code=outcome.reason_code, attempts=outcome.attempts,
+                                reasks=outcome.reasks, cache_hits=outcome.cache_hits, cost=outcome.cost,
+                                latency_s=outcome.latency_s, card=card(outcome, fields or {}, entry))
+                tasks.append(task)
+        if not tasks:
+            raise RunDirError(f"no open run has item {item_id!r}")
+        spread = self.tasks.spreads([item_id]).get(item_id)
+        return {"item_id": item_id, "fields": fields, "origin": origin, "spread": spread, "tasks": tasks}
+
+    def _fields(self, item_id: str) -> tuple[dict[str, Any] | None, str]:
+        """The item's fields and where they come from (``dataset``; ``request``: the prompt
+        the judge was sent, when the dataset is gone or not read yet; ``none``)."""
+        for run in self.catalog.runs:
+            if not self.builder.states[run.number].items:
+                continue
+            row = self.catalog.db.execute(f"SELECT fields, origin FROM {run.derived_schema}.viewer_items "
+                                          "WHERE item_id = ?", (item_id,)).fetchone()
+            if row is not None:
+                return loads(row[0]), str(row[1])
+        for run in self.catalog.runs:
+            row = self.catalog.db.execute(
+                f"SELECT a.offset, a.length FROM {run.schema}.attempts a JOIN {run.schema}.tasks t ON t.id = a.task "
+                "WHERE t.item_id = ? ORDER BY a.offset LIMIT 1", (item_id,)).fetchone()
+            if row is not None:
+                request = _request(run, run.transcript_line(*row))
+                messages = request.get("messages") or []
+                return {"prompt": str(messages[-1].get("content") or "") if messages else ""}, "request"
+        return None, "none"
+
+    # --- one transcript ----------------------------------------------------------------------------
+
+    def transcript(self, number: int, task_id: str) -> dict[str, Any]:
+        """Every attempt of the task in order, as sent and as answered.
+
+        Raises:
+            RunDirError: no such run or task.
+        """
+        run = self.catalog.run(number)
+        db = self.catalog.db
+        row = db.execute(f"SELECT id, item_id, judge, outcome_offset, outcome_length FROM {run.schema}.tasks "
+                         "WHERE task_id = ?", (task_id,)).fetchone()
+        if row is None:
+            raise RunDirError(f"run {run.run_id} has no task {task_id!r}")
+        key, item_id, judge, offset, length = row
+        lines = db.execute(f"SELECT offset, length FROM {run.schema}.attempts WHERE task = ? ORDER BY offset", (key,))
+        attempts: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        previous: list[dict[str, Any]] = []
+        for line_offset, line_length in lines.fetchall():
+            raw = run.transcript_line(line_offset, line_length)
+            record = transcript_record(raw, requests=False, where=str(run.run_dir / TRANSCRIPTS))
+            if not isinstance(record, AttemptRecord):
+                errors.append({"stage": record.stage, "error": record.error, "traceback": record.traceback,
+                               "at": record.at})
+                continue
+            messages = _messages(run, raw)
+            attempts.append(_attempt(record, _request(run, raw), messages, previous))
+            previous = messages
+        _link_reasks(attempts)
+        outcome = None
+        if offset is not None and length is not None:
+            o = run.outcome(offset, length)
+            outcome = {"status": o.status, "score": o.score, "scores": dict(o.scores), "reason": o.reason,
+                       "reason_code": o.reason_code, "attempts": o.attempts, "reasks": o.reasks, "cost": o.cost,
+                       "latency_s": o.latency_s, "at": o.at, "model": o.model, "protocol": o.protocol,
+                       "temperature": o.temperature, "repeat": o.repeat, "variant": o.variant}
+        return {"run": number, "run_id": run.run_id, "task_id": task_id, "item_id": item_id,
+                "judge": self.catalog.judge_of(number, judge).label, "outcome": outcome, "attempts": attempts,
+                "protocol_errors": errors}
+
+
+def _covered(catalog: Catalog, run: OpenRun) -> int:
+    row = catalog.db.execute(f"SELECT value FROM {run.schema}.meta WHERE key = ?", (f"covered:{OUTCOMES}",)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _request(run: OpenRun, raw: dict[str, Any]) -> dict[str, Any]:
+    request: dict[str, Any] = raw.get("request") or {}
+    if int(raw.get("v") or 1) >= 3:
+        request = decode_request(request, run.blocks(), where=str(run.run_dir / TRANSCRIPTS))
+    return request
+
+
+def _messages(run: OpenRun, raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request's messages, each marked ``shared`` when it is part of the prefix every
+    request of the judge repeats (a ``seq`` block: system prompt and few-shot turns)."""
+    encoded = raw.get("request") or {}
+    if int(raw.get("v") or 1) < 3:
+        return [{"role": str(m.get("role")), "content": str(m.get("content") or ""), "shared": False}
+                for m in encoded.get("messages") or []]
+    blocks = run.blocks()
+    found: list[dict[str, Any]] = []
+    for entry in encoded.get("messages") or []:
+        one = decode_request({"frame": encoded["frame"], "messages": [entry]}, blocks)["messages"]
+        found += [{"role": str(m.get("role")), "content": str(m.get("content") or ""), "shared": "seq" in entry}
+                  for m in one]
+    return found
+
+
+def _attempt(record: AttemptRecord, request: dict[str, Any], messages: list[dict[str, Any]],
+             previous: list[dict[str, Any]]) -> dict[str, Any]:
+    """One attempt: the parameters and messages sent (those the previous attempt also sent
+    marked ``repeated``), and the answer or the error."""
+    repeated = len(previous) if messages[:len(previous)] == previous else 0
+    response = record.response or {}
+    return {"attempt": record.attempt, "reask": record.reask, "at": record.at, "cache_hit": record.cache_hit,
+            "replayed": record.replayed, "latency_s": record.latency_s,
+            "parameters": {k: v for k, v in request.items() if k != "messages"},
+            "messages": [{**m, "repeated": i < repeated} for i, m in enumerate(messages)],
+            "answer": response.get("content"), "finish_reason": response.get("finish_reason"),
+            "usage": dict(record.usage) if record.usage else None, "cost": record.cost,
+            "headers": dict(response.get("headers") or {}), "model": response.get("model"),
+            "error": dict(record.error) if record.error else None, "reasked": None}
+
+
+def _link_reasks(attempts: list[dict[str, Any]]) -> None:
+    """Give each answer that was sent back the re-ask message that followed it, and the
+    problems that message states (the protocol's :meth:`~judge_engine.protocols.base.Protocol.reask`)."""
+    for before, after in zip(attempts, attempts[1:], strict=False):
+        if after["reask"] <= before["reask"] or not after["messages"]:
+            continue
+        message = after["messages"][-1]["content"]
+        problems = [line[2:] for line in message.splitlines() if line.startswith("- ")] \
+            if message.startswith(REASK_MARKER) else []
+        answered = next((a for a in reversed(attempts[:attempts.index(after)]) if a["answer"] is not None), before)
+        answered["reasked"] = {"message": message, "problems": problems}

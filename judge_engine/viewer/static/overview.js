@@ -1,0 +1,127 @@
+// The overview: each run (status, what the viewer has derived so far) and each judge (model,
+// protocol, counts by status and reason, spend, 429s and retries, the score histogram, the
+// consistency of its repeats and temperatures). Refreshed while a run is live.
+import {el, fmt, link, money, replace, svg, table} from "./dom.js";
+import {state} from "./state.js";
+
+let main = null;
+
+export async function render(node) {
+  main = node;
+  draw(state.overview);
+}
+
+export async function refresh() {
+  draw(state.overview);
+}
+
+export function key() {
+  return false;
+}
+
+function draw(data) {
+  if (!main || !data) return;
+  replace(main,
+    el("h1", {}, "Overview"),
+    data.runs.map(runPanel),
+    el("div", {class: "judges"}, data.judges.map(judgePanel)));
+}
+
+function runPanel(run) {
+  const derived = run.derived;
+  const building = [];
+  if (!derived.items) building.push(`search index: ${fmt(derived.items_done)} items read`);
+  if (derived.attempts < 1) building.push(`attempt counts: ${Math.round(derived.attempts * 100)}%`);
+  return el("section", {class: "panel run"},
+    el("h2", {}, run.run_id, " ", el("span", {class: "badge status-" + run.status}, run.status),
+      run.live ? el("span", {class: "badge live"}, "live") : null,
+      run.demo ? el("span", {class: "badge demo-badge"}, "demo: synthetic answers") : null),
+    el("dl", {class: "facts"},
+      fact("directory", run.dir), fact("dataset", `${run.dataset.path ?? "–"} (${fmt(run.dataset.items)} items)`),
+      fact("created", run.created_at), fact("updated", run.updated_at), fact("sessions", fmt(run.sessions)),
+      fact("judge-engine", run.package_version),
+      run.rescored_from ? fact("rescored from", run.rescored_from) : null,
+      derived.items_origin === "request" ? fact("items", "the dataset is gone: item text is the prompt as sent") : null,
+      building.length ? fact("preparing", building.join(" · ")) : null),
+    Object.entries(run.failures || {}).map(([judge, why]) => el("p", {class: "error"}, `${judge} stopped: ${why}`)),
+    derived.problems.map((problem) => el("p", {class: "error"}, problem)));
+}
+
+function fact(name, value) {
+  return [el("dt", {}, name), el("dd", {}, value ?? "–")];
+}
+
+function judgePanel(judge) {
+  const counts = judge.counts || {};
+  const spend = judge.spend || {};
+  const attempts = judge.attempts;
+  const codes = Object.entries(counts.by_code || {}).sort((a, b) => b[1] - a[1]);
+  const list = (params) => link("tasks", {judge: judge.label, ...params});
+  return el("section", {class: "panel judge", "data-judge": judge.label},
+    el("h2", {}, judge.label),
+    el("p", {class: "muted"}, `${judge.model} · ${judge.protocol} v${judge.protocol_version} · T ${
+      (judge.temperatures || []).join(", ")} · ${fmt(judge.repeats)} repeat(s)`
+      + (judge.score_range ? ` · scale ${judge.score_range.join("..")}` : "")),
+    el("div", {class: "counts"},
+      count("tasks", counts.tasks, list({})), count("scored", counts.scored, list({status: "scored"})),
+      count("unscored", counts.unscored, list({status: "unscored"})),
+      count("undone", counts.undone, list({status: "undone"}))),
+    counts.recorded ? el("p", {class: "muted"}, "as run.json last recorded them (counting…)") : null,
+    codes.length ? table(codes, [["reason code", ([code]) => el("a", {href: list({reason: code})}, code)],
+                                 ["tasks", ([, n]) => fmt(n)]], {class: "codes"}) : null,
+    el("dl", {class: "facts"},
+      fact("calls", fmt(spend.calls)), fact("tokens", `${fmt(spend.prompt_tokens)} in · ${fmt(spend.completion_tokens)} out`),
+      fact("cost", money(spend.cost)), fact("cache hits", fmt(spend.cache_hits)),
+      attempts ? [fact("429s", fmt(attempts.rate_limited || 0)), fact("retries", fmt(attempts.retried || 0)),
+                  fact("rejected", fmt(attempts.rejected || 0)), fact("re-asks answered", fmt(attempts.reask_answers || 0)),
+                  fact("protocol errors", fmt(attempts.protocol_errors || 0))]
+        : fact("429s and retries", "counting…"),
+      attempts && judge.attempts_share < 1 ? fact("counted", `${Math.round(judge.attempts_share * 100)}% of the transcript`) : null),
+    histogram(judge),
+    consistency(judge.consistency));
+}
+
+function count(name, value, href) {
+  return el("a", {class: "count", href}, el("strong", {}, fmt(value ?? 0)), " ", name);
+}
+
+const WIDTH = 360;
+const HEIGHT = 90;
+
+function histogram(judge) {
+  const data = judge.histogram;
+  if (!data) return el("p", {class: "muted"}, "no score distribution (no scored task, or a categorical verdict)");
+  const top = Math.max(...data.bars.map((b) => b.n), 1);
+  const step = WIDTH / data.bars.length;
+  const label = (bar) => data.exact ? fmt(bar.low) : `${fmt(bar.low)} to ${fmt(bar.high)}`;
+  const first = data.bars[0];
+  const last = data.bars[data.bars.length - 1];
+  return el("figure", {class: "histogram"},
+    svg("svg", {viewBox: `0 0 ${WIDTH} ${HEIGHT + 14}`, role: "img", "aria-label": `score distribution of ${judge.label}`},
+      data.bars.map((bar, i) => {
+        const height = Math.max(bar.n ? 1 : 0, (bar.n / top) * HEIGHT);
+        return svg("rect", {x: i * step + 1, y: HEIGHT - height, width: Math.max(1, step - 2), height, class: "bar"},
+          svg("title", {}, `${label(bar)}: ${fmt(bar.n)} tasks`));
+      }),
+      svg("text", {x: 0, y: HEIGHT + 12, class: "axis"}, label(first)),
+      svg("text", {x: WIDTH, y: HEIGHT + 12, class: "axis end"}, data.exact ? fmt(last.high) : fmt(last.high))),
+    el("figcaption", {class: "muted"}, "scores of scored tasks (hover a bar for its count)"));
+}
+
+function consistency(data) {
+  if (!data || (!data.repeats.length && !data.temperatures.length)) return null;
+  return el("div", {class: "consistency"},
+    data.repeats.length ? [el("h3", {}, "Repeat consistency"), table(data.repeats, [
+      ["T", (r) => fmt(r.temperature)], ["variant", (r) => r.variant || "–"], ["items", (r) => fmt(r.items)],
+      ["repeats", (r) => fmt(r.repeats)], ["identical", (r) => pct(r.identical)],
+      ["mean Spearman", (r) => fmt(r.mean_spearman)], ["α interval", (r) => fmt(r.alpha_interval)],
+      ["mean SD", (r) => fmt(r.mean_sd)]])] : null,
+    data.temperatures.length ? [el("h3", {}, "Temperature consistency (item means)"), table(data.temperatures, [
+      ["T", (r) => `${fmt(r.temperature)} vs ${fmt(r.against)}`], ["items", (r) => fmt(r.items)],
+      ["Spearman", (r) => fmt(r.spearman)], ["mean |Δ|", (r) => fmt(r.mean_abs_delta)]])] : null);
+}
+
+function pct(value) {
+  return value === null || value === undefined ? "–" : Math.round(value * 100) + "%";
+}
+

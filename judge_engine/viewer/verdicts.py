@@ -1,0 +1,217 @@
+"""Each protocol's verdict, laid out the way its users read it: the data of a task's card in
+the item view (the page draws it, :file:`static/item.js`; nothing here is HTML).
+
+Texts with marked spans travel as **segments**, ``[{"text", "marks": [indices]}]``: the text cut
+at every span boundary, each piece listing the spans that cover it (spans may overlap). Offsets
+are found here, server-side, with :func:`judge_engine.text.locate` (exact, else after folding
+case, quote marks and spacing), so the page never searches text, and what is highlighted is
+what the protocol itself found.
+
+======================================  ======================================================
+protocol                                card (``kind``)
+======================================  ======================================================
+``gemba-mqm``, ``gemba-mqm-literary``   ``mqm``: source and target with the error spans (target
+                                        first, as the protocol looks), by severity; quoted spans
+                                        found in neither listed apart; literary: the penalty per
+                                        aspect and the sentence count
+``novel-spans``, ``nonpragmatic-spans`` ``spans``: the passage with each expression (exact /
+                                        normalised / not found) and its justification
+``prometheus-absolute``                 ``rubric``: feedback and score against the rubric
+``prometheus-relative``                 ``pair``: both responses, the winner in this order
+``ttct``                                ``ttct``: the twelve questions in their dimensions
+``bws``                                 ``bws``: candidates as shown, best and worst, the seed
+``cdat``, ``dat``                       ``words``: the cue, each word valid or dropped and why
+anything else                           ``verdict``: the verdict as JSON text
+======================================  ======================================================
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+from judge_engine.jsonio import pretty
+from judge_engine.records import JudgeEntry, OutcomeRecord
+from judge_engine.text import locate
+
+Segments = list[dict[str, Any]]
+
+
+def segments(text: str, spans: Sequence[tuple[int, int, int]]) -> Segments:
+    """``text`` cut at every boundary of ``spans`` (``(start, end, index)``), each piece with
+    the indices of the spans covering it."""
+    cuts = sorted({0, len(text), *(s for s, _, _ in spans), *(e for _, e, _ in spans)})
+    pieces = []
+    for start, end in zip(cuts, cuts[1:], strict=False):
+        if start < end:
+            pieces.append({"text": text[start:end], "marks": [i for s, e, i in spans if s <= start and end <= e]})
+    return pieces
+
+
+def _match(needle: str, haystack: str) -> tuple[str, tuple[int, int] | None]:
+    """(``exact``/``normalised``/``none``, offsets) of a quote in a text."""
+    found = locate(needle, haystack) if needle.strip() else None
+    if found is None:
+        return "none", None
+    return ("exact" if haystack[found[0]:found[1]] == needle.strip() else "normalised"), found
+
+
+def card(outcome: OutcomeRecord, item: Mapping[str, Any], entry: JudgeEntry | None) -> dict[str, Any]:
+    """The card of one task: what its verdict says, on its item's text."""
+    verdict = outcome.verdict
+    if not verdict:
+        return {"kind": "none"}
+    protocol = outcome.protocol
+    if protocol in ("gemba-mqm", "gemba-mqm-literary"):
+        return mqm(verdict, item, outcome.scores if protocol == "gemba-mqm-literary" else None)
+    if protocol in ("novel-spans", "nonpragmatic-spans"):
+        return close_reading(verdict, item)
+    if protocol == "prometheus-absolute":
+        return rubric(verdict, item, entry)
+    if protocol == "prometheus-relative":
+        return {"kind": "pair", "instruction": _text(item, "instruction"), "response_a": _text(item, "response_a"),
+                "response_b": _text(item, "response_b"), "winner": verdict.get("winner"),
+                "feedback": str(verdict.get("feedback") or ""), "order": outcome.variant or "AB"}
+    if protocol == "ttct":
+        return ttct(verdict, item, outcome.scores)
+    if protocol == "bws":
+        return bws(verdict, item, outcome.variant)
+    if protocol in ("cdat", "dat") and "words" in verdict:
+        return words(verdict, item, outcome.scores)
+    return {"kind": "verdict", "json": pretty(verdict)}
+
+
+def _text(item: Mapping[str, Any], name: str) -> str:
+    value = item.get(name)
+    return "" if value is None else str(value)
+
+
+def mqm(verdict: Mapping[str, Any], item: Mapping[str, Any], literary: Mapping[str, float] | None) -> dict[str, Any]:
+    """Error spans in the target (else the source) by severity; spans found in neither apart."""
+    source, target = _text(item, "source"), _text(item, "target")
+    if not source and not target:  # the dataset is gone: the prompt as sent stands in for the target
+        target = _text(item, "prompt")
+    errors: list[dict[str, Any]] = []
+    in_target: list[tuple[int, int, int]] = []
+    in_source: list[tuple[int, int, int]] = []
+    for index, error in enumerate(verdict.get("errors") or []):
+        span = str(error.get("span") or "")
+        where, how, found = "none", "none", None
+        for name, text, marks in (("target", target, in_target), ("source", source, in_source)):
+            how, found = _match(span, text)
+            if found is not None:
+                where = name
+                marks.append((found[0], found[1], index))
+                break
+        errors.append({"severity": str(error.get("severity") or ""), "category": str(error.get("category") or ""),
+                       "span": span, "where": where, "match": how})
+    view: dict[str, Any] = {"kind": "mqm", "source": segments(source, in_source), "target": segments(target, in_target),
+                            "errors": errors, "source_lang": _text(item, "source_lang"),
+                            "target_lang": _text(item, "target_lang")}
+    if literary:
+        sentences = literary.get("sentences") or 1.0
+        view["literary"] = {"sentences": sentences, "aspects": [
+            {"aspect": name, "per_sentence": value, "penalty": round(-value * sentences, 6)}
+            for name, value in literary.items() if name != "sentences"]}
+    return view
+
+
+def close_reading(verdict: Mapping[str, Any], item: Mapping[str, Any]) -> dict[str, Any]:
+    passage = _text(item, "passage") or _text(item, "prompt")
+    expressions, spans = [], []
+    for index, expression in enumerate(verdict.get("expressions") or []):
+        text = str(expression.get("expression") or "")
+        how, found = _match(text, passage)
+        if found is not None:
+            spans.append((found[0], found[1], index))
+        expressions.append({"expression": text, "justification": str(expression.get("justification") or ""),
+                            "match": how})
+    return {"kind": "spans", "passage": segments(passage, spans), "expressions": expressions}
+
+
+def rubric(verdict: Mapping[str, Any], item: Mapping[str, Any], entry: JudgeEntry | None) -> dict[str, Any]:
+    """Feedback and score against the rubric's score descriptions (the item's rubric, else the
+    judge's)."""
+    from judge_engine.protocols.prometheus_rubrics import coerce_rubric
+
+    view: dict[str, Any] = {"kind": "rubric", "score": verdict.get("score"), "feedback": str(verdict.get("feedback") or ""),
+                            "instruction": _text(item, "instruction"), "response": _text(item, "response"),
+                            "reference": _text(item, "reference_answer"), "criteria": "", "descriptions": []}
+    source = item.get("rubric") or (entry.protocol_options.get("rubric") if entry is not None else None)
+    if source:
+        try:
+            found = coerce_rubric(source)
+        except ValueError:
+            return view
+        low, high = found.bounds
+        view.update(criteria=found.criteria, low=low, high=high,
+                    descriptions=[{"score": s, "text": t} for s, t in sorted(found.descriptions.items())])
+    return view
+
+
+@cache
+def _questions() -> dict[str, str]:
+    """TTCT's question texts, from the docstrings under :class:`TTCTVerdict`'s fields (their one
+    definition), or the ids alone if the source cannot be read."""
+    from judge_engine.protocols.ttct import TTCTVerdict
+
+    try:
+        tree = ast.parse(inspect.getsource(TTCTVerdict))
+    except (OSError, TypeError):
+        return {}
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    found: dict[str, str] = {}
+    for node, after in zip(body, body[1:], strict=False):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            found[node.target.id] = " ".join(after.value.value.split())
+    return found
+
+
+def ttct(verdict: Mapping[str, Any], item: Mapping[str, Any], scores: Mapping[str, float]) -> dict[str, Any]:
+    from judge_engine.protocols.ttct import DIMENSIONS, REVERSED
+
+    texts = _questions()
+    return {"kind": "ttct", "text": _text(item, "text") or _text(item, "prompt"), "topic": _text(item, "topic"),
+            "dimensions": [{"name": name, "mean": scores.get(name), "questions": [
+                {"id": q, "text": texts.get(q, ""), "rating": verdict.get(q), "oriented": scores.get(q),
+                 "reversed": q in REVERSED} for q in questions]} for name, questions in DIMENSIONS.items()]}
+
+
+def bws(verdict: Mapping[str, Any], item: Mapping[str, Any], variant: str) -> dict[str, Any]:
+    """The candidates in the order shown (labels A, B...), best and worst marked."""
+    from judge_engine.errors import DatasetError
+    from judge_engine.protocols.bws import LABELS, candidates_of
+
+    try:
+        texts = dict(candidates_of(item))
+    except DatasetError:
+        texts = {}
+    shown = [{"label": LABELS[i], "id": cid, "text": texts.get(cid, ""), "best": cid == verdict.get("best_id"),
+              "worst": cid == verdict.get("worst_id")} for i, cid in enumerate(verdict.get("order") or [])]
+    return {"kind": "bws", "source": _text(item, "source"), "shown": shown, "seed": verdict.get("seed"),
+            "order": variant}
+
+
+def words(verdict: Mapping[str, Any], item: Mapping[str, Any], scores: Mapping[str, float]) -> dict[str, Any]:
+    """The list as the method read it, in order: each word valid (scored among the first seven)
+    or dropped and why (a repeated word is valid once, then a ``duplicate``); tokens dropped
+    before they became words (``no_letters``, ``beyond_ten``) after them."""
+    valid = list(verdict.get("valid_words") or [])
+    dropped = [(str(d.get("word")), str(d.get("reason"))) for d in verdict.get("dropped") or []]
+    listed, seen = [], set()
+    for word in verdict.get("words") or []:
+        if word in valid and word not in seen:
+            seen.add(word)
+            listed.append({"word": word, "valid": True, "scored": valid.index(word) < 7, "reason": ""})
+            continue
+        reason = next((r for w, r in dropped if w == word), "")
+        if (word, reason) in dropped:
+            dropped.remove((word, reason))
+        listed.append({"word": word, "valid": False, "scored": False, "reason": reason})
+    listed += [{"word": w, "valid": False, "scored": False, "reason": r} for w, r in dropped]
+    return {"kind": "words", "cue": _text(item, "cue"), "words": listed, "lexicon": verdict.get("lexicon"),
+            "scores": {k: v for k, v in scores.items() if k in ("novelty", "appropriateness")}}

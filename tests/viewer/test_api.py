@@ -1,0 +1,329 @@
+"""The viewer's JSON pages, over HTTP: paging, sorting, filtering, search, the item and
+transcript views, the demo label, secrets, read-only, headers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from judge_engine.records import DEMO_NOTE
+from judge_engine.store import iter_outcomes, iter_transcript, latest_outcome_records
+from judge_engine.text import locate
+from tests.viewer.conftest import ServedViewer
+
+
+@pytest.fixture(scope="module")
+def mqm(demo_runs: dict[str, Path]) -> Any:
+    with ServedViewer([demo_runs["literary_mt"]]) as viewer:
+        yield viewer.ready()
+
+
+def rows(viewer: ServedViewer, query: str) -> list[dict[str, Any]]:
+    return list(viewer.json(f"api/tasks?{query}")["rows"])
+
+
+def test_overview_has_judges_counts_spend_histogram(mqm: ServedViewer, demo_runs: dict[str, Path]) -> None:
+    overview = mqm.json("api/overview")
+    assert overview["demo"] is True and overview["synthetic"] == DEMO_NOTE
+    (run,) = overview["runs"]
+    assert run["status"] == "completed" and run["live"] is False
+    (judge,) = overview["judges"]
+    outcomes = list(iter_outcomes(demo_runs["literary_mt"]))
+    assert judge["label"] == "mqm-mini" and judge["protocol"] == "gemba-mqm" and judge["model"] == "openai/gpt-4o-mini"
+    assert judge["counts"]["tasks"] == len(outcomes) == 20
+    assert judge["counts"]["scored"] == sum(o.scored for o in outcomes)
+    assert judge["spend"]["calls"] == 20 and judge["attempts"]["calls"] == 20
+    bars = judge["histogram"]["bars"]
+    assert sum(b["n"] for b in bars) == judge["counts"]["scored"]
+    assert {b["low"] for b in bars} == {o.score for o in outcomes if o.scored}  # exact: one bar per score
+
+
+def test_pages_are_disjoint_and_cover_the_run(mqm: ServedViewer) -> None:
+    first = mqm.json("api/tasks?size=7")
+    assert (first["total"], first["pages"], len(first["rows"])) == (20, 3, 7)
+    seen = [r["task_id"] for page in (1, 2, 3) for r in rows(mqm, f"size=7&page={page}")]
+    assert len(seen) == len(set(seen)) == 20
+    assert rows(mqm, "size=7&page=4") == []
+    assert [r["item_id"] for r in rows(mqm, "size=20")] == sorted(r["item_id"] for r in rows(mqm, "size=20"))
+
+
+def test_sorts(mqm: ServedViewer) -> None:
+    scores = [r["score"] for r in rows(mqm, "sort=score&size=50")]
+    assert scores == sorted(scores)
+    scores = [r["score"] for r in rows(mqm, "sort=score-desc&size=50")]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_filters(mqm: ServedViewer, demo_runs: dict[str, Path]) -> None:
+    outcomes = list(iter_outcomes(demo_runs["literary_mt"]))
+    low = [o for o in outcomes if o.score is not None and -6 <= o.score <= -1]
+    found = rows(mqm, "min=-6&max=-1&size=50")
+    assert sorted(r["task_id"] for r in found) == sorted(o.task_id for o in low)
+    assert rows(mqm, "judge=mqm-mini&status=unscored") == [r for r in rows(mqm, "size=50") if r["status"] == "unscored"]
+    assert rows(mqm, "temperature=1.0") == []
+    assert len(rows(mqm, "temperature=0&repeat=0&size=50")) == 20
+    assert [r["item_id"] for r in rows(mqm, "item=lit-003")] == ["lit-003"]
+    assert mqm.json("api/tasks?judge=no-such-judge")["total"] == 20  # an unknown judge is no filter (an old link)
+
+
+def test_search_finds_items_by_their_text(mqm: ServedViewer) -> None:
+    assert [r["item_id"] for r in rows(mqm, "q=Lampe")] == ["lit-001"]
+    assert [r["item_id"] for r in rows(mqm, "q=lamp%20burn")] == ["lit-001"]  # every word, the last a prefix
+    assert {r["item_id"] for r in rows(mqm, "q=lit-00")} >= {"lit-001", "lit-009"}
+    for odd in ('"', "AND OR NOT", "*", "(", "lamp\"*", "NEAR(a b)"):  # query syntax is never the user's
+        status, _, _ = mqm.get(f"api/tasks?q={quote(odd)}")
+        assert status == 200
+
+
+def test_mqm_item_highlights_each_span_where_it_is(mqm: ServedViewer, demo_runs: dict[str, Path]) -> None:
+    outcomes = {o.item_id: o for o in latest_outcome_records(demo_runs["literary_mt"]).values()}
+    checked = 0
+    for item_id, outcome in outcomes.items():
+        page = mqm.json(f"api/item?id={item_id}")
+        (task,) = page["tasks"]
+        card = task["card"]
+        target = page["fields"]["target"]
+        assert "".join(piece["text"] for piece in card["target"]) == target
+        position = 0
+        for piece in card["target"]:
+            for mark in piece["marks"]:
+                span = card["errors"][mark]["span"]
+                start, end = locate(span, target)  # type: ignore[misc]
+                assert start <= position and position + len(piece["text"]) <= end
+                checked += 1
+            position += len(piece["text"])
+        assert [e["span"] for e in card["errors"]] == [e["span"] for e in (outcome.verdict or {}).get("errors", [])]
+    assert checked > 5
+
+
+def test_transcript_is_the_request_as_sent_and_the_answer(mqm: ServedViewer, demo_runs: dict[str, Path]) -> None:
+    record = next(iter(iter_transcript(demo_runs["literary_mt"])))
+    page = mqm.json(f"api/transcript?run=0&task={record.task_id}")
+    (attempt,) = page["attempts"]
+    assert [{"role": m["role"], "content": m["content"]} for m in attempt["messages"]] == record.request["messages"]
+    assert [m["shared"] for m in attempt["messages"]] == [True] * 7 + [False]  # system + three few-shot pairs
+    assert attempt["answer"] == record.response["content"]  # type: ignore[index]
+    assert attempt["parameters"]["temperature"] == 0.0 and "messages" not in attempt["parameters"]
+    assert page["outcome"]["status"] in ("scored", "unscored")
+
+
+def test_transcript_shows_429s_retries_and_the_problems_of_each_reask(served: Any, faulty_run: Path) -> None:
+    viewer = served([faulty_run]).ready()
+    (judge,) = viewer.json("api/overview")["judges"]
+    assert judge["attempts"]["rate_limited"] > 0 and judge["attempts"]["retried"] > 0
+    assert judge["attempts"]["reask_answers"] > 0
+    reasked = next(o for o in latest_outcome_records(faulty_run).values() if o.reasks)
+    page = viewer.json(f"api/transcript?run=0&task={reasked.task_id}")
+    sent_back = [a for a in page["attempts"] if a["reasked"]]
+    assert len(sent_back) == reasked.reasks
+    for attempt in sent_back:
+        assert attempt["reasked"]["problems"] and attempt["reasked"]["message"].startswith("Your previous answer")
+    later = [a for a in page["attempts"] if a["reask"] > 0]
+    assert later and all(any(m["repeated"] for m in a["messages"]) for a in later)
+    consistency = judge["consistency"]
+    assert {r["temperature"] for r in consistency["repeats"]} == {0.0, 1.0}
+    assert consistency["temperatures"][0]["against"] == 0.0
+
+
+def test_every_protocol_has_its_card(served: Any, demo_runs: dict[str, Path]) -> None:
+    names = ("literary_mt_lit", "close_reading", "prometheus_absolute", "prometheus_relative", "ttct", "bws")
+    viewer = served([demo_runs[n] for n in names]).ready()
+    kinds: dict[str, dict[str, Any]] = {}
+    for run, name in enumerate(names):
+        first = latest_outcome_records(demo_runs[name])
+        item_id = next(o.item_id for o in first.values() if o.scored)
+        for task in viewer.json(f"api/item?id={item_id}")["tasks"]:
+            if task["run"] == run and task["status"] == "scored":
+                kinds.setdefault(task["card"]["kind"], task["card"])
+    assert set(kinds) == {"mqm", "spans", "rubric", "pair", "ttct", "bws"}
+    assert {a["aspect"] for a in kinds["mqm"]["literary"]["aspects"]} == {"accuracy", "fluency", "style", "terminology",
+                                                                           "other"}
+    assert kinds["mqm"]["literary"]["sentences"] >= 1
+    passage = "".join(p["text"] for p in kinds["spans"]["passage"])
+    assert all(e["match"] in ("exact", "normalised", "none") for e in kinds["spans"]["expressions"])
+    assert passage
+    rubric = kinds["rubric"]
+    assert rubric["low"] == 0 and rubric["high"] == 6 and [d["score"] for d in rubric["descriptions"]] == [0, 2, 4, 6]
+    assert kinds["pair"]["winner"] in ("A", "B") and kinds["pair"]["order"] in ("AB", "BA")
+    ttct = kinds["ttct"]
+    assert [d["name"] for d in ttct["dimensions"]] == ["originality", "fluency", "flexibility", "elaboration"]
+    questions = [q for d in ttct["dimensions"] for q in d["questions"]]
+    assert len(questions) == 12 and questions[1]["reversed"] and "famous" in questions[1]["text"]
+    shown = kinds["bws"]["shown"]
+    assert [c["label"] for c in shown] == list("ABCDE"[: len(shown)]) and all(c["text"] for c in shown)
+    assert sum(c["best"] for c in shown) == sum(c["worst"] for c in shown) == 1
+
+
+def test_relative_pairs_show_both_orders_of_an_item(served: Any, demo_runs: dict[str, Path]) -> None:
+    viewer = served([demo_runs["prometheus_relative"]]).ready()
+    tasks = viewer.json("api/item?id=pair-001")["tasks"]
+    assert {(t["temperature"], t["variant"]) for t in tasks} == {(0.0, "AB"), (0.0, "BA"), (0.7, "AB"), (0.7, "BA")}
+    assert {t["card"]["order"] for t in tasks} == {"AB", "BA"}
+
+
+def test_two_runs_on_one_dataset_are_one_list(served: Any, examples: Path, demo_runs: dict[str, Path]) -> None:
+    """Two judges' runs of the same items: one list, an item shows both, the spread is across them."""
+    import yaml
+
+    from tests.viewer.conftest import run_demo
+
+    second = examples / "literary_mt_second"
+    second.mkdir(exist_ok=True)
+    config = yaml.safe_load((examples / "literary_mt" / "config.yaml").read_text(encoding="utf-8"))
+    config["judges"][0]["name"] = "mqm-second"
+    config["judges"][0]["temperatures"] = [1.0]
+    config["dataset"]["path"] = "../literary_mt/items.jsonl"
+    (second / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    other = run_demo(examples, "literary_mt_second")
+    viewer = served([demo_runs["literary_mt"], other]).ready()
+    assert viewer.json("api/tasks")["total"] == 40
+    assert {r["judge"] for r in rows(viewer, "size=50&sort=score")} == {"mqm-mini", "mqm-second"}
+    assert {r["run"] for r in rows(viewer, "judge=mqm-second&size=50")} == {1}
+    item = viewer.json("api/item?id=lit-002")
+    scores = [t["score"] for t in item["tasks"]]
+    assert {t["run"] for t in item["tasks"]} == {0, 1}
+    assert item["spread"] == max(scores) - min(scores)
+    spreads = [r["spread"] if r["spread"] is not None else -1 for r in rows(viewer, "sort=disagreement&size=50")]
+    assert spreads == sorted(spreads, reverse=True)
+
+
+def test_the_dataset_gone_the_prompt_stands_in(served: Any, examples: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "moved"
+    shutil.copytree(examples / "literary_mt", folder, ignore=shutil.ignore_patterns("runs", ".judge_cache"))
+    import judge_engine
+
+    run = judge_engine.run(folder / "config.yaml", demo=True).run_dir
+    (folder / "items.jsonl").unlink()
+    viewer = served([run]).ready()
+    page = viewer.json("api/item?id=lit-002")
+    assert page["origin"] == "request" and "Sie ging zum Fenster" in page["fields"]["prompt"]
+    card = page["tasks"][0]["card"]
+    assert any(piece["marks"] for piece in card["target"])  # the spans are found in the prompt as sent
+    assert [r["item_id"] for r in rows(viewer, "q=Fenster")] == ["lit-002"]
+
+
+def test_a_live_run_is_read_never_written(served: Any, demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    """While another process holds a run, the viewer derives into a file of its own, and new
+    outcomes appear once the writer has flushed them."""
+    from dataclasses import replace
+
+    from judge_engine.store import RunStore
+
+    run = tmp_path / "live"
+    shutil.copytree(demo_runs["literary_mt"], run)
+    store = RunStore.open(run)
+    try:
+        before = _files(run)
+        viewer = served([run]).ready()
+        overview = viewer.json("api/overview")
+        assert overview["live"] is True and overview["runs"][0]["live"] is True
+        assert viewer.json("api/tasks")["total"] == 20
+        record = next(iter(latest_outcome_records(run).values()))
+        store.write_outcome(replace(record, task_id="b2:" + "f" * 32, item_id="lit-new"))
+        assert store.index.count() == 21  # flushed, as the store does every couple of seconds
+        assert viewer.json("api/tasks")["total"] == 21
+        assert viewer.json("api/item?id=lit-new")["tasks"][0]["status"] == record.status
+        _browse(viewer)
+        after = _files(run)
+        assert {k: v for k, v in after.items() if k != "outcomes.jsonl"} == {
+            k: v for k, v in before.items() if k != "outcomes.jsonl"}  # what the store wrote, and nothing else
+    finally:
+        store.close()
+
+
+def _files(run: Path) -> dict[str, str]:
+    """Each file of a run directory but the index, by content."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in run.iterdir()
+            if p.is_file() and not p.name.startswith("index.sqlite")}
+
+
+def _browse(viewer: ServedViewer) -> list[bytes]:
+    """Everything a person can look at: overview, list pages in every order and filter, every
+    item, every transcript."""
+    bodies = [viewer.get("")[2], viewer.get("api/overview")[2]]
+    for query in ("", "sort=score", "sort=score-desc", "sort=disagreement", "status=unscored", "q=a", "size=200"):
+        bodies.append(viewer.get(f"api/tasks?{query}")[2])
+    for row in json.loads(bodies[-1])["rows"]:
+        bodies.append(viewer.get(f"api/item?id={quote(row['item_id'])}")[2])
+        bodies.append(viewer.get(f"api/transcript?run={row['run']}&task={quote(row['task_id'])}")[2])
+    return bodies
+
+
+def test_browsing_writes_nothing_but_the_index(served: Any, demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "copy"
+    shutil.copytree(demo_runs["close_reading"], run)
+    (run / "index.sqlite").unlink()
+    before = _files(run)
+    _browse(served([run]).ready())
+    assert _files(run) == before
+    assert {p.name for p in run.iterdir()} - set(before) <= {"index.sqlite", "index.sqlite-wal", "index.sqlite-shm"}
+
+
+def test_no_secret_reaches_a_page(served: Any, hostile_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-proj-viewerTEST0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-0123456789-abcdef")
+    run = hostile_run.parent / "with-secret"
+    shutil.copytree(hostile_run, run, dirs_exist_ok=True)
+    dataset = hostile_run.parents[1] / "items.jsonl"
+    planted = dataset.read_text(encoding="utf-8").replace("Plain", f"Plain {secret} tok-0123456789-abcdef")
+    dataset.write_text(planted, encoding="utf-8")
+    viewer = served([run]).ready()
+    for body in _browse(viewer):
+        assert secret.encode() not in body and b"tok-0123456789-abcdef" not in body
+    found = viewer.json("api/tasks?q=Plain")["rows"][0]["item_id"]
+    assert b"[REDACTED]" in viewer.get(f"api/item?id={quote(found)}")[2]
+
+
+def test_headers_forbid_inline_script_and_sniffing(mqm: ServedViewer) -> None:
+    for path in ("", "static/app.js", "static/style.css", "api/overview", "api/item?id=nope"):
+        status, headers, _ = mqm.get(path)
+        assert "default-src 'self'" in headers["Content-Security-Policy"] and "unsafe-inline" not in headers[
+            "Content-Security-Policy"], path
+        assert headers["X-Content-Type-Options"] == "nosniff"
+    assert mqm.get("static/app.js")[1]["Content-Type"].startswith("text/javascript")
+    assert mqm.get("api/item?id=nope")[0] == 404
+    assert mqm.get("static/../catalog.py")[0] == 404
+    status, _, _ = mqm.get("api/overview", headers={"Host": "evil.example"})
+    assert status == 403  # another site's page, rebound to 127.0.0.1, cannot read the runs
+
+
+def test_the_page_needs_nothing_from_the_network() -> None:
+    from judge_engine.viewer.server import STATIC
+
+    for path in STATIC.iterdir():
+        text = path.read_text(encoding="utf-8")
+        assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text, path.name
+        assert "innerHTML" not in text and "insertAdjacentHTML" not in text and "document.write" not in text, path.name
+        assert "eval(" not in text and "new Function" not in text, path.name
+
+
+def test_unknown_runs_and_tasks_are_errors_not_crashes(mqm: ServedViewer) -> None:
+    assert mqm.get("api/transcript?run=0&task=nope")[0] == 404
+    assert mqm.get("api/transcript?run=7&task=nope")[0] == 404
+    assert mqm.get("api/transcript?run=x&task=nope")[0] == 400
+    assert mqm.get("api/tasks?page=abc")[0] == 400
+    assert math.isfinite(mqm.json("api/tasks?min=-1e308")["total"])
+
+
+def test_a_run_written_before_records_existed_opens(served: Any, tmp_path: Path) -> None:
+    """Format 1 (``tests/fixtures/run_v1``): outcome and transcript lines without versions, the
+    whole request in every line, no blocks, no index."""
+    run = tmp_path / "run_v1"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "run_v1", run)
+    viewer = served([run]).ready()
+    page = viewer.json("api/tasks?size=50")
+    assert page["total"] == len(latest_outcome_records(run))
+    row = page["rows"][0]
+    item = viewer.json(f"api/item?id={quote(row['item_id'])}")
+    assert item["tasks"] and all(t["card"]["kind"] != "none" for t in item["tasks"] if t["status"] == "scored")
+    transcript = viewer.json(f"api/transcript?run=0&task={quote(row['task_id'])}")
+    assert transcript["attempts"] and transcript["attempts"][0]["messages"]
+    assert not any(m["shared"] for m in transcript["attempts"][0]["messages"])  # no blocks: nothing known shared

@@ -1,0 +1,170 @@
+"""The viewer as a person uses it, in headless Chromium: a demo run's overview, the list paged
+and filtered (and its URL shared), an item's MQM spans at the right characters, a transcript,
+all by keyboard; the demo label on every page."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from judge_engine.records import DEMO_NOTE
+from judge_engine.store import latest_outcome_records
+from judge_engine.text import locate
+from tests.viewer.browser import Watched, launch, watched
+from tests.viewer.conftest import ServedViewer
+
+expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)").expect
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    yield from launch()
+
+
+@pytest.fixture(scope="module")
+def viewer(demo_runs: dict[str, Path]) -> Iterator[ServedViewer]:
+    with ServedViewer([demo_runs["literary_mt"]]) as served:
+        yield served.ready()
+
+
+@pytest.fixture
+def tab(browser: Any) -> Iterator[Watched]:
+    yield from watched(browser)
+
+
+def banner(page: Any) -> str:
+    """The demo label, as shown (empty when hidden)."""
+    label = page.locator("#demo")
+    return str(label.inner_text()) if label.is_visible() else ""
+
+
+def rows(page: Any) -> list[str]:
+    return [str(t) for t in page.locator("table.tasks tbody tr td:first-child").all_inner_texts()]
+
+
+def test_overview(tab: Watched, viewer: ServedViewer) -> None:
+    page = tab.open(viewer.url, ".judge h2")
+    assert banner(page) == DEMO_NOTE
+    assert page.locator(".judge h2").inner_text() == "mqm-mini"
+    judge = viewer.json("api/overview")["judges"][0]
+    assert page.locator(".judge .histogram rect").count() == len(judge["histogram"]["bars"])
+    assert "20 tasks" in page.locator(".judge .counts").inner_text()
+    assert page.locator(".run .badge.status-completed").inner_text() == "completed"
+    assert tab.errors == []
+
+
+def test_list_pages_filters_and_keeps_them_in_the_url(tab: Watched, viewer: ServedViewer) -> None:
+    page = tab.open(viewer.url + "#/tasks?size=5", "table.tasks tbody tr")
+    assert banner(page) == DEMO_NOTE
+    first = rows(page)
+    assert first == ["lit-001", "lit-002", "lit-003", "lit-004", "lit-005"]
+    page.click("#next")
+    expect(page.locator("#page-info")).to_have_text(re.compile("^page 2 "))
+    assert rows(page) == ["lit-006", "lit-007", "lit-008", "lit-009", "lit-010"] and "page=2" in page.url
+    page.keyboard.press("n")
+    expect(page.locator("#page-info")).to_have_text(re.compile("^page 3 "))
+    page.keyboard.press("p")
+    expect(page.locator("#page-info")).to_have_text(re.compile("^page 2 "))
+
+    page.select_option("select[name=sort]", "score")
+    page.wait_for_url("**sort=score**")
+    expect(page.locator("#page-info")).to_have_text(re.compile("^page 1 "))
+    scores = [float(s) for s in page.locator("table.tasks tbody td.num:nth-child(7)").all_inner_texts()]
+    assert scores == sorted(scores)
+
+    page.keyboard.press("/")
+    page.keyboard.type("Lampe")
+    expect(page.locator("table.tasks tbody tr")).to_have_count(1)
+    assert rows(page) == ["lit-001"] and "q=Lampe" in page.url
+    shared = page.url
+    again = tab.page.context.new_page()
+    again.goto(shared)  # a shared link opens the same view
+    again.wait_for_selector("table.tasks tbody tr")
+    assert rows(again) == ["lit-001"] and again.locator("#search").input_value() == "Lampe"
+    assert again.locator("select[name=sort]").input_value() == "score"
+    again.close()
+    assert tab.errors == []
+
+
+def test_keyboard_from_list_to_item_to_transcript_and_back(tab: Watched, viewer: ServedViewer,
+                                                           demo_runs: dict[str, Path]) -> None:
+    page = tab.open(viewer.url + "#/tasks", "table.tasks tbody tr.selected")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert page.locator("tr.selected td:first-child").inner_text() == "lit-003"
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".task-card")
+    assert "id=lit-003" in page.url and banner(page) == DEMO_NOTE
+    assert page.locator("h1").inner_text().startswith("Item lit-003")
+
+    page.keyboard.press("Enter")  # the selected task's transcript
+    page.wait_for_selector("section.attempt")
+    assert banner(page) == DEMO_NOTE
+    outcome = next(o for o in latest_outcome_records(demo_runs["literary_mt"]).values() if o.item_id == "lit-003")
+    assert outcome.task_id in page.locator("h1").inner_text()
+    answer = page.locator("section.attempt .answer pre").inner_text()
+    assert answer.startswith("Critical:")
+    shared = page.locator("details.shared")
+    assert shared.get_attribute("open") is None  # the few-shot prefix is folded...
+    shared.locator("summary").click()  # ...one click away
+    assert "You are an annotator for the quality of machine translation" in shared.inner_text()
+
+    page.keyboard.press("Escape")
+    page.wait_for_selector(".task-card")
+    assert "id=lit-003" in page.url
+    page.keyboard.press("]")
+    expect(page.locator("h1")).to_contain_text("lit-004")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("table.tasks tbody tr")
+    assert page.url.endswith("#/tasks")
+    assert tab.errors == []
+
+
+def test_mqm_spans_are_highlighted_at_their_characters(tab: Watched, viewer: ServedViewer,
+                                                        demo_runs: dict[str, Path]) -> None:
+    checked = 0
+    for outcome in latest_outcome_records(demo_runs["literary_mt"]).values():
+        errors = (outcome.verdict or {}).get("errors") or []
+        if not any(e["span_found"] == "target" for e in errors):
+            continue
+        page = tab.open(viewer.url + f"#/item?id={outcome.item_id}", ".task-card .target .marked")
+        expect(page.locator("h1 .mono")).to_have_text(outcome.item_id)  # not the previous item, still shown
+        target = viewer.json(f"api/item?id={outcome.item_id}")["fields"]["target"]
+        container = page.locator(".task-card .target .marked")
+        assert container.inner_text() == target
+        marks = page.evaluate("""() => {
+            const box = document.querySelector('.task-card .target .marked');
+            return [...box.querySelectorAll('mark')].map((mark) => {
+                const range = document.createRange();
+                range.setStart(box, 0);
+                range.setEndBefore(mark);
+                return {start: range.toString().length, text: mark.textContent, cls: mark.className, title: mark.title};
+            });
+        }""")
+        for error in (e for e in errors if e["span_found"] == "target"):
+            start, end = locate(error["span"], target)  # type: ignore[misc]
+            covering = [m for m in marks if start <= m["start"] and m["start"] + len(m["text"]) <= end]
+            assert "".join(m["text"] for m in covering) == target[start:end]
+            assert all(f"{error['severity']} · {error['category']}" in m["title"] for m in covering)
+            checked += 1
+        worst = {"critical": 3, "major": 2, "minor": 1}
+        for mark in marks:
+            lines = mark["title"].split("\n")
+            assert mark["cls"] == "sev-" + max((ln.split(" · ")[0] for ln in lines), key=worst.__getitem__)
+    assert checked >= 5
+    assert tab.errors == []
+
+
+def test_close_reading_expressions_are_marked(tab: Watched, demo_runs: dict[str, Path]) -> None:
+    with ServedViewer([demo_runs["close_reading"]]) as served:
+        served.ready()
+        page = tab.open(served.url + "#/item?id=cr-001", ".task-card .spans .marked")
+        passage = served.json("api/item?id=cr-001")["fields"]["passage"]
+        assert page.locator(".task-card .spans .marked").first.inner_text() == passage
+        assert page.locator(".task-card .spans mark.match-exact").count() >= 1
+        assert page.locator(".task-card ol.expressions li").count() >= 1
+        assert tab.errors == []
