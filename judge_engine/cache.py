@@ -2,7 +2,8 @@
 
 The key covers the model, the rendered messages, the sampling parameters, the response format,
 the protocol name and version, the template hashes and the repeat index (three repeats are three
-draws, not one cached answer). Timeouts, limits and retries cannot change an answer and are not in
+draws, not one cached answer), and for generation protocols the item's id (DAT's prompt is the
+same for every item: each item is a draw of its own, never another item's answer). Timeouts, limits and retries cannot change an answer and are not in
 it. Eviction is off: a cached answer is money already spent.
 
 Writes are batched: SQLite commits one transaction per ``set``, and committing 64 answers at
@@ -34,21 +35,24 @@ def cache_key(
     protocol_version: str,
     template_hashes: Sequence[str],
     repeat: int,
+    item: str | None = None,
 ) -> str:
-    """The content-hash key of one provider request."""
-    return content_hash(
-        {
-            "model": model,
-            "messages": list(messages),
-            "sampling": dict(sampling),
-            "response_format": response_format,
-            "protocol": protocol,
-            "protocol_version": protocol_version,
-            "templates": list(template_hashes),
-            "repeat": repeat,
-        },
-        size=20,
-    )
+    """The content-hash key of one provider request (``item``: the item's id, for protocols
+    whose items are independent draws of the same prompt; left out of the key otherwise, so
+    every judge's existing keys stay as they were)."""
+    fields: dict[str, Any] = {
+        "model": model,
+        "messages": list(messages),
+        "sampling": dict(sampling),
+        "response_format": response_format,
+        "protocol": protocol,
+        "protocol_version": protocol_version,
+        "templates": list(template_hashes),
+        "repeat": repeat,
+    }
+    if item is not None:
+        fields["item"] = item
+    return content_hash(fields, size=20)
 
 
 FLUSH_EVERY = 64

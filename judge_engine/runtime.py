@@ -23,6 +23,7 @@ from judge_engine.routing import Deployment, Router
 if TYPE_CHECKING:
     from judge_engine.batch.board import BatchBoard
     from judge_engine.engine import Engine
+    from judge_engine.plan import Task
 
 
 @dataclass(slots=True)
@@ -73,9 +74,10 @@ class JudgeSetup:
             task_ref=task_ref,
         )
 
-    def key(self, request: ProviderRequest, repeat: int) -> str:
-        """The answer cache key of ``request`` (the config's model and ``api_base``, not the
-        endpoint's, so a demo or a replica keeps its keys)."""
+    def key(self, request: ProviderRequest, task: Task) -> str:
+        """The answer cache key of ``request`` for ``task`` (the config's model and ``api_base``,
+        not the endpoint's, so a demo or a replica keeps its keys; the item only for protocols
+        whose items are draws, see :attr:`~judge_engine.protocols.base.Protocol.item_in_cache_key`)."""
         sampling = {"temperature": request.temperature, "max_tokens": request.max_tokens, **request.params}
         if self.config.api_base:
             sampling["api_base"] = self.config.api_base  # another server is another model
@@ -87,7 +89,8 @@ class JudgeSetup:
             protocol=self.protocol.name,
             protocol_version=self.protocol.version,
             template_hashes=self.template_hashes,
-            repeat=repeat,
+            repeat=task.repeat,
+            item=task.item_id if self.protocol.item_in_cache_key else None,
         )
 
 

@@ -90,7 +90,7 @@ def prepare_task(judge: JudgeSetup, task: Task, cache: AnswerCache) -> PreparedT
     except Exception as exc:  # never crash a run: the task is unscored with the reason
         return PreparedTask(task, render_error=exc)
     request = judge.request(messages, task.temperature, task.ref)
-    key = judge.key(request, task.repeat)
+    key = judge.key(request, task)
     return PreparedTask(task, messages, request, key, cache.get(key))
 
 
@@ -158,7 +158,7 @@ def decide(judge: JudgeRuntime, task: Task, log: TaskLog, messages: list[Message
         messages = [*messages, {"role": "assistant", "content": response.content or ""},
                     {"role": "user", "content": text}]
         request = judge.request(messages, task.temperature, task.ref)
-        return Reask(messages, request, judge.key(request, task.repeat), error)
+        return Reask(messages, request, judge.key(request, task), error)
     except Exception as exc:
         return _protocol_failure(judge, task, log, "parse", exc, transcript)
     try:

@@ -143,7 +143,7 @@ class Results:
             judge.counters.cost += response.cost
             self._transcript(dataclasses.replace(
                 attempt_record(task, log, request, response=response, latency=turnaround), batch=batch))
-            self.driver.cache.set(judge.key(request, task.repeat), response.to_record())
+            self.driver.cache.set(judge.key(request, task), response.to_record())
             await self.answered(task, log, messages, turns, response, chunk.round, chunk.chunk_id)
             return
         kind = "item" if result.kind is ResultKind.REJECTED else "retry"
@@ -203,7 +203,7 @@ class Results:
         else:
             messages = [*judge.protocol.render(task.item, task.variant), *(dict(t) for t in turns)]
             request = judge.request(messages, task.temperature, task.ref)
-            key = judge.key(request, task.repeat)
+            key = judge.key(request, task)
         self.driver.board.online += 1
         await self.driver.queue.put(PreparedTask(task, messages, request, key, self.driver.cache.get(key), log=log))
 
@@ -228,7 +228,7 @@ class Results:
                                           cache=self.driver.cache, transcript=self._transcript))
             return None
         request = judge.request(messages, task.temperature, task.ref)
-        cached = self.driver.cache.get(judge.key(request, task.repeat))
+        cached = self.driver.cache.get(judge.key(request, task))
         if cached is None:
             return request, rough_prompt_tokens(messages)
         response = ProviderResponse.from_record(cached)

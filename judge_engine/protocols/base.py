@@ -108,6 +108,10 @@ class Protocol(ABC):
     """False for methods whose data is the model's first answer (generation protocols): an
     unusable answer is then recorded unscored at once instead of re-asked, since a re-ask would
     change what the method measures (its valid-response rate)."""
+    item_in_cache_key: ClassVar[bool] = False
+    """True when each item is an independent draw of a prompt that may be the same for every item
+    (DAT's names no cue; CDAT's repeats a cue across samples): the item's id then goes into the
+    answer cache key, so one item's answer is never served as another's."""
     reads_truncated: ClassVar[bool] = False
     """True when an answer cut off at ``max_tokens`` is still read as it is (methods that set a
     small ``max_tokens`` on purpose and parse what came); otherwise it is ``incomplete``."""

@@ -121,6 +121,7 @@ class WordListProtocol(Protocol):
 
     output_model: ClassVar[type[BaseModel]] = WordListVerdict
     reasks: ClassVar[bool] = False
+    item_in_cache_key: ClassVar[bool] = True
     reads_truncated: ClassVar[bool] = True
     options: WordListOptions
 

@@ -136,3 +136,29 @@ def test_scoring_later_costs_no_call_the_answers_come_from_the_cache(
     assert {o["reason_code"] for o in after} == {"too_few_valid", None}
     assert [o["verdict"] for o in after] == [o["verdict"] for o in before]
     assert fake_server.stats()["requests_total"] == calls
+
+
+def test_dat_items_are_draws_of_their_own_never_another_items_cached_answer(
+    tmp_path: Path, fake_server: FakeServer, packaged_lexicon: Lexicon
+) -> None:
+    """DAT's prompt is the same for every item, so a key of the request alone would serve the
+    first item's answer to every later one (within a run, past the feeder's first batch of 32,
+    and in every later run scored from the cache). The item's id is in the key."""
+    (tmp_path / "samples.jsonl").write_text(
+        "".join(json.dumps({"id": f"s{number:03d}"}) + "\n" for number in range(80)), encoding="utf-8")
+    config = _job(tmp_path, fake_server, protocol="dat", temperatures=[1.0],
+                  protocol_options={"embedder": "none"})
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["dataset"]["path"] = "samples.jsonl"
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    _, before = _run(config)
+    assert fake_server.stats()["requests_total"] == 80
+    assert all(o["cache_hits"] == 0 for o in before)
+    raw["judges"][0]["protocol_options"] = {"embedder": "test-hash"}
+    config.write_text(yaml.safe_dump(raw, allow_unicode=True), encoding="utf-8")
+    main(["run", str(config), "--no-live"])
+    after = read_lines(config.parent / "runs" / "latest" / "outcomes.jsonl")
+    assert fake_server.stats()["requests_total"] == 80 and all(o["cache_hits"] == 1 for o in after)
+    words = {o["item_id"]: o["verdict"]["words"] for o in before}
+    assert {o["item_id"]: o["verdict"]["words"] for o in after} == words
+    assert len({tuple(w) for w in words.values()}) > 40

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 from judge_engine.config import JudgeConfig
-from judge_engine.plan import build_protocol
+from judge_engine.plan import Task, build_protocol
 from judge_engine.providers import Endpoint
 from judge_engine.runtime import JudgeSetup
 
 MESSAGES = [{"role": "user", "content": "judge this"}]
 
 
-def _key(repeat: int = 0, messages=MESSAGES, temperature: float = 0.0, **judge: object) -> str:
+def _key(repeat: int = 0, messages=MESSAGES, temperature: float = 0.0, item: str = "i1", **judge: object) -> str:
     config = JudgeConfig.model_validate({"name": "j", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm", **judge})
     protocol = build_protocol(config)
     setup = JudgeSetup(config, protocol, Endpoint(config.model, config.api_base), ["b2:t"])
-    return setup.key(setup.request(messages, temperature), repeat)
+    task = Task("t", "j", {"id": item}, "", temperature, repeat)
+    return setup.key(setup.request(messages, temperature), task)
 
 
 def test_what_can_change_the_answer_changes_the_key() -> None:
@@ -39,4 +40,12 @@ def test_what_cannot_change_the_answer_keeps_the_key() -> None:
     assert _key(retries={"transport": 0, "reasks": 0}) == base
     assert _key(name="renamed-judge") == base
     assert _key(api_key_env="OTHER_KEY") == base
+    assert _key(item="i2") == base  # a judge asked the same question answers the same
+
+
+def test_a_generation_protocols_items_are_draws_each_with_its_own_key() -> None:
+    """DAT renders the same prompt for every item: each item is a draw of its own."""
+    options = {"protocol": "dat", "protocol_options": {"embedder": "none"}}
+    assert _key(item="s1", **options) != _key(item="s2", **options)
+    assert _key(item="s1", **options) == _key(item="s1", **options)
 
