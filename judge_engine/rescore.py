@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judge_engine.config import Budget, JobConfig, read_scalar
+from judge_engine.config import Budget, JobConfig, JudgeConfig, read_scalar
 from judge_engine.errors import ConfigError, RunDirError
 from judge_engine.index import Query, RunIndex
 from judge_engine.plan import build_protocol
@@ -115,19 +115,22 @@ def rescore(run_dir: Path, *, options: Sequence[str] = (), output: Path | None =
     overrides = {**manifest.overrides, "protocol_options": changes, "output_dir": target.parent}
     prepared = prepare(config_path, overrides=overrides, demo=manifest.demo, check_keys=reask_online and not manifest.demo,
                        dataset=base.dataset)
-    prepared = _for_replay(prepared, target, original=run_dir)
-    where = {j.name: Endpoint(j.model, None) for j in prepared.config.judges}
-    run = asyncio.run(_replayed(prepared, where, run_dir, reask_online))
+    judges = {j.name: j for j in prepared.config.judges}  # as configured: endpoints, limits, retries
+    online = {name: _online(j, prepared) for name, j in judges.items()} if reask_online else {}
+    prepared = _for_replay(prepared, target, original=run_dir, online=reask_online)
+    where = {j.name: online.get(j.name) or Endpoint(j.model, None) for j in prepared.config.judges}
+    run = asyncio.run(_replayed(prepared, where, run_dir, judges if reask_online else {}))
     return _compare(run_dir, run)
 
 
-def _for_replay(prepared: PreparedRun, target: Path, *, original: Path) -> PreparedRun:
-    """The prepared run, aimed at ``target``: no cache, no rate limits, no transport retries
-    (a replay has no network to wait for), online (a batch run's answers are replayed one by one,
-    never sent as a batch), its manifest naming the original."""
+def _for_replay(prepared: PreparedRun, target: Path, *, original: Path, online: bool) -> PreparedRun:
+    """The prepared run, aimed at ``target``: no cache, no rate limits on the replay (a judge
+    asked online is paced by its own lane inside the replay provider), no transport retries
+    unless answers are asked online (a replay has no network to wait for), online (a batch run's
+    answers are replayed one by one, never sent as a batch), its manifest naming the original."""
     judges = [j.model_copy(update={"limits": j.limits.model_copy(update={"rpm": None, "tpm": None,
                                                                           "concurrency": RESCORE_CONCURRENCY}),
-                                   "retries": j.retries.model_copy(update={"transport": 0}),
+                                   "retries": j.retries if online else j.retries.model_copy(update={"transport": 0}),
                                    "budget": Budget(), "deployments": [], "mode": "online"})
               for j in prepared.config.judges]
     config = prepared.config.model_copy(update={"judges": judges, "budget": Budget(),
@@ -139,11 +142,18 @@ def _for_replay(prepared: PreparedRun, target: Path, *, original: Path) -> Prepa
     return PreparedRun(config, target, prepared.protocols, prepared.dataset, manifest, False, prepared.demo)
 
 
-async def _replayed(prepared: PreparedRun, where: Mapping[str, Endpoint], original: Path, online: bool) -> RunResult:
+async def _replayed(prepared: PreparedRun, where: Mapping[str, Endpoint], original: Path,
+                    online: Mapping[str, JudgeConfig]) -> RunResult:
+    """The replay, each judge answered from ``original``; a judge in ``online`` (as configured)
+    asks its own endpoint, paced by a lane with its own limits, for answers never recorded."""
+    from judge_engine.lanes import Lane
     from judge_engine.providers.replay import ReplayProvider
 
-    providers = {j.name: ReplayProvider(original, fallback=for_judge(j, _online(j, prepared)) if online else None)
-                 for j in prepared.config.judges}
+    providers = {}
+    for j in prepared.config.judges:
+        configured = online.get(j.name)
+        providers[j.name] = ReplayProvider(original) if configured is None else ReplayProvider(
+            original, fallback=for_judge(configured, where[j.name]), fallback_lane=Lane(j.name, configured.limits))
     return await execute(prepared, where, providers=providers, install_signals=False, latest=False)
 
 

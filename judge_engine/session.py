@@ -184,9 +184,12 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     identity = run_id(config, protocols, dataset, stem=f"{stem}-demo" if demo else stem)
     if run_dir is not None:
         run_dir = run_dir.resolve()  # runs/latest is a symlink: name the run itself
-        if run_dir.name != identity and not run_dir.name.startswith(f"{identity}-"):
-            raise RunDirError(f"{run_dir}: its config or dataset changed since the run started (they now make "
-                              f"run {identity}); run the config to start a new run")
+        # The run's identity is the one its manifest recorded (a moved or renamed directory is
+        # the same run); the directory's name stands in only before a manifest exists.
+        recorded = _recorded_run_id(run_dir)
+        if recorded != identity and not recorded.startswith(f"{identity}-"):
+            raise RunDirError(f"{run_dir}: its config or dataset changed since the run started (the run is "
+                              f"{recorded}; they now make run {identity}); run the config to start a new run")
     else:
         if new_run:
             identity = f"{identity}-{utc_now().replace(':', '').replace('-', '')[:15]}"
@@ -199,6 +202,13 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         check_credentials(config)
         check_batch_routes(config)
     return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed, demo)
+
+
+def _recorded_run_id(run_dir: Path) -> str:
+    """The run id ``run_dir``'s manifest recorded, or the directory's name when it has none."""
+    if not (run_dir / MANIFEST).exists():
+        return run_dir.name
+    return read_manifest(run_dir).run_id
 
 
 def _recorded_dataset(run_dir: Path, config: JobConfig) -> DatasetSummary | None:

@@ -2,7 +2,9 @@
 
 No connection and no spend (a replay of the transcripts: :mod:`judge_engine.rescore`); the result
 is a new run directory, and what changed is printed: the tasks whose score or status moved, and
-the counts per reason code before and after.
+the counts per reason code before and after. Exit 0 when every task was re-scored (unscored
+ones included: they are the report), 1 when a judge stopped (``--reask-online`` only), 130 on
+Ctrl-C.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from judge_engine.cli import EXIT_OK
+from judge_engine.cli import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 
 SHOWN_CHANGES = 20
 
@@ -50,4 +52,14 @@ def rescore_command(args: argparse.Namespace) -> int:
                     ["task", "before", "after"],
                     [[escape(c.task), c.before, c.after] for c in result.changed[:SHOWN_CHANGES]], console=console)
     say(console, f"New run directory: {escape(str(result.run.run_dir))}")
+    # Unscored tasks are what a re-score reports, not a failure of it; a judge that stopped
+    # (asked online: bad key, unreachable endpoint) or a Ctrl-C is.
+    if result.run.status == "cancelled":
+        say(console, "Cancelled: the new run directory holds what was re-scored so far.")
+        return EXIT_CANCELLED
+    if result.run.status == "failed":
+        for message in result.run.failures.values():
+            say(console, f"[red]{escape(message)}[/red]")
+        say(console, "The re-score did not finish (see above): the new run directory is incomplete.")
+        return EXIT_FAILED
     return EXIT_OK

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from judge_engine.errors import ReasonCode
 from judge_engine.index import Query, RunIndex
@@ -29,6 +30,9 @@ from judge_engine.providers.base import (
     ProviderResponse,
 )
 from judge_engine.records import AttemptRecord
+
+if TYPE_CHECKING:
+    from judge_engine.lanes import Lane
 
 _WORKING_SET = 4096
 """Tasks whose first-request length is remembered (the engine has at most ``concurrency`` open)."""
@@ -44,15 +48,19 @@ class ReplayProvider:
     Args:
         run_dir: the recorded run (its index is brought up to date when opened).
         fallback: a provider to ask when the run recorded no answer (None: :class:`NotRecorded`).
+        fallback_lane: the judge's own lane (its rate limits), which paces the fallback's
+            requests only: replayed answers are not held to a provider's limits.
     """
 
-    def __init__(self, run_dir: Path, *, fallback: Provider | None = None) -> None:
+    def __init__(self, run_dir: Path, *, fallback: Provider | None = None,
+                 fallback_lane: Lane | None = None) -> None:
         from judge_engine.store import LineReader, open_index
 
         self.run_dir = run_dir
         self._index: RunIndex = open_index(run_dir)
         self._reader = LineReader(run_dir)
         self._fallback = fallback
+        self._fallback_lane = fallback_lane
         self._first_length: OrderedDict[str, int] = OrderedDict()
         self.replayed = 0
         """Answers served from the recording."""
@@ -71,11 +79,28 @@ class ReplayProvider:
         if answer is None:
             if self._fallback is not None:
                 self.asked_online += 1
-                return await self._fallback.complete(request)
+                return await self._ask_online(self._fallback, request)
             raise NotRecorded(f"the recorded run has no answer to {'re-ask ' + str(reasks) if reasks else 'this task'}"
                               f" (rescore --reask-online asks the provider)")
         self.replayed += 1
         return answer
+
+    async def _ask_online(self, fallback: Provider, request: ProviderRequest) -> ProviderResponse:
+        lane = self._fallback_lane
+        if lane is None:
+            return await fallback.complete(request)
+        from judge_engine.lanes.tokens import rough_prompt_tokens
+
+        admission = await lane.admit(rough_prompt_tokens(request.messages), request.max_tokens)
+        try:
+            response = await fallback.complete(request)
+        except Exception as exc:
+            failure = fallback.classify(exc)
+            if failure.kind is ErrorKind.RATE_LIMITED:
+                lane.on_rate_limited(failure.retry_after_s)
+            raise
+        lane.on_success(admission, response.prompt_tokens, response.completion_tokens, response.headers)
+        return response
 
     def _answers(self, task_ref: str) -> dict[int, ProviderResponse]:
         """Re-ask number -> the recorded answer, for the task at ``task_ref`` in the recorded run."""

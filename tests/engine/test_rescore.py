@@ -99,3 +99,51 @@ def test_bad_options_are_bad_input(recorded: Path, capsys: pytest.CaptureFixture
     assert main(["rescore", str(recorded), "--protocol-option", "no-such-option=1"]) == 2
     assert "no judge's protocol has an option 'no-such-option'" in capsys.readouterr().err
     assert main(["rescore", str(recorded), "--protocol-option", "parser"]) == 2
+
+
+def _legacy_run(tmp_path: Path, fake_server: FakeServer, **judge: object) -> tuple[Path, set[str]]:
+    """A run scored by the legacy parser, and the tasks whose first answer was malformed (the
+    strict parser re-asks them; the run never did)."""
+    fake_server.update(malformed_rate=0.3, seed=4)
+    job = make_job(tmp_path, fake_server, items=30, judge={"protocol_options": {"parser": "legacy-gemba"}, **judge})
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    run = job.only_run()
+    malformed = {a.task_id for a in iter_transcript(run) if isinstance(a, AttemptRecord)
+                 and a.response is not None and "Critical" not in str(a.response["content"])}
+    assert malformed
+    fake_server.update(malformed_rate=0.0)
+    return run, malformed
+
+
+def test_reask_online_asks_the_judges_own_endpoint_and_only_for_what_was_never_recorded(
+        tmp_path: Path, fake_server: FakeServer) -> None:
+    """The re-asks go to the judge's api_base (here the fake server; never the provider's
+    default host), paced by the judge's limits, and nothing recorded is asked again."""
+    run, malformed = _legacy_run(tmp_path, fake_server, limits={"rpm": 600, "concurrency": 4})
+    before = fake_server.stats()["requests_total"]
+    assert main(["rescore", str(run), "--protocol-option", "parser=strict", "--reask-online",
+                 "--output", str(tmp_path / "strict")]) == 0
+    assert fake_server.stats()["requests_total"] - before == len(malformed)
+    after = {o.task_id: o for o in latest_outcome_records(tmp_path / "strict").values()}
+    assert all(o.scored for o in after.values())
+    assert sorted(o.reasks for o in after.values()).count(1) == len(malformed)
+    assert read_manifest(tmp_path / "strict").spend["total"]["calls"] == len(malformed)
+
+
+def test_a_judge_that_stops_while_asked_online_fails_the_rescore(tmp_path: Path, fake_server: FakeServer,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    run, _ = _legacy_run(tmp_path, fake_server)
+    fake_server.update(require_api_key="another-key")  # every online call is now refused (401)
+    assert main(["rescore", str(run), "--protocol-option", "parser=strict", "--reask-online",
+                 "--output", str(tmp_path / "strict")]) == 1
+    assert "did not finish" in capsys.readouterr().out
+    assert read_manifest(tmp_path / "strict").status == "failed"
+
+
+def test_a_moved_run_directory_rescores(recorded: Path, tmp_path: Path) -> None:
+    """Archived runs are what people re-score: the run's identity is its manifest's, not its
+    directory's name."""
+    archived = tmp_path / "archive" / "judged-in-march"
+    shutil.copytree(recorded, archived)
+    result = rescore(archived)
+    assert result.changed == [] and result.tasks == 120
