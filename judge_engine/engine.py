@@ -126,30 +126,35 @@ class Engine:
                 group.create_task(self._work(judge, queue), name=f"{judge.config.name}:{index}")
 
     async def _feed(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], workers: int) -> None:
+        await self._stream(judge, queue)
+        # Only after a normal end (the stream ran out, or the judge halted): a cancelled feeder's
+        # group cancels the workers as well, and a sentinel put into a full queue that nobody
+        # reads any more would wait forever (a Ctrl-C whose grace period ran out never ended).
+        for _ in range(workers):
+            await queue.put(None)
+
+    async def _stream(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None]) -> None:
+        """Queue ``judge``'s tasks, prepared in batches, until they run out or the judge halts."""
         batch: list[Task] = []
         resumption = self._resumptions.get(judge.config.name, Resumption())
         judge.counters.done += resumption.skip_tasks
         judge.counters.resumed += resumption.skip_tasks
         done = resumption.done
-        try:
-            stream = iter_tasks(judge.config, judge.protocol, self._dataset, skip_rows=resumption.skip_rows)
-            for position, task in enumerate(stream):
-                if self._halted(judge):
-                    return
-                if task.task_id in done:
-                    judge.counters.done += 1
-                    judge.counters.resumed += 1
-                    if position % _YIELD_EVERY == 0:
-                        await asyncio.sleep(0)  # a long resumed prefix must not starve the loop
-                    continue
-                batch.append(task)
-                if len(batch) >= _PREPARE_BATCH:
-                    await self._hand_over(judge, queue, batch)
-                    batch = []
-            await self._hand_over(judge, queue, batch)
-        finally:
-            for _ in range(workers):
-                await queue.put(None)
+        stream = iter_tasks(judge.config, judge.protocol, self._dataset, skip_rows=resumption.skip_rows)
+        for position, task in enumerate(stream):
+            if self._halted(judge):
+                return
+            if task.task_id in done:
+                judge.counters.done += 1
+                judge.counters.resumed += 1
+                if position % _YIELD_EVERY == 0:
+                    await asyncio.sleep(0)  # a long resumed prefix must not starve the loop
+                continue
+            batch.append(task)
+            if len(batch) >= _PREPARE_BATCH:
+                await self._hand_over(judge, queue, batch)
+                batch = []
+        await self._hand_over(judge, queue, batch)
 
     async def _hand_over(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], batch: list[Task]) -> None:
         """Prepare a batch of tasks together, then queue them (tasks not queued when the run

@@ -126,9 +126,10 @@ class BatchDriver:
                     await self._drive(group)
                 except FatalProviderError as exc:
                     self.stop(exc)
-                finally:
-                    for _ in range(workers):
-                        await self.queue.put(None)
+                # Not in a finally: when cancelled, the group cancels the workers, and a sentinel
+                # put into a full queue that nobody reads would wait forever.
+                for _ in range(workers):
+                    await self.queue.put(None)
         finally:
             await api.aclose()
 

@@ -82,6 +82,23 @@ def test_second_ctrl_c_aborts_calls_in_flight(tmp_path: Path, fake_server: FakeS
     assert "cancelled" in (job.only_run() / "run.json").read_text()
 
 
+def test_calls_longer_than_the_grace_period_are_abandoned_and_the_run_ends(tmp_path: Path,
+                                                                           fake_server: FakeServer) -> None:
+    """One Ctrl-C while every worker is in a call that outlasts the grace period, with the
+    queue full: the run still ends ``cancelled`` once the grace period is over (the feeder once
+    waited forever to hand its workers a sentinel they were no longer there to read)."""
+    fake_server.update(latency_s=40.0)
+    job = make_job(tmp_path, fake_server, items=200, judge={"limits": {"concurrency": 4}, "timeout_s": 120})
+    process = subprocess.Popen(_command(job.config, "--no-live"), env=_env(), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: fake_server.stats()["in_flight"] >= 4)
+    started = time.monotonic()
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=25) == 130
+    assert time.monotonic() - started < 15  # the 10 s grace period, not the 40 s calls
+    assert '"status": "cancelled"' in (job.only_run() / "run.json").read_text()
+
+
 def test_demo_fake_server_outlives_a_terminal_ctrl_c(tmp_path: Path) -> None:
     """A terminal's Ctrl-C reaches the whole foreground process group. The demo's fake server
     must keep answering the calls in flight: none of them may fail and be retried."""
