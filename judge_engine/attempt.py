@@ -25,6 +25,7 @@ from judge_engine.errors import (
 from judge_engine.lanes import Lane, rough_prompt_tokens
 from judge_engine.plan import Task
 from judge_engine.providers.base import ErrorClass, ErrorKind, ProviderRequest, ProviderResponse
+from judge_engine.providers.catalog import priced_as
 from judge_engine.records import AttemptRecord, TranscriptRecord
 from judge_engine.retry import with_transport_retries
 from judge_engine.runtime import JudgeRuntime
@@ -129,6 +130,7 @@ async def call_provider(
             log.reached = True
             judge.exhausted_in_row = 0
             latency = time.perf_counter() - started
+            response = priced_as(response, judge.config.model)
             lane.on_success(admission, response.prompt_tokens, response.completion_tokens, response.headers)
             log.cost += response.cost
             counters.cost += response.cost
@@ -174,6 +176,7 @@ def attempt_record(
         usage=None if response is None else {"prompt_tokens": response.prompt_tokens,
                                              "completion_tokens": response.completion_tokens},
         cost=None if response is None else (0.0 if cache_hit else response.cost),
+        unpriced=response is not None and not (cache_hit or response.replayed or response.priced),
         error=None if error is None else dict(error),
         replayed=response is not None and response.replayed,
         split_at=_item_text(task),

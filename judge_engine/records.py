@@ -220,6 +220,9 @@ class AttemptRecord:
     usage: Mapping[str, int] | None = None
     cost: float | None = None
     """What this attempt cost (0 for a cache hit); None when it failed."""
+    unpriced: bool = False
+    """The provider answered, but no price is known for the model: ``cost`` is 0 and is not a
+    price. Counted apart (:attr:`Spend.unpriced`), so a total never passes for complete."""
     error: Mapping[str, Any] | None = None
     """``{kind, status, message}`` of a failed attempt (redacted), or None."""
     replayed: bool = False
@@ -253,6 +256,8 @@ class AttemptRecord:
             record["response"] = dict(self.response)
             record["usage"] = dict(self.usage or {})
             record["cost"] = self.cost
+            if self.unpriced:
+                record["unpriced"] = True
         if self.error is not None:
             record["error"] = dict(self.error)
         return record
@@ -284,6 +289,8 @@ class AttemptRecord:
             record["response"] = response
             record["usage"] = dict(self.usage or {})
             record["cost"] = self.cost
+            if self.unpriced:
+                record["unpriced"] = True
         if self.error is not None:
             record["error"] = dict(self.error)
         return record
@@ -367,6 +374,7 @@ def transcript_record(raw: Mapping[str, Any], *, blocks: Mapping[str, Any] | Non
             error=raw.get("error"),
             replayed=bool(raw.get("replayed")),
             batch=raw.get("batch"),
+            unpriced=bool(raw.get("unpriced")),
         )
     except KeyError as exc:
         raise RunDirError(f"{where}: a transcript line without {exc.args[0]!r}") from None
@@ -549,6 +557,8 @@ class Spend:
     cost: float = 0.0
     replayed: int = 0
     """Answers taken from another run's transcript (``rescore``): no call, no cost."""
+    unpriced: int = 0
+    """Calls answered at no known price (their cost is not in :attr:`cost`)."""
 
     def add(self, record: TranscriptRecord) -> None:
         """Count one transcript line (protocol-error lines count nothing)."""
@@ -561,6 +571,7 @@ class Spend:
             self.replayed += 1
             return
         self.calls += 1
+        self.unpriced += record.unpriced
         if record.usage:
             self.prompt_tokens += int(record.usage.get("prompt_tokens") or 0)
             self.completion_tokens += int(record.usage.get("completion_tokens") or 0)
@@ -571,13 +582,13 @@ class Spend:
         return Spend(self.calls - other.calls, self.cache_hits - other.cache_hits,
                      self.prompt_tokens - other.prompt_tokens,
                      self.completion_tokens - other.completion_tokens, self.cost - other.cost,
-                     self.replayed - other.replayed)
+                     self.replayed - other.replayed, self.unpriced - other.unpriced)
 
     def plus(self, other: Spend) -> Spend:
         return Spend(self.calls + other.calls, self.cache_hits + other.cache_hits,
                      self.prompt_tokens + other.prompt_tokens,
                      self.completion_tokens + other.completion_tokens, self.cost + other.cost,
-                     self.replayed + other.replayed)
+                     self.replayed + other.replayed, self.unpriced + other.unpriced)
 
     @property
     def tokens(self) -> int:
@@ -589,6 +600,8 @@ class Spend:
                                   "cost": round(self.cost, 8)}
         if self.replayed:
             record["replayed"] = self.replayed
+        if self.unpriced:
+            record["unpriced"] = self.unpriced
         return record
 
     @classmethod
@@ -596,7 +609,7 @@ class Spend:
         raw = raw or {}
         return cls(int(raw.get("calls") or 0), int(raw.get("cache_hits") or 0),
                    int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0),
-                   float(raw.get("cost") or 0.0), int(raw.get("replayed") or 0))
+                   float(raw.get("cost") or 0.0), int(raw.get("replayed") or 0), int(raw.get("unpriced") or 0))
 
 
 def total_spend(spends: Mapping[str, Spend]) -> Spend:

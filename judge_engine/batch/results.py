@@ -33,6 +33,7 @@ from judge_engine.plan import Task, iter_tasks
 from judge_engine.protocols import Message
 from judge_engine.providers.base import ProviderRequest, ProviderResponse
 from judge_engine.providers.batch import BatchAPI, BatchInfo, BatchResult, ResultKind
+from judge_engine.providers.catalog import priced_as
 from judge_engine.records import BATCH_DIR, BatchCarry, BatchEvent, OutcomeRecord, TranscriptRecord
 from judge_engine.store import utc_now
 from judge_engine.task import PreparedTask, Reask, decide, judge_task, outcome
@@ -137,6 +138,7 @@ class Results:
         judge.counters.calls += 1
         response = result.response
         if result.kind is ResultKind.ANSWER and response is not None:
+            response = priced_as(response, judge.config.model, batch=True)
             log.reached = True
             log.cost += response.cost
             log.latency_s += turnaround

@@ -396,8 +396,7 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
         label = Text(judge.name, style="bold")
         label.append(f"\n{judge.model}\n{judge.protocol}", style="dim")
         table.add_row(label, f"{per.get('scored', 0):,}", f"{per.get('unscored', 0):,}", f"{paid.get('calls', 0):,}",
-                      f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}",
-                      f"{paid.get('cost', 0.0):.4f}")
+                      f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}", _cost(paid, "\n"))
     for name in sorted(set(counts) - {judge.name for judge in result.judges}):  # juries: no calls of their own
         table.add_row(Text(name, style="bold") + Text("\njury", style="dim"), f"{counts[name].get('scored', 0):,}",
                       f"{counts[name].get('unscored', 0):,}", "", "", "")
@@ -426,12 +425,19 @@ def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:
                 f"{limited:,} 429s", f"{retries:,} retries", f"{reasks:,} re-asks",
                 f"{mine.get('cache_hits', 0):,} from the cache",
                 f"{mine.get('prompt_tokens', 0) + mine.get('completion_tokens', 0):,} tokens",
-                f"${mine.get('cost', 0.0):.4f}"], width - 1),
+                "$" + _cost(mine)], width - 1),
         packed([f"whole run ({len(sessions)} session{plural}): {total.get('tasks', 0):,} tasks",
                 f"{total.get('scored', 0):,} scored", f"{unscored:,} unscored{why}", f"{paid.get('calls', 0):,} calls",
                 f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,} tokens",
-                f"${paid.get('cost', 0.0):.4f}"], width - 1),
+                "$" + _cost(paid)], width - 1),
     ]
+
+
+def _cost(spend: Mapping[str, Any], separator: str = " ") -> str:
+    """A spend's cost, and the calls it leaves out: answered at no known price (never a silent $0)."""
+    unpriced = int(spend.get("unpriced") or 0)
+    cost = f"{spend.get('cost', 0.0):.4f}"
+    return cost if not unpriced else f"{cost}{separator}+ {unpriced:,} unpriced"
 
 
 def plan_table(plans: Sequence[JudgePlan]) -> Table:

@@ -56,6 +56,9 @@ class ProviderResponse:
     model: str = ""
     replayed: bool = False
     """Taken from a recorded run (the replay provider), not from a call."""
+    priced: bool = True
+    """False when no price is known for the model: ``cost`` is then 0 but not a price, and the
+    attempt is recorded ``unpriced`` (never a silent $0)."""
 
     def to_record(self) -> dict[str, Any]:
         return {

@@ -166,7 +166,7 @@ class AnthropicBatchAPI:
         return ProviderResponse(
             content="".join(texts), finish_reason=_STOP_REASONS.get(str(message.get("stop_reason")), "stop"),
             prompt_tokens=prompt, completion_tokens=completion,
-            cost=prompt * prices[0] + completion * prices[1] if prices else 0.0, model=str(message.get("model") or ""))
+            cost=prompt * prices[0] + completion * prices[1] if prices else 0.0, priced=prices is not None, model=str(message.get("model") or ""))
 
 
 async def _requests_body(path: Path) -> AsyncIterator[bytes]:

@@ -166,7 +166,7 @@ class OpenAIBatchAPI:
         return ProviderResponse(
             content=None if content is None else str(content), finish_reason=choice.get("finish_reason"),
             prompt_tokens=prompt, completion_tokens=completion,
-            cost=prompt * prices[0] + completion * prices[1] if prices else 0.0, model=str(body.get("model") or ""))
+            cost=prompt * prices[0] + completion * prices[1] if prices else 0.0, priced=prices is not None, model=str(body.get("model") or ""))
 
 
 def _info(raw: Mapping[str, Any]) -> BatchInfo:

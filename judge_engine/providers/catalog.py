@@ -15,10 +15,13 @@ import copy
 import gc
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from judge_engine.providers.base import ProviderResponse
 
 FREEZE_AFTER_IMPORT = False
 """Set by the command line's process tuning: collect and freeze litellm's import-time objects.
@@ -242,6 +245,21 @@ def cost_per_token(model: str) -> tuple[float, float] | None:
     if prompt is None or completion is None:
         return None
     return float(prompt), float(completion)
+
+
+def priced_as(response: ProviderResponse, model: str, *, batch: bool = False) -> ProviderResponse:
+    """``response`` priced at the configured ``model``'s price when the provider knew none for
+    the model it was sent as (a demo's fake server is addressed as ``openai/<model>``; a proxy's
+    route may be unknown to litellm while the judge's model is known). Unchanged otherwise: still
+    unpriced when no price is known for ``model`` either."""
+    if response.priced or response.replayed:
+        return response
+    online = None if batch else cost_per_token(model)
+    prices = online if not batch else (batch_cost_per_token(model) or (None, None, False))[:2]
+    if prices is None or prices[0] is None or prices[1] is None:
+        return response
+    cost = response.prompt_tokens * prices[0] + response.completion_tokens * prices[1]
+    return replace(response, cost=cost, priced=True)
 
 
 BATCH_HALF_PRICE = 0.5

@@ -113,6 +113,7 @@ class LiteLLMProvider:
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cost=float(hidden.get("response_cost") or 0.0),
+            priced=hidden.get("response_cost") is not None,
             headers=kept_headers(hidden.get("headers")),
             model=str(getattr(response, "model", "") or ""),
         )

@@ -147,6 +147,7 @@ class OpenAIHTTPProvider:
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
             cost=cost,
+            priced=prices is not None,
             headers=kept_headers(headers),
             model=str(payload.get("model") or ""),
         )

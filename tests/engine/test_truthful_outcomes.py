@@ -306,3 +306,27 @@ def test_resume_keeps_the_command_line_overrides_and_the_new_run_suffix(
     assert main(["resume", str(run), "--no-live"]) == 0  # same limit, same run: nothing to judge
     assert fake_server.stats()["requests_total"] == sent
     assert len(read_lines(run / "outcomes.jsonl")) == 3
+
+
+# --- a cost is a price, or it says it is not -----------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_calls_to_a_model_with_no_known_price_are_counted_unpriced_never_a_silent_zero(
+        transport: str, tmp_path: Path, fake_server: FakeServer, capsys) -> None:
+    job = make_job(tmp_path, fake_server, items=6, judge={"model": "openai/my-local-model", "transport": transport})
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    spend = _manifest(job.only_run())["spend"]
+    assert spend["total"]["calls"] == 6 and spend["total"]["unpriced"] == 6 and spend["total"]["cost"] == 0
+    assert all(t.get("unpriced") for t in read_transcripts(job.only_run()) if "response" in t)
+    out = capsys.readouterr()
+    assert "+ 6 unpriced" in out.out + out.err
+
+
+def test_a_demo_of_a_model_another_provider_prices_costs_that_providers_price(tmp_path: Path) -> None:
+    """A demo sends Claude's requests to the fake server as openai/<name>: they are priced as
+    the judge's model, as plan estimates them, not as an unknown OpenAI model's $0."""
+    job = make_job(tmp_path, None, items=4, judge={"model": "anthropic/claude-sonnet-4-5"})
+    assert main(["run", str(job.config), "--demo", "--no-live"]) == 0
+    total = _manifest(job.only_run())["spend"]["total"]
+    assert total["cost"] > 0 and "unpriced" not in total
