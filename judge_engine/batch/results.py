@@ -48,6 +48,11 @@ _SEND_AGAIN = {ResultKind.FAILED: "failed", ResultKind.EXPIRED: "expired", Resul
                ResultKind.MISSING: "missing"}
 
 
+def _empty(response: ProviderResponse) -> bool:
+    """No answer at all: no content, or only whitespace, and no tool call."""
+    return not (response.content or "").strip()
+
+
 class Results:
     """Judges a batch-mode judge's answers (batch results and cache hits) and carries on what
     needs another request."""
@@ -137,6 +142,18 @@ class Results:
         request = judge.request(messages, task.temperature, task.ref)
         judge.counters.calls += 1
         response = result.response
+        if result.kind is ResultKind.ANSWER and response is not None and _empty(response):
+            # An empty result is not an answer (a failed request can come back as one): it is
+            # recorded, paid for, and sent again as it was, like a failed request; never read,
+            # re-asked or cached.
+            response = priced_as(response, judge.config.model, batch=True)
+            log.cost += response.cost
+            judge.counters.cost += response.cost
+            error = {"kind": "retry", "status": None, "message": "empty: the result holds no answer"}
+            self._transcript(dataclasses.replace(
+                attempt_record(task, log, request, response=response, error=error), batch=batch))
+            await self._again(task, log, turns, chunk, "came back empty")
+            return
         if result.kind is ResultKind.ANSWER and response is not None:
             response = priced_as(response, judge.config.model, batch=True)
             log.reached = True
@@ -154,11 +171,17 @@ class Results:
         if result.kind is ResultKind.REJECTED:
             self._finish(outcome(judge, task, log, reason=f"provider error: {result.message}",
                                  code=result.code or ReasonCode.PROVIDER_REJECTED))
-        elif self._may_send_again(chunk.round):
-            await self._carry(task, log, turns, chunk.round + 1, _SEND_AGAIN[result.kind], chunk.chunk_id)
         else:
-            self._finish(outcome(judge, task, log, code=ReasonCode.TRANSPORT_EXHAUSTED,
-                                 reason=f"the request {_SEND_AGAIN[result.kind]} in batch round {chunk.round}, the "
+            await self._again(task, log, turns, chunk, _SEND_AGAIN[result.kind])
+
+    async def _again(self, task: Task, log: TaskLog, turns: tuple[Any, ...], chunk: Chunk, why: str) -> None:
+        """The same request into the next round (or online), or, after the last round, the task
+        unscored: its requests never got an answer."""
+        if self._may_send_again(chunk.round):
+            await self._carry(task, log, turns, chunk.round + 1, why, chunk.chunk_id)
+        else:
+            self._finish(outcome(self.judge, task, log, code=ReasonCode.TRANSPORT_EXHAUSTED,
+                                 reason=f"the request {why} in batch round {chunk.round}, the "
                                         f"last of batch.max_rounds ({self.driver.config.max_rounds})"))
 
     def _tasks_of(self, chunk: Chunk) -> Iterator[tuple[Task, tuple[Any, ...], TaskLog]]:

@@ -61,7 +61,8 @@ class BatchInfo:
 class ResultKind(Enum):
     ANSWER = "answer"
     """The provider answered: :attr:`BatchResult.response` is the answer, to be read and judged
-    like an online one (an empty one is re-asked, never scored)."""
+    like an online one (an empty one is not an answer: the driver sends the request again, like
+    a failed one)."""
     FAILED = "failed"
     """The request failed (5xx, overloaded, a malformed body): send it again."""
     EXPIRED = "expired"

@@ -106,7 +106,10 @@ def test_ten_thousand_tasks_with_failed_and_expired_requests_end_once_each_resen
     assert all(o["status"] == "scored" or o["reason_code"] == "transport_exhausted" for o in outcomes)
 
 
-def test_empty_answers_are_re_asked_never_scored(tmp_path: Path, batch_server: FakeServer) -> None:
+def test_empty_results_are_sent_again_never_read_nor_re_asked(tmp_path: Path, batch_server: FakeServer) -> None:
+    """An empty result is not an answer (flexeval judged failed requests' empty strings): the
+    same request goes into the next round, like a failed one; it is never scored, re-asked
+    (which would hand the model an empty turn of its own) or cached."""
     batch_server.update(batch={"empty_rate": 0.25})
     job = batch_job(tmp_path, batch_server, items=40, batch={"max_rounds": 4})
     result = session.run(job.config)
@@ -115,18 +118,18 @@ def test_empty_answers_are_re_asked_never_scored(tmp_path: Path, batch_server: F
     empties = 0
     for lines in _answers_by_task(run).values():
         answered = [line for line in lines if line.get("response")]
-        empties += sum(1 for line in answered if not line["response"]["content"])
-        # an empty answer is followed by a re-ask stating the problem, never an outcome
         for before, after in zip(answered, answered[1:], strict=False):
             if not before["response"]["content"]:
-                assert after["reask"] == before["reask"] + 1
+                assert before["error"]["message"].startswith("empty")
+                assert after["reask"] == before["reask"]  # the same request again, not a re-ask
+        empties += sum(1 for line in answered if not line["response"]["content"])
     assert empties >= 5
     for o in read_lines(run / "outcomes.jsonl"):
         if o["status"] == "scored":
-            assert o["score"] == expected_gemba_score(items[o["item_id"]], 0.0)
+            assert o["score"] == expected_gemba_score(items[o["item_id"]], 0.0) and o["reasks"] == 0
         else:
-            assert o["reason_code"] == "unreadable" and "empty" in o["reason"]
-    assert result.counts.tasks == 40
+            assert o["reason_code"] == "transport_exhausted" and "came back empty" in o["reason"]
+    assert result.counts.tasks == 40 and result.counts.scored >= 38
 
 
 def test_fallback_online_sends_failed_and_expired_requests_through_the_lane(
