@@ -65,6 +65,11 @@ def show_command(args: argparse.Namespace) -> int:
                   repeat=args.repeat, item_id=args.item, min_score=args.min_score, max_score=args.max_score,
                   sort=args.sort, limit=limit)
     with open_index(args.run_dir) as index, LineReader(args.run_dir) as reader:
+        known = sorted({j.name for j in manifest.judges} | {judge for judge, _status, _code in index.counts()})
+        if args.judge is not None and args.judge not in known:
+            from judge_engine.errors import ConfigError
+
+            raise ConfigError(f"--judge {args.judge!r}: this run has no such judge (it has: {', '.join(known)})")
         if args.item is None and not filtered and not args.brief:
             first = index.tasks(Query(limit=1))
             if not first:

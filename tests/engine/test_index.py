@@ -85,6 +85,14 @@ def test_show_filters_pick_exactly_the_tasks_asked_for(faulty_run: Path, capsys:
     assert f"item {lowest.item_id} " in shown and "sent: system" in shown and f"score: {lowest.score}" in shown
 
 
+def test_show_of_a_judge_the_run_does_not_have_is_bad_input(faulty_run: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelt judge is not "no task matches" (exit 0): it names the run's judges, exit 2."""
+    judge = next(iter(latest_outcome_records(faulty_run).values())).judge
+    assert main(["show", str(faulty_run), "--judge", judge + "x", "--brief"]) == 2
+    assert f"has: {judge}" in capsys.readouterr().err
+
+
 def test_a_run_written_before_the_index_gets_one_on_first_read(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
