@@ -75,18 +75,22 @@ def _by(outcomes: list[Outcome], *keys: str) -> dict[tuple[Any, ...], list[Outco
 
 
 def unscored_section(run: Run) -> Section:
-    """Unscored rate per judge and temperature, with a Wilson interval and the top reason."""
+    """Unscored rate per judge and temperature, with a Wilson interval, the count per reason code
+    (the machine-readable why; ``unrecorded`` for lines written before codes existed) and the
+    commonest human reason."""
     rows = []
     for (judge, temp), group in _by(run.outcomes, "judge", "temperature").items():
         bad = [o for o in group if o.status != "scored"]
         low, high = wilson_interval(len(bad), len(group))
+        codes = Counter(o.reason_code or "unrecorded" for o in bad)
         reasons = Counter(o.reason for o in bad if o.reason).most_common(1)
         rows.append({
             "judge": judge, "temperature": temp, "n": len(group), "unscored": len(bad),
             "rate": len(bad) / len(group), "ci_low": low, "ci_high": high,
+            "by_code": ", ".join(f"{code} {n}" for code, n in sorted(codes.items(), key=lambda c: (-c[1], c[0]))),
             "top_reason": reasons[0][0] if reasons else "",
         })  # fmt: skip
-    cols = ["judge", "temperature", "n", "unscored", "rate", "ci_low", "ci_high", "top_reason"]
+    cols = ["judge", "temperature", "n", "unscored", "rate", "ci_low", "ci_high", "by_code", "top_reason"]
     return Section("unscored", "Unscored rate", cols, rows)
 
 

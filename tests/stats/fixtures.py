@@ -17,7 +17,7 @@ def outcome(
         "item_id": item, "judge": judge, "protocol": "gemba-mqm", "model": f"m/{judge}",
         "temperature": temperature, "repeat": repeat, "variant": "", "status": status,
         "score": score, "scores": {}, "verdict": None,
-        **({"reason": "unparseable"} if score is None else {}), **extra,
+        **({"reason": "unparseable", "reason_code": "unreadable"} if score is None else {}), **extra,
     }  # fmt: skip
 
 
