@@ -229,7 +229,20 @@ def missing_key_variables(model: str) -> list[str]:
     except Exception:  # a model litellm does not know: its own error comes at the first call
         return []
     missing = [str(name) for name in report.get("missing_keys") or []]
-    return [name for name in missing if any(word in name.upper() for word in _KEY_WORDS)]
+    missing = [name for name in missing if any(word in name.upper() for word in _KEY_WORDS)]
+    if missing and _key_found_on_call_path(litellm, model):
+        return []  # set under another name the call reads (Together: TOGETHER_API_KEY)
+    return missing
+
+
+def _key_found_on_call_path(litellm: ModuleType, model: str) -> bool:
+    """Whether the key litellm's call would send is set: for some providers the call reads
+    variables ``validate_environment`` does not list (Together's ``TOGETHER_API_KEY``)."""
+    try:
+        _model, _provider, key, _base = litellm.get_llm_provider(model=model)
+    except Exception:
+        return False
+    return bool(key)
 
 
 @lru_cache(maxsize=256)

@@ -147,6 +147,20 @@ def test_a_missing_api_key_stops_before_anything_is_sent(tmp_path: Path, monkeyp
     assert not job.runs.exists()
 
 
+@pytest.mark.parametrize("variable", ["TOGETHER_API_KEY", "TOGETHERAI_API_KEY", "TOGETHER_AI_TOKEN"])
+def test_the_key_check_accepts_every_variable_the_call_reads(variable: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """litellm's validate_environment lists only TOGETHERAI_API_KEY for Together, while its call
+    reads TOGETHER_API_KEY first: a key set under any name the call reads passes the check."""
+    from judge_engine.providers.catalog import missing_key_variables
+
+    for name in ("TOGETHER_API_KEY", "TOGETHERAI_API_KEY", "TOGETHER_AI_API_KEY", "TOGETHER_AI_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    model = "together_ai/meta-llama/Llama-3-70b-chat-hf"
+    assert missing_key_variables(model) == ["TOGETHERAI_API_KEY"]
+    monkeypatch.setenv(variable, "k")
+    assert missing_key_variables(model) == []
+
+
 def test_api_key_env_naming_an_unset_variable_is_caught_before_the_run(tmp_path: Path, capsys) -> None:
     job = make_job(tmp_path, None, items=3, judge={"api_key_env": "NO_SUCH_KEY_VARIABLE"})
     assert main(["run", str(job.config), "--no-live"]) == 2
