@@ -117,6 +117,11 @@ def export_run(run_dir: Path, output: Path | None, *, fmt: Format, wide: bool = 
         raise RunDirError(f"{output}: that is the run's own record; write the export elsewhere")
     items = run_items(run_dir, manifest, path=items_path, notes=notes) if with_items or items_path else None
     columns, batches = (wide_batches if wide else outcome_batches)(run_dir, items=items, notes=notes)
+    if manifest.demo and fmt != "parquet":
+        # A file outlives the terminal's note, and CSV and JSONL carry no metadata (Parquet's
+        # says it): every row says its answers are synthetic.
+        columns = [("synthetic", "bool"), *columns]
+        batches = ([[True, *row] for row in batch] for batch in batches)
     metadata = {"judge_engine.run_id": manifest.run_id, "judge_engine.layout": "wide" if wide else "long",
                 **({"judge_engine.synthetic": DEMO_NOTE} if manifest.demo else {})}
     rows = _write(output, fmt, columns, batches, metadata)

@@ -67,11 +67,16 @@ def load_run(path: str | Path, *, transcripts: bool = False) -> pd.DataFrame:
 
     pd = _pandas()
     run_dir = Path(path)
-    read_manifest(run_dir)  # a run directory of a format this version reads, or a clear error
+    manifest = read_manifest(run_dir)  # a run directory of a format this version reads, or a clear error
     columns, batches = transcript_batches(run_dir) if transcripts else outcome_batches(run_dir)
     # self_destruct frees each Arrow column once converted: the peak is about one copy of the run.
     frame = table(columns, batches).to_pandas(types_mapper=_nullable(pd), split_blocks=True, self_destruct=True)
-    return _typed(pd, frame, columns)
+    frame = _typed(pd, frame, columns)
+    if manifest.demo:  # as a Parquet export's metadata says it
+        from judge_engine.records import DEMO_NOTE
+
+        frame.attrs["judge_engine.synthetic"] = DEMO_NOTE
+    return frame
 
 
 def _nullable(pd: Any) -> Any:

@@ -157,7 +157,7 @@ def test_the_columns_are_named_as_documented(demo_runs: dict[str, Path], tmp_pat
     ]:
         assert main(["export", str(demo_runs[run]), "-o", str(tmp_path / f"{run}.csv")]) == 0
         header = (tmp_path / f"{run}.csv").read_text(encoding="utf-8").splitlines()[0]
-        assert header.split(",") == OUTCOME_FIELDS + extra
+        assert header.split(",") == ["synthetic", *OUTCOME_FIELDS, *extra]  # a demo run's rows say so
 
 
 def test_a_task_judged_again_counts_once_with_its_last_line(demo_runs: dict[str, Path], tmp_path: Path) -> None:
@@ -179,11 +179,12 @@ def test_export_goes_to_the_run_directory_by_default_and_to_standard_output(
     shutil.copytree(demo_runs["literary_mt"], run, ignore=shutil.ignore_patterns("export"))
     assert main(["export", str(run)]) == 0
     out, err = capsys.readouterr()
-    assert out.strip() == f"wrote 20 rows x 24 columns to {run / 'export' / 'outcomes.csv'}"
+    assert out.strip() == f"wrote 20 rows x 25 columns to {run / 'export' / 'outcomes.csv'}"
     assert "DEMO RUN" in err  # a demo run says its answers are synthetic
     assert main(["export", str(run), "--format", "jsonl", "-o", "-"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 20 and json.loads(lines[0])["item_id"] == "lit-001"
+    assert all(json.loads(line)["synthetic"] is True for line in lines)  # the file outlives the terminal's note
     assert sorted(p.name for p in (run / "export").iterdir()) == ["outcomes.csv"]  # no partial file left
 
 
@@ -240,7 +241,7 @@ def test_wide_names_variants_and_score_breakdowns(demo_runs: dict[str, Path], tm
     assert len(rows) == 10  # one per item
     keys = [f"bws-mini|0.0|0|order{n}" for n in range(5)] + ["bws-mini-json|0.0|0|order0"]
     systems = ["human", "sysA", "sysB", "sysC", "sysD"]
-    assert list(rows[0]) == ["item_id"] + [c for k in keys for c in (k, f"{k}.status", *(f"{k}.scores.{s}" for s in systems))]
+    assert list(rows[0]) == ["synthetic", "item_id"] + [c for k in keys for c in (k, f"{k}.status", *(f"{k}.scores.{s}" for s in systems))]
     for line in latest_lines(demo_runs["bws"]).values():
         row = next(r for r in rows if r["item_id"] == line["item_id"])
         key = f"{line['judge']}|0.0|0|{line['variant']}"
@@ -323,6 +324,17 @@ def test_the_previous_format_exports_with_its_items(tmp_path: Path, capsys: pyte
 
 
 # --- load_run ----------------------------------------------------------------------------------------
+
+
+def test_a_demo_runs_frame_and_parquet_say_they_are_synthetic(demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    pq = pytest.importorskip("pyarrow.parquet")
+    import judge_engine
+
+    assert "synthetic" in judge_engine.load_run(demo_runs["literary_mt"]).attrs["judge_engine.synthetic"]
+    assert "judge_engine.synthetic" not in judge_engine.load_run(RUN_V1).attrs
+    assert main(["export", str(demo_runs["literary_mt"]), "--format", "parquet", "-o", str(tmp_path / "o.parquet")]) == 0
+    assert b"judge_engine.synthetic" in pq.read_schema(tmp_path / "o.parquet").metadata
 
 
 def test_load_run_has_the_exports_values_and_proper_dtypes(demo_runs: dict[str, Path], tmp_path: Path) -> None:

@@ -149,9 +149,9 @@ class Results:
             response = priced_as(response, judge.config.model, batch=True)
             log.cost += response.cost
             judge.counters.cost += response.cost
-            error = {"kind": "retry", "status": None, "message": "empty: the result holds no answer"}
+            empty = {"kind": "retry", "status": None, "message": "empty: the result holds no answer"}
             self._transcript(dataclasses.replace(
-                attempt_record(task, log, request, response=response, error=error), batch=batch))
+                attempt_record(task, log, request, response=response, error=empty), batch=batch))
             await self._again(task, log, turns, chunk, "came back empty")
             return
         if result.kind is ResultKind.ANSWER and response is not None:
