@@ -364,7 +364,7 @@ def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None)
     try:
         config = JobConfig.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, file)) from None
+        raise ConfigError(_describe(exc, file, _cli_flags(overrides or {}))) from None
     return _resolve_paths(config, file.resolve().parent)
 
 
@@ -437,10 +437,25 @@ def _resolve_paths(config: JobConfig, base: Path) -> JobConfig:
     )
 
 
-def _describe(exc: ValidationError, file: Path) -> str:
+_OVERRIDE_FLAGS = {"limit": ("--limit", "dataset.limit"), "max_cost_usd": ("--budget", "budget.max_cost_usd"),
+                   "max_hours": ("--budget-hours", "budget.max_hours"), "model": ("--model", "model"),
+                   "api_base": ("--api-base", "api_base")}
+"""Override -> (its command-line flag, the key it sets; a judge's key for model and api_base)."""
+
+
+def _cli_flags(overrides: Mapping[str, Any]) -> dict[str, str]:
+    """Dotted key (or a judge's key) -> the flag that set it, for the overrides given."""
+    return {key: flag for name, (flag, key) in _OVERRIDE_FLAGS.items() if overrides.get(name) is not None}
+
+
+def _describe(exc: ValidationError, file: Path, flags: Mapping[str, str] | None = None) -> str:
     lines = []
     for error in exc.errors():
         key = _dotted(error["loc"])
+        flag = (flags or {}).get(key) or (flags or {}).get(str(error["loc"][-1]) if error["loc"] and key.startswith("judges[") else "")
+        if flag:  # the value came from the command line, not the file
+            lines.append(f"{flag} ({key}): {error['msg'].removeprefix('Value error, ')}")
+            continue
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = "unknown key"

@@ -104,10 +104,14 @@ def _jsonl_rows(path: Path, skip: int = 0) -> Iterator[tuple[int, dict[str, Any]
             if skip:
                 skip -= 1
                 continue
+            line = line.rstrip(b"\r\n")  # so a position is within the line, not on "line 2" of it
             try:
                 row = loads(line)
             except JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{number}: not valid JSON ({exc})") from None
+                where = getattr(exc, "pos", None)
+                at = "" if not isinstance(where, int) else (
+                    " at the end of the line (is it cut off?)" if where >= len(line) else f" at character {where + 1}")
+                raise DatasetError(f"{path}:{number}: not valid JSON: {getattr(exc, 'msg', exc)}{at}") from None
             if not isinstance(row, dict):
                 raise DatasetError(f"{path}:{number}: each line must be a JSON object")
             yield number, row
@@ -117,10 +121,18 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     with path.open(newline="", encoding="utf-8-sig") as handle:
         reader = csv.DictReader(handle, delimiter=delimiter)
+        _ = reader.fieldnames  # reads the header: line_num is now the header's last line
+        last = reader.line_num
         for row in reader:
+            first, last = last + 1, reader.line_num  # a quoted value may hold line breaks
             if None in row:
-                raise DatasetError(f"{path}:{reader.line_num}: more values than header columns")
-            yield reader.line_num, dict(row)
+                raise DatasetError(f"{path}:{first}: more values than header columns")
+            if last > first and any(value is None for value in row.values()):
+                # Fewer values than columns in a row that ran over several lines: a quote opened
+                # here and closed only later (or never) swallowed the lines after it.
+                raise DatasetError(f"{path}:{first}: a quoted value that runs on to line {last} and leaves this row "
+                                   "short of values: is a closing quote missing?")
+            yield first, dict(row)
 
 
 def to_item(

@@ -14,6 +14,7 @@ from typing import Any
 
 from judge_engine.config import DatasetConfig, JobConfig, JudgeConfig
 from judge_engine.dataset import DatasetSummary, iter_items
+from judge_engine.errors import ConfigError
 from judge_engine.jsonio import content_hash
 from judge_engine.protocols import Protocol, get_protocol
 
@@ -52,8 +53,15 @@ def task_ref(judge: str, item_id: str, variant: str, temperature: float, repeat:
 
 
 def build_protocol(judge: JudgeConfig) -> Protocol:
-    """Instantiate the judge's protocol with its validated options."""
-    cls = get_protocol(judge.protocol)
+    """Instantiate the judge's protocol with its validated options.
+
+    Raises:
+        ConfigError: an unknown protocol or bad options, naming the judge's key.
+    """
+    try:
+        cls = get_protocol(judge.protocol)
+    except ConfigError as exc:
+        raise ConfigError(f"judges[{judge.name}].protocol: {exc}") from None
     return cls.from_options(judge.protocol_options, where=f"judges[{judge.name}].protocol_options")
 
 

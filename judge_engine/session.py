@@ -39,7 +39,7 @@ from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint, scan
 from judge_engine.engine import Engine, EngineResult
-from judge_engine.errors import RunDirError
+from judge_engine.errors import ConfigError, RunDirError
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
 from judge_engine.plan import build_protocol, run_id, template_hashes
 from judge_engine.protocols import Protocol
@@ -170,7 +170,10 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         overrides["api_base"] = DEMO_API_BASE
         overrides.setdefault("batch_poll_s", DEMO_BATCH_POLL_S)
     config = load_config(config_path, overrides=overrides)
-    protocols = {judge.name: build_protocol(judge) for judge in config.judges}
+    try:
+        protocols = {judge.name: build_protocol(judge) for judge in config.judges}
+    except ConfigError as exc:  # name the file, as every other config error does
+        raise ConfigError(f"{config_path.name}: {exc}") from None
     check_juries(config, protocols)
     required = sorted({f for p in protocols.values() for f in p.required_fields})
     ordered = [protocols[j.name] for j in config.judges]

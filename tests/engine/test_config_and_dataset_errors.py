@@ -27,7 +27,7 @@ def _edit(config: Path, change) -> None:
         (lambda d: d["judges"][0]["limits"].update(rpm="fast"), "judges[0].limits.rpm"),
         (lambda d: d["judges"][0].update(repeats=0), "judges[0].repeats"),
         (lambda d: d.pop("dataset"), "dataset: required key is missing"),
-        (lambda d: d["judges"][0].update(protocol="gemba-xyz"), "unknown protocol 'gemba-xyz'"),
+        (lambda d: d["judges"][0].update(protocol="gemba-xyz"), "config.yaml: judges[mqm].protocol: unknown protocol 'gemba-xyz'"),
         (lambda d: d["judges"][0].update(protocol_options={"parsr": "strict"}), "protocol_options.parsr"),
         (lambda d: d["judges"].append(dict(d["judges"][0])), "judge names must be unique"),
         (lambda d: d["judges"][0].update(temperatures=[0.0, 0.0]), "temperatures must not repeat"),
@@ -67,7 +67,8 @@ def test_secret_in_an_unknown_key_is_not_echoed(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ('{"id": "x", "src": "a", "tgt": "b", "src_lang": "en"', "items.jsonl:3: not valid JSON"),
+        ('{"id": "x", "src": "a", "tgt": "b", "src_lang": "en"',
+         "items.jsonl:3: not valid JSON: unexpected end of data at the end of the line (is it cut off?)"),
         ('["not", "an", "object"]', "items.jsonl:3: each line must be a JSON object"),
         ('{"id": "y", "src": "a", "src_lang": "en", "tgt_lang": "de"}', "items.jsonl:3: column 'tgt' (mapped to 'target') is missing"),
         ('{"id": "", "src": "a", "tgt": "b", "src_lang": "en", "tgt_lang": "de"}', "items.jsonl:3: required field 'id'"),
@@ -82,6 +83,24 @@ def test_bad_dataset_line_exits_2_naming_the_line(tmp_path: Path, capsys, line: 
     assert main(["run", str(job.config), "--no-live"]) == 2
     assert expected in capsys.readouterr().err
     assert not job.runs.exists()
+
+
+def test_a_value_given_on_the_command_line_is_blamed_on_its_flag_not_the_file(tmp_path: Path, capsys) -> None:
+    job = make_job(tmp_path, None, items=3)
+    assert main(["plan", str(job.config), "--limit", "-3"]) == 2
+    err = capsys.readouterr().err
+    assert "--limit (dataset.limit)" in err and "config.yaml" not in err
+
+
+def test_a_csv_quote_left_open_names_the_line_it_opened_on(tmp_path: Path, capsys) -> None:
+    """An unclosed quote swallows the lines after it: the error names where the row began,
+    not the line where the damage ended, and says what probably happened."""
+    job = make_job(tmp_path, None, items=3)
+    (tmp_path / "items.csv").write_text('id,src,tgt,src_lang,tgt_lang\na,hello,hallo,en,de\n'
+                                        'b,"unterminated,hallo,en,de\nc,x,y,en,de\n', encoding="utf-8")
+    _edit(job.config, lambda d: d["dataset"].update(path="items.csv"))
+    assert main(["plan", str(job.config)]) == 2
+    assert "items.csv:3: a quoted value that runs on to line 4" in capsys.readouterr().err
 
 
 def test_csv_dataset_and_language_codes(tmp_path: Path) -> None:
