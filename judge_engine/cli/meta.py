@@ -111,6 +111,8 @@ def _load_meta_table(args: argparse.Namespace) -> tuple[Table, list[str]]:
         # A run's rows are keyed by the item id; --key then names the human table's id column
         # (as the dataset names it, e.g. "id"), unless --human-key does.
         run = read_run(source)
+        if not run.outcomes:  # before joining: "no rows match" would blame the human table
+            raise TableError(f"{source / 'outcomes.jsonl'}: no outcomes (the run has scored nothing yet)")
         table, key = run_table(run, temperature=args.temperature), ["item_id"]
         human_key = args.human_key or args.key or key
         pred = args.pred or run.judges

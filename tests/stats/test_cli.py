@@ -91,6 +91,17 @@ def test_meta_run_against_human_table(tmp_path: Path) -> None:
     assert "agreement" in s
 
 
+def test_meta_on_a_run_with_no_outcomes_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not "no rows match the human table", which sends the user looking at the wrong file."""
+    run = write_run(tmp_path / "run", sample_records())
+    (run / "outcomes.jsonl").write_text("", encoding="utf-8")  # started, nothing finished yet
+    human = tmp_path / "human.csv"
+    human.write_text("item,mqm\ni1,-1\n", encoding="utf-8")
+    assert main(["meta", str(run), "--human-table", str(human), "--human-key", "item", "--human", "mqm"]) == 2
+    err = capsys.readouterr().err
+    assert "no outcomes" in err and "match" not in err
+
+
 def test_meta_spans(tmp_path: Path) -> None:
     pred = tmp_path / "pred.jsonl"
     pred.write_text(
