@@ -431,7 +431,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
                        judged=sum(j.counters.done - j.counters.resumed for j in runtimes),
                        spend=_session_spend(store, spent_before))
         manifest.status, manifest.updated_at = outcome.status, utc_now()
-        manifest.counts = store.counts()
+        manifest.counts = _with_planned(store.counts(), prepared)
         manifest.spend, manifest.failures = store.spend_record(), dict(outcome.failures)
         manifest.stopped = outcome.budget.to_dict() if outcome.budget is not None else None
         store.write_manifest(manifest)
@@ -460,6 +460,17 @@ def _deployment_totals(judge: JudgeRuntime) -> dict[str, str]:
 def _session_spend(store: RunStore, before: Mapping[str, Spend]) -> dict[str, Any]:
     mine = {judge: spend.minus(before.get(judge, Spend())) for judge, spend in store.spend.items()}
     return {"total": total_spend(mine).to_dict(), "judges": spend_section(mine)["judges"]}
+
+
+def _with_planned(counts: dict[str, Any], prepared: PreparedRun) -> dict[str, Any]:
+    """``counts`` (tasks finished) with each judge's ``planned`` tasks beside them: a stopped or
+    cancelled run's ``tasks`` is what it finished, not what it has."""
+    planned = {judge.name: prepared.tasks_of(judge) for judge in prepared.config.judges}
+    judges = counts.setdefault("judges", {})
+    for name, n in planned.items():
+        judges.setdefault(name, Counts().to_dict())["planned"] = n
+    counts.setdefault("total", Counts().to_dict())["planned"] = sum(planned.values())
+    return counts
 
 
 async def _checkpoint(store: RunStore, manifest: Manifest) -> None:
