@@ -408,6 +408,9 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         spent_before = {judge: Spend().plus(spend) for judge, spend in store.spend.items()}
         session: dict[str, Any] = {"started_at": utc_now(), "status": "running",
                                    "retry": sorted(retry) if retry is not None else None}
+        # max_hours counts from here, as the session's recorded time does (building the judges
+        # above can take a second of imports; later sessions add up the recorded times).
+        guard.started = time.monotonic()
         manifest = prepared.manifest
         manifest.sessions = [*manifest.sessions, session]
         manifest.status, manifest.updated_at, manifest.spend = "running", utc_now(), store.spend_record()

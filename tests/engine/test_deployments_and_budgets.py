@@ -4,6 +4,7 @@ overspends. Every deployment is its own fake server, over real HTTP."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -107,6 +108,31 @@ def test_a_budget_stops_the_run_at_its_limit_and_resume_with_more_continues(
     outcomes = read_lines(run / "outcomes.jsonl")
     assert len(outcomes) == 150 == len({o["task_id"] for o in outcomes})  # every task once, nothing paid twice
     assert fake_server.stats()["requests_total"] <= 150 + 2 * 8
+
+
+def test_a_time_budget_stops_the_run_and_resume_with_more_hours_finishes(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """max_hours bounds the time spent judging, summed over sessions: 2 s of 0.2 s calls, 4 at
+    a time, stop well short of 200 tasks; what was in flight is recorded; resume goes on."""
+    fake_server.update(latency_s=0.2)
+    job = make_job(tmp_path, fake_server, items=200, judge={"limits": {"concurrency": 4}})
+    started = time.monotonic()
+    assert main(["run", str(job.config), "--no-live", "--budget-hours", str(2 / 3600)]) == 4
+    assert time.monotonic() - started < 15
+    run = job.only_run()
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["status"] == "stopped" and manifest["stopped"]["reason"] == "budget"
+    assert manifest["stopped"]["kind"] == "hours" and manifest["stopped"]["spent"] >= 2 / 3600
+    done = len(read_lines(run / "outcomes.jsonl"))
+    assert 4 <= done < 100
+    assert f"judge-engine resume {run} --budget-hours" in capsys.readouterr().err
+    # The hours already judged count: the same limit stops the next session at once.
+    assert main(["resume", str(run), "--no-live"]) == 4
+    assert len(read_lines(run / "outcomes.jsonl")) <= done + 4
+    fake_server.update(latency_s=0.0)
+    assert main(["resume", str(run), "--no-live", "--budget-hours", "1"]) == 0
+    outcomes = read_lines(run / "outcomes.jsonl")
+    assert len(outcomes) == 200 == len({o["task_id"] for o in outcomes})
 
 
 def test_a_judge_budget_stops_only_that_judge(tmp_path: Path, fake_server: FakeServer) -> None:
