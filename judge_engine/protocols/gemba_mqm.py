@@ -33,7 +33,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from judge_engine import templating, text
 from judge_engine.errors import ReasonCode, VerdictError
@@ -60,8 +60,9 @@ class MQMError(BaseModel):
     """critical, major or minor (``non-translation`` is always critical)."""
     category: str
     """``category/subcategory`` as the judge wrote it, lower-cased, e.g. ``accuracy/mistranslation``."""
-    span: str = ""
-    """The quoted text the error is about ("" when the judge gave none)."""
+    span: str
+    """The quoted text the error is about (``""`` only when the judge wrote it so: every error of
+    the GEMBA format has its span, so an error without one is an incomplete answer)."""
     span_found: Literal["target", "source", "none"] | None = None
     """Where the span occurs, the target first (:func:`judge_engine.text.locate`: exact, else with
     case, quote marks and spacing folded); filled in by the protocol, not by the judge."""
@@ -72,8 +73,9 @@ class MQMVerdict(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    errors: list[MQMError] = Field(default_factory=list)
-    """All errors; an empty list means the judge found none (``no-error`` everywhere)."""
+    errors: list[MQMError]
+    """All errors; an empty list means the judge found none (``no-error`` everywhere). Required:
+    ``{}`` is an answer that stopped (or never started), not a perfect translation."""
 
 
 class GembaOptions(ProtocolOptions):
@@ -245,7 +247,7 @@ class GembaMQM(Protocol):
         if match is None:
             bare = line.lower().strip(" .:")
             if "non-translation" in bare or bare in self.categories:
-                return self._checked(MQMError(severity=severity, category=bare))
+                return self._checked(MQMError(severity=severity, category=bare, span=""))
             return None
         category = match.group("category").strip(" .:*").lower()
         span = match.group("span").strip().strip("*").strip()
@@ -299,9 +301,9 @@ def legacy_parse(answer: str | None) -> MQMVerdict:
         if severity is None:
             continue
         if "non-translation" in line:
-            errors.append(MQMError(severity="critical", category=line))
+            errors.append(MQMError(severity="critical", category=line, span=""))
         else:
-            errors.append(MQMError(severity=severity, category=line))
+            errors.append(MQMError(severity=severity, category=line, span=""))
     return MQMVerdict(errors=errors)
 
 

@@ -69,7 +69,7 @@ class GembaMQMLiterary(GembaMQM):
     def _error_from_line(self, line: str, severity: Severity) -> MQMError | None:
         bare = line.lower().strip(" .:")
         if bare == "non-translation" or bare in self.categories:
-            return self._checked(MQMError(severity=severity, category=bare))
+            return self._checked(MQMError(severity=severity, category=bare, span=""))
         match = _SPACED_DASH.match(line)
         if match is None or "-" not in match.group("category"):
             return super()._error_from_line(line, severity)

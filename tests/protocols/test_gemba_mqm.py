@@ -170,3 +170,36 @@ def test_fake_answers_parse_in_both_modes() -> None:
                 assert answer is not None
                 score = protocol.score(protocol.parse(answer, ITEM), ITEM).score
                 assert score is not None and -25 <= score <= 0
+
+
+@pytest.mark.parametrize("cls", [GembaMQM, GembaMQMLiterary], ids=["gemba-mqm", "gemba-mqm-literary"])
+@pytest.mark.parametrize("mode", ["text", "json"])  # a text-mode judge's JSON answer is read as JSON too
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "{}",
+        "```json\n{}\n```",
+        '{"errors": [{"severity": "minor", "category": "fluency/grammar"}]}',  # an error without its span
+    ],
+)
+def test_a_json_answer_missing_a_part_is_incomplete_not_a_perfect_score(
+    cls: type[GembaMQM], mode: str, answer: str
+) -> None:
+    """``{}`` used to score 0, the best score there is: ``errors`` defaulted to an empty list."""
+    with pytest.raises(VerdictError) as caught:
+        cls.from_options({"output": mode}).parse(answer, ITEM)
+    assert caught.value.code == ReasonCode.INCOMPLETE
+
+
+@pytest.mark.parametrize("cls", [GembaMQM, GembaMQMLiterary], ids=["gemba-mqm", "gemba-mqm-literary"])
+def test_only_an_explicit_empty_error_list_is_no_error(cls: type[GembaMQM]) -> None:
+    protocol = cls.from_options({"output": "json"})
+    assert protocol.score(protocol.parse('{"errors": []}', ITEM), ITEM).score == 0.0
+
+
+def test_the_json_schema_sent_requires_every_part_of_the_answer() -> None:
+    response_format = GembaMQM.from_options({"output": "json"}).response_format()
+    assert response_format is not None
+    schema = response_format["json_schema"]["schema"]
+    assert schema["required"] == ["errors"]
+    assert set(schema["$defs"]["MQMError"]["required"]) == {"severity", "category", "span"}
