@@ -67,9 +67,6 @@ class GembaMQMLiterary(GembaMQM):
     # --- reading: the parent's parser, with hyphenated categories kept whole -----------------
 
     def _error_from_line(self, line: str, severity: Severity) -> MQMError | None:
-        bare = line.lower().strip(" .:")
-        if bare == "non-translation" or bare in self.categories:
-            return self._checked(MQMError(severity=severity, category=bare, span=""))
         match = _SPACED_DASH.match(line)
         if match is None or "-" not in match.group("category"):
             return super()._error_from_line(line, severity)

@@ -203,3 +203,47 @@ def test_the_json_schema_sent_requires_every_part_of_the_answer() -> None:
     schema = response_format["json_schema"]["schema"]
     assert schema["required"] == ["errors"]
     assert set(schema["$defs"]["MQMError"]["required"]) == {"severity", "category", "span"}
+
+
+ABOVE_MINOR = 'Critical:\nno-error\nMajor:\naccuracy/addition - "nach"\n'
+
+
+@pytest.mark.parametrize("protocol", [GembaMQM(), GembaMQMLiterary()], ids=["gemba-mqm", "gemba-mqm-literary"])
+@pytest.mark.parametrize(
+    "last_line",
+    [
+        "terminology/inappropriate for context -",  # cut before the span: it scored -6 (the full answer -8)
+        "terminology/inappropriate for context",  # cut before the dash
+        "terminology/inappropriate",  # cut inside the category
+        "accuracy/mistranslation (too-literal) -",
+        "fluency",  # a category cut before its subcategory and span
+        "other",
+        "locale convention",
+        "non-translation",
+        'terminology/inappropriate for context - "Zim',  # inside the span's quotes
+        '**Minor:** style/awkward -',  # an inline header, with Markdown
+    ],
+)
+def test_a_last_error_line_cut_short_is_incomplete(protocol: GembaMQM, last_line: str) -> None:
+    full = ABOVE_MINOR + 'Minor:\nterminology/inappropriate for context - "Zimmer"\n'
+    assert protocol.score(protocol.parse(full, ITEM), ITEM).score == -6.0
+    answer = ABOVE_MINOR + ("" if "Minor:" in last_line else "Minor:\n") + last_line
+    with pytest.raises(VerdictError) as caught:
+        protocol.parse(answer, ITEM)
+    assert caught.value.code == ReasonCode.INCOMPLETE, caught.value.problems
+
+
+@pytest.mark.parametrize("protocol", [GembaMQM(), GembaMQMLiterary()], ids=["gemba-mqm", "gemba-mqm-literary"])
+@pytest.mark.parametrize("line", ["other", "fluency/grammar -", "non-translation"])
+def test_an_error_line_without_its_span_is_unreadable_anywhere(protocol: GembaMQM, line: str) -> None:
+    """Every error line of the format has its span (the few-shot answers, the reference's
+    fixtures); before the last line, a category alone is not a cut but a line off the format."""
+    answer = f'Critical:\nno-error\nMajor:\n{line}\nMinor:\nfluency/grammar - "wäre"'
+    with pytest.raises(VerdictError, match="is not 'category/subcategory") as caught:
+        protocol.parse(answer, ITEM)
+    assert caught.value.code == ReasonCode.UNREADABLE
+
+
+def test_an_explicitly_empty_span_is_a_span() -> None:
+    verdict = GembaMQM().parse('Critical:\nno-error\nMajor:\naccuracy/omission - ""\nMinor:\nno-error', ITEM)
+    assert [(e.category, e.span) for e in verdict.errors] == [("accuracy/omission", "")]
