@@ -33,6 +33,10 @@ _KEY = re.compile(
     rf"[{QUOTE_MARKS}]\s*(?P<key>expression\w*|justification|error)\s*[{QUOTE_MARKS}]\s*:\s*",
     re.IGNORECASE,
 )
+# What may stand between an answer's prose and its first record: brackets, blanks and a quoted
+# wrapper key ('{"expressions": [{'); the brackets among it are the ones the answer must close.
+_OPENING = re.compile(rf"(?:[\[{{\s]|[{QUOTE_MARKS}][\w ]*[{QUOTE_MARKS}]\s*:)*\Z")
+_CLOSER = {"[": "]", "{": "}"}
 _TRAILING_STRUCTURE = re.compile(r"(?:\s|[,\[\]{}]|```(?:json)?)*$")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -77,15 +81,24 @@ def read_expressions(answer: str) -> list[Record]:
 
 
 def _closed(text: str) -> bool:
-    """Whether the last record is followed by its ``}`` and, for a list, by the list's ``]``."""
-    keys = list(_KEY.finditer(text))
+    """Whether every bracket opened just before the first record (the record's ``{``, a list's
+    ``[``, a ``{"expressions": [`` wrapper) is closed after the last record, innermost first.
+
+    The wrapper key is not a record key: when it was taken for one, the list's ``[`` came after
+    the "first key" and a JSON answer cut after a whole record was scored on the records before
+    the cut."""
+    keys = [m for m in _KEY.finditer(text) if _kind(m.group("key")) is not None]
     if not keys:
         return True
-    first, last = keys[0].start(), keys[-1].end()
-    tail = text[last:]
-    if "}" not in tail:
-        return False
-    return "[" not in text[:first] or "]" in tail[tail.find("}") :]
+    opening = _OPENING.search(text, 0, keys[0].start())
+    assert opening is not None  # the pattern matches the empty string at the end
+    position = keys[-1].end()
+    for opener in reversed([c for c in opening.group() if c in _CLOSER]):
+        position = text.find(_CLOSER[opener], position)
+        if position == -1:
+            return False
+        position += 1
+    return True
 
 
 def _checked(records: list[Record], found_empty: bool, answer: str) -> list[Record]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from judge_engine import templating
-from judge_engine.errors import ConfigError, VerdictError
+from judge_engine.errors import ConfigError, ReasonCode, VerdictError
 from judge_engine.fake.writers import get_writer
 from judge_engine.protocols import get_protocol
 from judge_engine.protocols.close_reading import NonPragmaticSpans, NovelSpans, SpansVerdict
@@ -229,6 +229,43 @@ def test_partly_broken_answer_is_read_whole_not_shortened() -> None:
     got = read_expressions(answer)
     assert [r["expression"] for r in got] == ["counted gulls", "paper cut"]
     assert got[1]["justification"] == 'the "cut" is odd'
+
+
+FERRY = '{"expression": "The ferry left at six", "justification": "x"}'
+
+
+@pytest.mark.parametrize("name", ["novel-spans", "nonpragmatic-spans"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"expressions": [' + FERRY,  # cut after a whole expression: it was scored on the partial list
+        '{"expressions": [' + FERRY + ",",
+        '{"expressions": [' + FERRY + "]",  # the list closed, the wrapper not
+        '```json\n{"expressions": [' + FERRY + "]\n```",
+        "[" + FERRY,
+        "[" + FERRY + ", ",
+        "[\n  " + FERRY + ",\n  " + FERRY[:-1],
+    ],
+)
+def test_an_answer_cut_after_a_whole_expression_is_incomplete(name: str, answer: str) -> None:
+    passage = {"passage": "The ferry left at six and nobody waved."}
+    with pytest.raises(VerdictError) as caught:
+        _protocol(name, output="json").parse(answer, passage)
+    assert caught.value.code == ReasonCode.INCOMPLETE, caught.value.problems
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"expressions": [' + FERRY + "]}",
+        '```json\n{"expressions": [' + FERRY + "]}\n```\nThat is all.",
+        "[" + FERRY + "]",
+        FERRY + "\n\n" + FERRY,  # the novelty prompt's bare objects: each closes itself
+        "{'expressions': [{'expression': 'The ferry left at six', 'justification': 'x'}]}",
+    ],
+)
+def test_an_answer_closed_after_its_last_expression_is_read(answer: str) -> None:
+    assert read_expressions(answer)[0]["expression"] == "The ferry left at six"
 
 
 def test_missing_justification_reads_as_empty() -> None:
