@@ -11,8 +11,11 @@ any key starting with ``expression`` counts as the expression (Claude sometimes 
 The reading is layered, strictest first: JSON values found anywhere in the text, then a Python
 literal, then a tolerant key scanner that takes the text between ``"expression":`` keys (it copes
 with curly-quote delimiters and unescaped inner quotes, as in the novelty prompt's own example).
-A layer wins only if it read as many expressions as the text has expression keys, so a partly
-broken answer is never silently shortened: it is a :class:`VerdictError` and gets re-asked.
+A layer wins only if it read as many expressions as the text has expression keys, and only if
+every bracket opened before the first record is closed after the last, so a partly broken or
+cut-off answer is never silently shortened: it is a :class:`VerdictError` and gets re-asked.
+"None found" is the answer's first value being an empty list (``[]``, ``{"expressions": []}``),
+never an empty list somewhere inside another value.
 """
 
 from __future__ import annotations
@@ -55,29 +58,61 @@ def read_expressions(answer: str) -> list[Record]:
     expected = sum(
         1 for m in _KEY.finditer(text) if _kind(m.group("key")) in ("expression", "error")
     )
-    found_empty = False
     best: list[Record] = []
     for layer in (_from_json, _from_literal, _from_scan):
-        records, empty = layer(text)
-        found_empty = found_empty or empty
+        records = layer(text)
         if len(records) > len(best):
             best = records
         if best and len(best) >= expected:
             break
-    if best and len(best) < expected:
+    if not best:
+        return _none_found(text, answer)
+    if len(best) < expected:
         raise VerdictError(
             f"read only {len(best)} of the {expected} expressions in the answer; "
             'answer with one valid JSON list of {"expression", "justification"} objects',
             raw=answer,
         )
-    if best and not _closed(text):
+    if not _closed(text):
         # The tolerant layers would read the records before the break and drop the rest.
         raise VerdictError(
             "the list of expressions is not closed: the answer looks cut off",
             raw=answer,
             code=ReasonCode.INCOMPLETE,
         )
-    return _checked(best, found_empty, answer)
+    return _checked(best, answer)
+
+
+def _none_found(text: str, answer: str) -> list[Record]:
+    """``[]`` when the answer's first value (after any prose, inside any fence) is an empty list,
+    bare or as ``{"expressions": []}``: the judge found none. An empty list anywhere else is not
+    that answer (``{"errors": []}`` used to score 0), nor is a value the answer stops inside
+    (``{"expressions": []`` is ``incomplete``, as ``{}`` is: the list is missing)."""
+    value, cut = _first_value(_unfenced(text))
+    if _records_of(value) == ([], True):
+        return []
+    raise VerdictError(
+        'no list of {"expression": ..., "justification": ...} objects found in the answer',
+        raw=answer,
+        code=ReasonCode.INCOMPLETE if cut or value == {} else ReasonCode.UNREADABLE,
+    )
+
+
+def _first_value(body: str) -> tuple[Any, bool]:
+    """The JSON or Python-literal value at the first ``[`` or ``{`` of ``body`` (None when it
+    reads as neither), and whether the text ends inside that value."""
+    start = _next_open(body, 0)
+    if start == -1:
+        return None, False
+    try:
+        return json.JSONDecoder().raw_decode(body, start)[0], False
+    except json.JSONDecodeError as exc:
+        cut = exc.pos >= len(body.rstrip())
+    end = body.rfind("]" if body[start] == "[" else "}")
+    try:
+        return ast.literal_eval(body[start : end + 1]), False
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None, cut
 
 
 def _closed(text: str) -> bool:
@@ -101,18 +136,11 @@ def _closed(text: str) -> bool:
     return True
 
 
-def _checked(records: list[Record], found_empty: bool, answer: str) -> list[Record]:
+def _checked(records: list[Record], answer: str) -> list[Record]:
     errors = [r["error"] for r in records if "error" in r and not r.get("expression")]
     if errors:
         raise VerdictError(
             f"the judge refused or reported an error: {errors[0]!r}", raw=answer, code=ReasonCode.REFUSED
-        )
-    if not records:
-        if found_empty:
-            return []
-        raise VerdictError(
-            'no list of {"expression": ..., "justification": ...} objects found in the answer',
-            raw=answer,
         )
     problems = [
         f"expression {n} is empty"
@@ -130,14 +158,8 @@ def _checked(records: list[Record], found_empty: bool, answer: str) -> list[Reco
 # --- layer 1: JSON values anywhere in the text ------------------------------------------------
 
 
-def _from_json(text: str) -> tuple[list[Record], bool]:
-    records: list[Record] = []
-    empty = False
-    for value in _json_values(text):
-        found, is_empty = _records_of(value)
-        records.extend(found)
-        empty = empty or is_empty
-    return records, empty
+def _from_json(text: str) -> list[Record]:
+    return [record for value in _json_values(text) for record in _records_of(value)[0]]
 
 
 def _json_values(text: str) -> Iterator[Any]:
@@ -166,7 +188,7 @@ def _next_open(text: str, position: int) -> int:
 
 
 def _records_of(value: Any) -> tuple[list[Record], bool]:
-    """Records in a decoded value, and whether it was an explicit empty list."""
+    """Records in a decoded value, and whether it is an empty list (bare or in the wrapper)."""
     if isinstance(value, dict):
         wrapped = value.get("expressions")
         if isinstance(wrapped, list):
@@ -204,7 +226,7 @@ def _kind(key: str) -> str | None:
 # --- layer 2: a Python literal (single-quoted dicts) ------------------------------------------
 
 
-def _from_literal(text: str) -> tuple[list[Record], bool]:
+def _from_literal(text: str) -> list[Record]:
     body = _unfenced(text)
     for opener, closer in (("[", "]"), ("{", "}")):
         start, end = body.find(opener), body.rfind(closer)
@@ -216,10 +238,10 @@ def _from_literal(text: str) -> tuple[list[Record], bool]:
             continue
         if isinstance(value, tuple):  # "{...}, {...}" evaluates to a tuple of dicts
             value = list(value)
-        records, empty = _records_of(value)
-        if records or empty:
-            return records, empty
-    return [], False
+        records, _ = _records_of(value)
+        if records:
+            return records
+    return []
 
 
 def _unfenced(text: str) -> str:
@@ -230,7 +252,7 @@ def _unfenced(text: str) -> str:
 # --- layer 3: a tolerant scanner over quoted keys ---------------------------------------------
 
 
-def _from_scan(text: str) -> tuple[list[Record], bool]:
+def _from_scan(text: str) -> list[Record]:
     matches = [m for m in _KEY.finditer(text) if _kind(m.group("key")) is not None]
     records: list[Record] = []
     current: Record = {}
@@ -245,7 +267,7 @@ def _from_scan(text: str) -> tuple[list[Record], bool]:
         current[kind] = _scanned_value(region, last=last)
     if current:
         records.append(current)
-    return [r for r in records if "expression" in r or "error" in r], False
+    return [r for r in records if "expression" in r or "error" in r]
 
 
 def _scanned_value(region: str, *, last: bool) -> str:

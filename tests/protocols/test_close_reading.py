@@ -205,13 +205,35 @@ def test_no_expression_list_is_a_verdict_error(answer: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "answer", ["[]", "```json\n[]\n```", '{"expressions": []}', "None found:\n[]"]
+    "answer",
+    ["[]", "```json\n[]\n```", '{"expressions": []}', "None found:\n[]", "{'expressions': []}", "[]\nNone stood out."],
 )
 def test_explicit_empty_list_is_none_found(answer: str) -> None:
     protocol = _protocol("nonpragmatic-spans")
     verdict = protocol.parse(answer, {"passage": PASSAGE})
     assert verdict == SpansVerdict(expressions=[])
     assert protocol.score(verdict, {"passage": PASSAGE}).score == 0.0
+
+
+@pytest.mark.parametrize("name", ["novel-spans", "nonpragmatic-spans"])
+@pytest.mark.parametrize("output", ["text", "json"])
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        ('{"errors": []}', ReasonCode.UNREADABLE),  # another format's empty list: it scored 0
+        ('{"result": {"expressions": []}}', ReasonCode.UNREADABLE),
+        ('Found: {"notes": [], "expressions": "none"}', ReasonCode.UNREADABLE),
+        ('{"expressions": []', ReasonCode.INCOMPLETE),  # the well-formed empty answer, cut at "]"
+        ("```json\n{\"expressions\": [", ReasonCode.INCOMPLETE),
+        ("{}", ReasonCode.INCOMPLETE),
+    ],
+)
+def test_an_empty_list_that_is_not_the_answer_is_not_none_found(
+    name: str, output: str, answer: str, code: ReasonCode
+) -> None:
+    with pytest.raises(VerdictError) as caught:
+        _protocol(name, output=output).parse(answer, {"passage": PASSAGE})
+    assert caught.value.code == code, caught.value.problems
 
 
 def test_empty_expression_is_a_verdict_error() -> None:
