@@ -197,6 +197,10 @@ class GembaMQM(Protocol):
             return None
         return f"unknown error category {category!r} (use one of: {', '.join(self.categories)})"
 
+    def _starts_an_error(self, line: str) -> bool:
+        """Whether a line is a known category, or the start of one's name (``locale``)."""
+        return self._category_problem(line) is None or any(c.startswith(line) for c in self.categories)
+
     def _parse_text(self, answer: str) -> list[MQMError]:
         severity: Severity | None = None
         # Lines under each section header seen so far: the format always writes all three
@@ -226,8 +230,8 @@ class GembaMQM(Protocol):
                 continue
             error = self._error_from_line(line, severity)
             if error is None:
-                if number == len(lines) and self._category_problem(line.lower()) is None:
-                    stopped_short = True  # "fluency/grammar -", "other": a category, then no span
+                if number == len(lines) and self._starts_an_error(line.lower()):
+                    stopped_short = True  # "fluency/grammar -", "other", "locale": no span yet
                     continue
                 problems.append(f"line {number} is not 'category/subcategory - \"span\"': {raw_line!r}")
                 continue

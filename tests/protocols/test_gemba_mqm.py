@@ -219,6 +219,7 @@ ABOVE_MINOR = 'Critical:\nno-error\nMajor:\naccuracy/addition - "nach"\n'
         "fluency",  # a category cut before its subcategory and span
         "other",
         "locale convention",
+        "locale",  # cut inside a category's name
         "non-translation",
         'terminology/inappropriate for context - "Zim',  # inside the span's quotes
         '**Minor:** style/awkward -',  # an inline header, with Markdown
