@@ -101,7 +101,9 @@ class GembaMQM(Protocol):
     """GEMBA-MQM, original prompt and scoring."""
 
     name: ClassVar[str] = "gemba-mqm"
-    version: ClassVar[str] = "1"
+    # 2: strict parsing never scores an answer missing its errors list or an error's span, nor a
+    # last line cut before its span (version 1 scored them).
+    version: ClassVar[str] = "2"
     description: ClassVar[str] = "MQM error spans with severities (Kocmi & Federmann 2023); score -25..0"
     required_fields: ClassVar[tuple[str, ...]] = ("source", "target", "source_lang", "target_lang")
     output_model: ClassVar[type[BaseModel]] = MQMVerdict

@@ -58,7 +58,7 @@ class GembaMQMLiterary(GembaMQM):
     """
 
     name: ClassVar[str] = "gemba-mqm-literary"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # as gemba-mqm 2: the same strict parser
     description: ClassVar[str] = (
         "LitEval literary MQM error spans; score -(25 critical + 5 major + 1 minor) per sentence, per aspect"
     )
