@@ -50,14 +50,14 @@ def read_expressions(answer: str) -> list[Record]:
     Returns an empty list only for an explicit empty list (``[]``, ``{"expressions": []}``).
 
     Raises:
-        VerdictError: a refusal or error object, an empty expression, or no readable list.
+        VerdictError: a refusal or error object, an empty expression, an object with no
+            expression, a list cut off, or no readable list.
     """
     text = answer.strip()
     if not text:
         raise VerdictError("the answer is empty", raw=answer)
-    expected = sum(
-        1 for m in _KEY.finditer(text) if _kind(m.group("key")) in ("expression", "error")
-    )
+    kinds = [_kind(m.group("key")) for m in _KEY.finditer(text)]
+    expected = sum(kind in ("expression", "error") for kind in kinds)
     best: list[Record] = []
     for layer in (_from_json, _from_literal, _from_scan):
         records = layer(text)
@@ -72,6 +72,13 @@ def read_expressions(answer: str) -> list[Record]:
             f"read only {len(best)} of the {expected} expressions in the answer; "
             'answer with one valid JSON list of {"expression", "justification"} objects',
             raw=answer,
+        )
+    if kinds.count("justification") > len(best):
+        # An object without its expression is no record: it would vanish from the count.
+        raise VerdictError(
+            "an object has a justification but no expression: give every object both",
+            raw=answer,
+            code=ReasonCode.INCOMPLETE,
         )
     if not _closed(text):
         # The tolerant layers would read the records before the break and drop the rest.

@@ -290,6 +290,22 @@ def test_an_answer_closed_after_its_last_expression_is_read(answer: str) -> None
     assert read_expressions(answer)[0]["expression"] == "The ferry left at six"
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"expressions": [{"justification": "x"}, ' + FERRY + "]}",
+        "[" + FERRY + ', {"justification": "x"}]',
+        FERRY + '\n\n{"justification": "x"}',
+        "[{“expression”: “The ferry”, “justification”: “a”}, {“justification”: “b”}]",
+    ],
+)
+def test_an_object_without_its_expression_is_incomplete_not_dropped(answer: str) -> None:
+    """It was left out silently, and the answer scored as if the judge had found one fewer."""
+    with pytest.raises(VerdictError) as caught:
+        read_expressions(answer)
+    assert caught.value.code == ReasonCode.INCOMPLETE
+
+
 def test_missing_justification_reads_as_empty() -> None:
     assert read_expressions('[{"expression": "x"}]') == [{"expression": "x", "justification": ""}]
 
