@@ -65,9 +65,7 @@ def read_expressions(answer: str) -> list[Record]:
             best = records
         if best and len(best) >= expected:
             break
-    if not best:
-        return _none_found(text, answer)
-    if len(best) < expected:
+    if best and len(best) < expected:
         raise VerdictError(
             f"read only {len(best)} of the {expected} expressions in the answer; "
             'answer with one valid JSON list of {"expression", "justification"} objects',
@@ -80,6 +78,8 @@ def read_expressions(answer: str) -> list[Record]:
             raw=answer,
             code=ReasonCode.INCOMPLETE,
         )
+    if not best:
+        return _none_found(text, answer)
     if not _closed(text):
         # The tolerant layers would read the records before the break and drop the rest.
         raise VerdictError(

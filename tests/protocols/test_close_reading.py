@@ -294,6 +294,7 @@ def test_an_answer_closed_after_its_last_expression_is_read(answer: str) -> None
     "answer",
     [
         '{"expressions": [{"justification": "x"}, ' + FERRY + "]}",
+        '{"expressions": [{"justification": "x"}]}',  # no record read at all
         "[" + FERRY + ', {"justification": "x"}]',
         FERRY + '\n\n{"justification": "x"}',
         "[{“expression”: “The ferry”, “justification”: “a”}, {“justification”: “b”}]",
