@@ -18,21 +18,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from judge_engine.config import load_config
-from judge_engine.dataset import iter_items
 from judge_engine.errors import VerdictError
 from judge_engine.fake.writers import get_writer
-from judge_engine.plan import build_protocol
 from judge_engine.protocols import Protocol
-
-REPO = Path(__file__).resolve().parents[2]
-ITEMS_PER_JUDGE = 4
-DRAWS = [(seed, temperature) for seed in range(3) for temperature in (0.0, 1.0)]
+from tests.protocols.fake_judges import DRAWS, JUDGES, mode
 
 
 def _gemba_between_last_section_lines(protocol: Protocol, kept: str, rest: str) -> bool:
@@ -70,41 +63,6 @@ UNDETECTABLE: list[Callable[[Protocol, str, str], bool]] = [
 ]
 
 
-def _judges() -> Iterator[tuple[str, Protocol, list[dict[str, Any]]]]:
-    """(name, protocol, items) for every example judge of a judging protocol, and each built-in
-    protocol among them also in the other output mode (and close reading in both shot counts)."""
-    seen: set[tuple[str, str]] = set()
-    for config_path in sorted((REPO / "examples").glob("*/config.yaml")):
-        config = load_config(config_path)
-        for judge in config.judges:
-            if judge.protocol in ("cdat", "dat"):
-                continue  # generation protocols read a list cut short as it is, as the method does
-            example = build_protocol(judge)
-            rows = iter_items(config.dataset, example.required_fields)
-            items = [dict(item) for _, item in zip(range(ITEMS_PER_JUDGE), rows, strict=False)]
-            for protocol in _modes(example, dict(judge.protocol_options or {})):
-                key = (protocol.name, protocol.options.model_dump_json())
-                if key not in seen:
-                    seen.add(key)
-                    yield f"{config_path.parent.name}/{judge.name}/{_mode(protocol)}", protocol, items
-
-
-def _modes(example: Protocol, options: dict[str, Any]) -> Iterator[Protocol]:
-    if example.name == "custom":
-        yield example  # its output mode and answer layout are the config's
-        return
-    shot_counts = ("zero", "few") if "shots" in type(example.options).model_fields else (None,)
-    for output in ("text", "json"):
-        for shots in shot_counts:
-            mode = {"output": output, **({"shots": shots} if shots else {})}
-            yield type(example).from_options({**options, **mode})
-
-
-def _mode(protocol: Protocol) -> str:
-    shots = getattr(protocol.options, "shots", None)
-    return protocol.options.output + (f"-{shots}-shot" if shots else "")
-
-
 def cuts(answer: str) -> Iterator[int]:
     """Where the fuzzer cuts: before each line break and space, and after each ``,``, ``}``, ``]``
     (strict prefixes only, not the whole answer less its trailing blanks)."""
@@ -113,11 +71,8 @@ def cuts(answer: str) -> Iterator[int]:
     yield from sorted(c for c in points if 0 < c < len(answer.rstrip()))
 
 
-JUDGES = list(_judges())
-
-
 def test_every_protocol_and_mode_is_here() -> None:
-    found = {(protocol.name, _mode(protocol)) for _, protocol, _ in JUDGES}
+    found = {(protocol.name, mode(protocol)) for _, protocol, _ in JUDGES}
     both = ("gemba-mqm", "gemba-mqm-literary", "bws", "prometheus-absolute", "prometheus-relative", "ttct")
     for name in both:
         assert {(name, "text"), (name, "json")} <= found
