@@ -35,7 +35,7 @@ from judge_engine.errors import (
     VerdictError,
 )
 from judge_engine.plan import Task
-from judge_engine.protocols import Message, Protocol
+from judge_engine.protocols import Message, Protocol, Score
 from judge_engine.providers.base import ProviderRequest, ProviderResponse
 from judge_engine.records import OutcomeRecord, ProtocolErrorRecord
 from judge_engine.runtime import JudgeRuntime, JudgeSetup
@@ -163,7 +163,7 @@ def decide(judge: JudgeRuntime, task: Task, log: TaskLog, messages: list[Message
         return _protocol_failure(judge, task, log, "parse", exc, transcript)
     try:
         score = protocol.score(verdict, task.item, task.variant)
-        _check_score(protocol, score.score)
+        _check_score(protocol, score)
     except VerdictError as error:  # read and checked, but not scorable here (no embedder)
         return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), reason=str(error),
                        code=error.code)
@@ -181,15 +181,20 @@ def _read(protocol: Protocol, response: ProviderResponse, task: Task) -> Any:
     return protocol.parse(response.content, task.item, task.variant)
 
 
-def _check_score(protocol: Protocol, score: float | None) -> None:
-    """A score the protocol computed must be a number within its own range (a bug otherwise)."""
-    if score is None:
+def _check_score(protocol: Protocol, score: Score) -> None:
+    """A score the protocol computed must be a number within its own range, and every value of
+    its breakdown a number (a bug otherwise: JSON has no NaN, so one would be stored as null in a
+    line that says scored)."""
+    odd = {name: value for name, value in score.scores.items() if not math.isfinite(value)}
+    if odd:
+        raise ValueError(f"the protocol computed a breakdown of {odd}")
+    if score.score is None:
         return
-    if not math.isfinite(score):
-        raise ValueError(f"the protocol computed a score of {score}")
+    if not math.isfinite(score.score):
+        raise ValueError(f"the protocol computed a score of {score.score}")
     bounds = protocol.score_range()
-    if bounds is not None and not bounds[0] <= score <= bounds[1]:
-        raise ValueError(f"the protocol computed {score}, outside its range {bounds[0]:g}..{bounds[1]:g}")
+    if bounds is not None and not bounds[0] <= score.score <= bounds[1]:
+        raise ValueError(f"the protocol computed {score.score}, outside its range {bounds[0]:g}..{bounds[1]:g}")
 
 
 def _exhausted(judge: JudgeRuntime, task: Task, log: TaskLog, error: TransientError) -> OutcomeRecord:

@@ -89,7 +89,9 @@ class SpansOptions(ProtocolOptions):
 class CloseReading(Protocol):
     """Shared machinery of the two close-reading protocols (not registered itself)."""
 
-    version: ClassVar[str] = "1"
+    # 2: an answer cut after a whole expression, an object without its expression, or an empty
+    # list inside another value ({"errors": []}) is no longer scored (version 1 scored them).
+    version: ClassVar[str] = "2"
     required_fields: ClassVar[tuple[str, ...]] = ("passage",)
     output_model: ClassVar[type[BaseModel]] = SpansVerdict
     judge_model: ClassVar[type[BaseModel] | None] = JudgedSpans

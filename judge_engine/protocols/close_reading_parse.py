@@ -11,8 +11,11 @@ any key starting with ``expression`` counts as the expression (Claude sometimes 
 The reading is layered, strictest first: JSON values found anywhere in the text, then a Python
 literal, then a tolerant key scanner that takes the text between ``"expression":`` keys (it copes
 with curly-quote delimiters and unescaped inner quotes, as in the novelty prompt's own example).
-A layer wins only if it read as many expressions as the text has expression keys, so a partly
-broken answer is never silently shortened: it is a :class:`VerdictError` and gets re-asked.
+A layer wins only if it read as many expressions as the text has expression keys, and only if
+every bracket opened before the first record is closed after the last, so a partly broken or
+cut-off answer is never silently shortened: it is a :class:`VerdictError` and gets re-asked.
+"None found" is the answer's first value being an empty list (``[]``, ``{"expressions": []}``),
+never an empty list somewhere inside another value.
 """
 
 from __future__ import annotations
@@ -33,6 +36,10 @@ _KEY = re.compile(
     rf"[{QUOTE_MARKS}]\s*(?P<key>expression\w*|justification|error)\s*[{QUOTE_MARKS}]\s*:\s*",
     re.IGNORECASE,
 )
+# What may stand between an answer's prose and its first record: brackets, blanks and a quoted
+# wrapper key ('{"expressions": [{'); the brackets among it are the ones the answer must close.
+_OPENING = re.compile(rf"(?:[\[{{\s]|[{QUOTE_MARKS}][\w ]*[{QUOTE_MARKS}]\s*:)*\Z")
+_CLOSER = {"[": "]", "{": "}"}
 _TRAILING_STRUCTURE = re.compile(r"(?:\s|[,\[\]{}]|```(?:json)?)*$")
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
@@ -43,19 +50,17 @@ def read_expressions(answer: str) -> list[Record]:
     Returns an empty list only for an explicit empty list (``[]``, ``{"expressions": []}``).
 
     Raises:
-        VerdictError: a refusal or error object, an empty expression, or no readable list.
+        VerdictError: a refusal or error object, an empty expression, an object with no
+            expression, a list cut off, or no readable list.
     """
     text = answer.strip()
     if not text:
         raise VerdictError("the answer is empty", raw=answer)
-    expected = sum(
-        1 for m in _KEY.finditer(text) if _kind(m.group("key")) in ("expression", "error")
-    )
-    found_empty = False
+    kinds = [_kind(m.group("key")) for m in _KEY.finditer(text)]
+    expected = sum(kind in ("expression", "error") for kind in kinds)
     best: list[Record] = []
     for layer in (_from_json, _from_literal, _from_scan):
-        records, empty = layer(text)
-        found_empty = found_empty or empty
+        records = layer(text)
         if len(records) > len(best):
             best = records
         if best and len(best) >= expected:
@@ -66,40 +71,83 @@ def read_expressions(answer: str) -> list[Record]:
             'answer with one valid JSON list of {"expression", "justification"} objects',
             raw=answer,
         )
-    if best and not _closed(text):
+    if kinds.count("justification") > len(best):
+        # An object without its expression is no record: it would vanish from the count.
+        raise VerdictError(
+            "an object has a justification but no expression: give every object both",
+            raw=answer,
+            code=ReasonCode.INCOMPLETE,
+        )
+    if not best:
+        return _none_found(text, answer)
+    if not _closed(text):
         # The tolerant layers would read the records before the break and drop the rest.
         raise VerdictError(
             "the list of expressions is not closed: the answer looks cut off",
             raw=answer,
             code=ReasonCode.INCOMPLETE,
         )
-    return _checked(best, found_empty, answer)
+    return _checked(best, answer)
+
+
+def _none_found(text: str, answer: str) -> list[Record]:
+    """``[]`` when the answer's first value (after any prose, inside any fence) is an empty list,
+    bare or as ``{"expressions": []}``: the judge found none. An empty list anywhere else is not
+    that answer (``{"errors": []}`` used to score 0), nor is a value the answer stops inside
+    (``{"expressions": []`` is ``incomplete``, as ``{}`` is: the list is missing)."""
+    value, cut = _first_value(_unfenced(text))
+    if _records_of(value) == ([], True):
+        return []
+    raise VerdictError(
+        'no list of {"expression": ..., "justification": ...} objects found in the answer',
+        raw=answer,
+        code=ReasonCode.INCOMPLETE if cut or value == {} else ReasonCode.UNREADABLE,
+    )
+
+
+def _first_value(body: str) -> tuple[Any, bool]:
+    """The JSON or Python-literal value at the first ``[`` or ``{`` of ``body`` (None when it
+    reads as neither), and whether the text ends inside that value."""
+    start = _next_open(body, 0)
+    if start == -1:
+        return None, False
+    try:
+        return json.JSONDecoder().raw_decode(body, start)[0], False
+    except json.JSONDecodeError as exc:
+        cut = exc.pos >= len(body.rstrip())
+    end = body.rfind("]" if body[start] == "[" else "}")
+    try:
+        return ast.literal_eval(body[start : end + 1]), False
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None, cut
 
 
 def _closed(text: str) -> bool:
-    """Whether the last record is followed by its ``}`` and, for a list, by the list's ``]``."""
-    keys = list(_KEY.finditer(text))
+    """Whether every bracket opened just before the first record (the record's ``{``, a list's
+    ``[``, a ``{"expressions": [`` wrapper) is closed after the last record, innermost first.
+
+    The wrapper key is not a record key: when it was taken for one, the list's ``[`` came after
+    the "first key" and a JSON answer cut after a whole record was scored on the records before
+    the cut."""
+    keys = [m for m in _KEY.finditer(text) if _kind(m.group("key")) is not None]
     if not keys:
         return True
-    first, last = keys[0].start(), keys[-1].end()
-    tail = text[last:]
-    if "}" not in tail:
-        return False
-    return "[" not in text[:first] or "]" in tail[tail.find("}") :]
+    opening = _OPENING.search(text, 0, keys[0].start())
+    assert opening is not None  # the pattern matches the empty string at the end
+    position = keys[-1].end()
+    for opener in reversed([c for c in opening.group() if c in _CLOSER]):
+        position = text.find(_CLOSER[opener], position)
+        if position == -1:
+            return False
+        position += 1
+    return True
 
 
-def _checked(records: list[Record], found_empty: bool, answer: str) -> list[Record]:
+def _checked(records: list[Record], answer: str) -> list[Record]:
     errors = [r["error"] for r in records if "error" in r and not r.get("expression")]
     if errors:
         raise VerdictError(
             f"the judge refused or reported an error: {errors[0]!r}", raw=answer, code=ReasonCode.REFUSED
-        )
-    if not records:
-        if found_empty:
-            return []
-        raise VerdictError(
-            'no list of {"expression": ..., "justification": ...} objects found in the answer',
-            raw=answer,
         )
     problems = [
         f"expression {n} is empty"
@@ -117,14 +165,8 @@ def _checked(records: list[Record], found_empty: bool, answer: str) -> list[Reco
 # --- layer 1: JSON values anywhere in the text ------------------------------------------------
 
 
-def _from_json(text: str) -> tuple[list[Record], bool]:
-    records: list[Record] = []
-    empty = False
-    for value in _json_values(text):
-        found, is_empty = _records_of(value)
-        records.extend(found)
-        empty = empty or is_empty
-    return records, empty
+def _from_json(text: str) -> list[Record]:
+    return [record for value in _json_values(text) for record in _records_of(value)[0]]
 
 
 def _json_values(text: str) -> Iterator[Any]:
@@ -153,7 +195,7 @@ def _next_open(text: str, position: int) -> int:
 
 
 def _records_of(value: Any) -> tuple[list[Record], bool]:
-    """Records in a decoded value, and whether it was an explicit empty list."""
+    """Records in a decoded value, and whether it is an empty list (bare or in the wrapper)."""
     if isinstance(value, dict):
         wrapped = value.get("expressions")
         if isinstance(wrapped, list):
@@ -191,7 +233,7 @@ def _kind(key: str) -> str | None:
 # --- layer 2: a Python literal (single-quoted dicts) ------------------------------------------
 
 
-def _from_literal(text: str) -> tuple[list[Record], bool]:
+def _from_literal(text: str) -> list[Record]:
     body = _unfenced(text)
     for opener, closer in (("[", "]"), ("{", "}")):
         start, end = body.find(opener), body.rfind(closer)
@@ -203,10 +245,10 @@ def _from_literal(text: str) -> tuple[list[Record], bool]:
             continue
         if isinstance(value, tuple):  # "{...}, {...}" evaluates to a tuple of dicts
             value = list(value)
-        records, empty = _records_of(value)
-        if records or empty:
-            return records, empty
-    return [], False
+        records, _ = _records_of(value)
+        if records:
+            return records
+    return []
 
 
 def _unfenced(text: str) -> str:
@@ -217,7 +259,7 @@ def _unfenced(text: str) -> str:
 # --- layer 3: a tolerant scanner over quoted keys ---------------------------------------------
 
 
-def _from_scan(text: str) -> tuple[list[Record], bool]:
+def _from_scan(text: str) -> list[Record]:
     matches = [m for m in _KEY.finditer(text) if _kind(m.group("key")) is not None]
     records: list[Record] = []
     current: Record = {}
@@ -232,7 +274,7 @@ def _from_scan(text: str) -> tuple[list[Record], bool]:
         current[kind] = _scanned_value(region, last=last)
     if current:
         records.append(current)
-    return [r for r in records if "expression" in r or "error" in r], False
+    return [r for r in records if "expression" in r or "error" in r]
 
 
 def _scanned_value(region: str, *, last: bool) -> str:

@@ -17,8 +17,11 @@ Two parsers:
 
 * ``strict`` (default): reads headers in any case, with Markdown emphasis, and inline
   (``Major: accuracy/omission - "x"``). The format always has all three sections (``no-error``
-  under an empty one), so an answer with a section missing or empty, or a cut-off last line, is
-  ``incomplete``; prose, an unreadable line or an unknown category is ``unreadable``. Either is a
+  under an empty one) and every error line its span (``category/subcategory - "span"``), so an
+  answer with a section missing or empty, or a last line cut off (inside its span's quotes, or
+  after the category: ``fluency/grammar -``, ``other``), is ``incomplete``; prose, an unreadable
+  line (a category with no span before the last line too) or an unknown category is
+  ``unreadable``. Either is a
   :class:`VerdictError` (re-asked, then unscored), never a score from partial information.
 * ``legacy-gemba`` (opt-in): the reference ``parse_mqm_answer`` rules exactly, quirks included:
   anything unreadable scores 0. Use it only to reproduce published numbers.
@@ -33,7 +36,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from judge_engine import templating, text
 from judge_engine.errors import ReasonCode, VerdictError
@@ -60,8 +63,9 @@ class MQMError(BaseModel):
     """critical, major or minor (``non-translation`` is always critical)."""
     category: str
     """``category/subcategory`` as the judge wrote it, lower-cased, e.g. ``accuracy/mistranslation``."""
-    span: str = ""
-    """The quoted text the error is about ("" when the judge gave none)."""
+    span: str
+    """The quoted text the error is about (``""`` only when the judge wrote it so: every error of
+    the GEMBA format has its span, so an error without one is an incomplete answer)."""
     span_found: Literal["target", "source", "none"] | None = None
     """Where the span occurs, the target first (:func:`judge_engine.text.locate`: exact, else with
     case, quote marks and spacing folded); filled in by the protocol, not by the judge."""
@@ -72,8 +76,9 @@ class MQMVerdict(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    errors: list[MQMError] = Field(default_factory=list)
-    """All errors; an empty list means the judge found none (``no-error`` everywhere)."""
+    errors: list[MQMError]
+    """All errors; an empty list means the judge found none (``no-error`` everywhere). Required:
+    ``{}`` is an answer that stopped (or never started), not a perfect translation."""
 
 
 class GembaOptions(ProtocolOptions):
@@ -96,7 +101,9 @@ class GembaMQM(Protocol):
     """GEMBA-MQM, original prompt and scoring."""
 
     name: ClassVar[str] = "gemba-mqm"
-    version: ClassVar[str] = "1"
+    # 2: strict parsing never scores an answer missing its errors list or an error's span, nor a
+    # last line cut before its span (version 1 scored them).
+    version: ClassVar[str] = "2"
     description: ClassVar[str] = "MQM error spans with severities (Kocmi & Federmann 2023); score -25..0"
     required_fields: ClassVar[tuple[str, ...]] = ("source", "target", "source_lang", "target_lang")
     output_model: ClassVar[type[BaseModel]] = MQMVerdict
@@ -192,6 +199,10 @@ class GembaMQM(Protocol):
             return None
         return f"unknown error category {category!r} (use one of: {', '.join(self.categories)})"
 
+    def _starts_an_error(self, line: str) -> bool:
+        """Whether a line is a known category, or the start of one's name (``locale``)."""
+        return self._category_problem(line) is None or any(c.startswith(line) for c in self.categories)
+
     def _parse_text(self, answer: str) -> list[MQMError]:
         severity: Severity | None = None
         # Lines under each section header seen so far: the format always writes all three
@@ -200,6 +211,7 @@ class GembaMQM(Protocol):
         sections: dict[Severity, int] = {}
         errors: list[MQMError] = []
         problems: list[str] = []
+        stopped_short = False
         lines = [ln.strip() for ln in answer.strip().splitlines()]
         for number, raw_line in enumerate(lines, start=1):
             line = _undecorate(raw_line)
@@ -220,6 +232,9 @@ class GembaMQM(Protocol):
                 continue
             error = self._error_from_line(line, severity)
             if error is None:
+                if number == len(lines) and self._starts_an_error(line.lower()):
+                    stopped_short = True  # "fluency/grammar -", "other", "locale": no span yet
+                    continue
                 problems.append(f"line {number} is not 'category/subcategory - \"span\"': {raw_line!r}")
                 continue
             if (problem := self._category_problem(error.category)) is not None:
@@ -230,25 +245,22 @@ class GembaMQM(Protocol):
             raise VerdictError(["no 'Critical:', 'Major:' or 'Minor:' section found", *problems], raw=answer)
         if problems:
             raise VerdictError(problems, raw=answer)
-        incomplete = [f"no '{s.capitalize()}:' section: write all three sections, with 'no-error' under one "
-                      "that has no errors" for s in SEVERITIES if s not in sections]
-        incomplete += [f"the '{s.capitalize()}:' section is empty: write 'no-error' when it has no errors"
-                       for s, count in sections.items() if count == 0]
-        if lines and lines[-1].count('"') % 2 == 1:
-            incomplete.append("the last line has an unclosed quote: the answer looks cut off")
+        incomplete = _missing_parts(sections, lines[-1] if lines else "", stopped_short=stopped_short)
         if incomplete:
             raise VerdictError(incomplete, raw=answer, code=ReasonCode.INCOMPLETE)
         return errors
 
     def _error_from_line(self, line: str, severity: Severity) -> MQMError | None:
+        """The error a line states, or None when it is not ``category - span``: every error line of
+        the format (the few-shot answers, the reference's fixtures) has its span, so a category
+        alone (``other``, ``fluency``) or one followed by a dash and nothing is a line cut short."""
         match = _ERROR_LINE.match(line)
         if match is None:
-            bare = line.lower().strip(" .:")
-            if "non-translation" in bare or bare in self.categories:
-                return self._checked(MQMError(severity=severity, category=bare))
             return None
         category = match.group("category").strip(" .:*").lower()
         span = match.group("span").strip().strip("*").strip()
+        if not span:
+            return None
         if len(span) >= 2 and span[0] in "\"“'" and span[-1] in "\"”'":
             span = span[1:-1]
         return self._checked(MQMError(severity=severity, category=category, span=span))
@@ -299,10 +311,30 @@ def legacy_parse(answer: str | None) -> MQMVerdict:
         if severity is None:
             continue
         if "non-translation" in line:
-            errors.append(MQMError(severity="critical", category=line))
+            errors.append(MQMError(severity="critical", category=line, span=""))
         else:
-            errors.append(MQMError(severity=severity, category=line))
+            errors.append(MQMError(severity=severity, category=line, span=""))
     return MQMVerdict(errors=errors)
+
+
+def _missing_parts(sections: dict[Severity, int], last_line: str, *, stopped_short: bool) -> list[str]:
+    """What a text answer lacks: a section, a section's line, or the end of its last line.
+
+    The last line is where a cut-off answer stops: inside its span's quotes, or after the category
+    before any span (``stopped_short``). A stop exactly at a line break between two complete error
+    lines of the last section leaves a well-formed answer that no parser can tell from a complete
+    one (the provider's finish reason is the only sign), and so does a stop inside an unquoted span.
+    """
+    missing = [f"no '{s.capitalize()}:' section: write all three sections, with 'no-error' under one "
+               "that has no errors" for s in SEVERITIES if s not in sections]
+    missing += [f"the '{s.capitalize()}:' section is empty: write 'no-error' when it has no errors"
+                for s, count in sections.items() if count == 0]
+    if last_line.count('"') % 2 == 1:
+        missing.append("the last line has an unclosed quote: the answer looks cut off")
+    if stopped_short:
+        missing.append(f"the last line stops before its span: {last_line!r}; every error is "
+                       "'category/subcategory - \"span\"'")
+    return missing
 
 
 def _undecorate(line: str) -> str:

@@ -58,7 +58,7 @@ class GembaMQMLiterary(GembaMQM):
     """
 
     name: ClassVar[str] = "gemba-mqm-literary"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # as gemba-mqm 2: the same strict parser
     description: ClassVar[str] = (
         "LitEval literary MQM error spans; score -(25 critical + 5 major + 1 minor) per sentence, per aspect"
     )
@@ -67,9 +67,6 @@ class GembaMQMLiterary(GembaMQM):
     # --- reading: the parent's parser, with hyphenated categories kept whole -----------------
 
     def _error_from_line(self, line: str, severity: Severity) -> MQMError | None:
-        bare = line.lower().strip(" .:")
-        if bare == "non-translation" or bare in self.categories:
-            return self._checked(MQMError(severity=severity, category=bare))
         match = _SPACED_DASH.match(line)
         if match is None or "-" not in match.group("category"):
             return super()._error_from_line(line, severity)

@@ -126,3 +126,21 @@ def test_a_computed_score_outside_the_protocols_range_is_never_recorded(tmp_path
     assert record.status == "unscored" and record.reason_code == "protocol_error"
     assert "outside its range -25..0" in record.reason
     cache.close()
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_non_finite_score_breakdown_is_never_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        value: float) -> None:
+    """JSON has no NaN: a breakdown holding one was stored as null in a line that said scored."""
+    from judge_engine.protocols.base import Score
+
+    runtime, cache = _runtime(), AnswerCache(tmp_path / "cache")
+    prepared = prepare_task(runtime, _task(), cache)
+    cache.set(prepared.key, ProviderResponse(content=ANSWER, finish_reason="stop", prompt_tokens=10,
+                                             completion_tokens=5, cost=0.0, headers={}, model="m").to_record())
+    monkeypatch.setattr(runtime.protocol, "score", lambda verdict, item, variant="": Score(-1.0, {"x": value}))
+    record = asyncio.run(judge_task(runtime, prepare_task(runtime, _task(), cache), cache=cache,
+                                    transcript=lambda line: None))
+    assert record.status == "unscored" and record.reason_code == "protocol_error"
+    assert "breakdown" in str(record.reason) and record.score is None
+    cache.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from judge_engine import templating
-from judge_engine.errors import ConfigError, VerdictError
+from judge_engine.errors import ConfigError, ReasonCode, VerdictError
 from judge_engine.fake.writers import get_writer
 from judge_engine.protocols import get_protocol
 from judge_engine.protocols.close_reading import NonPragmaticSpans, NovelSpans, SpansVerdict
@@ -205,13 +205,35 @@ def test_no_expression_list_is_a_verdict_error(answer: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "answer", ["[]", "```json\n[]\n```", '{"expressions": []}', "None found:\n[]"]
+    "answer",
+    ["[]", "```json\n[]\n```", '{"expressions": []}', "None found:\n[]", "{'expressions': []}", "[]\nNone stood out."],
 )
 def test_explicit_empty_list_is_none_found(answer: str) -> None:
     protocol = _protocol("nonpragmatic-spans")
     verdict = protocol.parse(answer, {"passage": PASSAGE})
     assert verdict == SpansVerdict(expressions=[])
     assert protocol.score(verdict, {"passage": PASSAGE}).score == 0.0
+
+
+@pytest.mark.parametrize("name", ["novel-spans", "nonpragmatic-spans"])
+@pytest.mark.parametrize("output", ["text", "json"])
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        ('{"errors": []}', ReasonCode.UNREADABLE),  # another format's empty list: it scored 0
+        ('{"result": {"expressions": []}}', ReasonCode.UNREADABLE),
+        ('Found: {"notes": [], "expressions": "none"}', ReasonCode.UNREADABLE),
+        ('{"expressions": []', ReasonCode.INCOMPLETE),  # the well-formed empty answer, cut at "]"
+        ("```json\n{\"expressions\": [", ReasonCode.INCOMPLETE),
+        ("{}", ReasonCode.INCOMPLETE),
+    ],
+)
+def test_an_empty_list_that_is_not_the_answer_is_not_none_found(
+    name: str, output: str, answer: str, code: ReasonCode
+) -> None:
+    with pytest.raises(VerdictError) as caught:
+        _protocol(name, output=output).parse(answer, {"passage": PASSAGE})
+    assert caught.value.code == code, caught.value.problems
 
 
 def test_empty_expression_is_a_verdict_error() -> None:
@@ -229,6 +251,60 @@ def test_partly_broken_answer_is_read_whole_not_shortened() -> None:
     got = read_expressions(answer)
     assert [r["expression"] for r in got] == ["counted gulls", "paper cut"]
     assert got[1]["justification"] == 'the "cut" is odd'
+
+
+FERRY = '{"expression": "The ferry left at six", "justification": "x"}'
+
+
+@pytest.mark.parametrize("name", ["novel-spans", "nonpragmatic-spans"])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"expressions": [' + FERRY,  # cut after a whole expression: it was scored on the partial list
+        '{"expressions": [' + FERRY + ",",
+        '{"expressions": [' + FERRY + "]",  # the list closed, the wrapper not
+        '```json\n{"expressions": [' + FERRY + "]\n```",
+        "[" + FERRY,
+        "[" + FERRY + ", ",
+        "[\n  " + FERRY + ",\n  " + FERRY[:-1],
+    ],
+)
+def test_an_answer_cut_after_a_whole_expression_is_incomplete(name: str, answer: str) -> None:
+    passage = {"passage": "The ferry left at six and nobody waved."}
+    with pytest.raises(VerdictError) as caught:
+        _protocol(name, output="json").parse(answer, passage)
+    assert caught.value.code == ReasonCode.INCOMPLETE, caught.value.problems
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"expressions": [' + FERRY + "]}",
+        '```json\n{"expressions": [' + FERRY + "]}\n```\nThat is all.",
+        "[" + FERRY + "]",
+        FERRY + "\n\n" + FERRY,  # the novelty prompt's bare objects: each closes itself
+        "{'expressions': [{'expression': 'The ferry left at six', 'justification': 'x'}]}",
+    ],
+)
+def test_an_answer_closed_after_its_last_expression_is_read(answer: str) -> None:
+    assert read_expressions(answer)[0]["expression"] == "The ferry left at six"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        '{"expressions": [{"justification": "x"}, ' + FERRY + "]}",
+        '{"expressions": [{"justification": "x"}]}',  # no record read at all
+        "[" + FERRY + ', {"justification": "x"}]',
+        FERRY + '\n\n{"justification": "x"}',
+        "[{“expression”: “The ferry”, “justification”: “a”}, {“justification”: “b”}]",
+    ],
+)
+def test_an_object_without_its_expression_is_incomplete_not_dropped(answer: str) -> None:
+    """It was left out silently, and the answer scored as if the judge had found one fewer."""
+    with pytest.raises(VerdictError) as caught:
+        read_expressions(answer)
+    assert caught.value.code == ReasonCode.INCOMPLETE
 
 
 def test_missing_justification_reads_as_empty() -> None:

@@ -170,3 +170,81 @@ def test_fake_answers_parse_in_both_modes() -> None:
                 assert answer is not None
                 score = protocol.score(protocol.parse(answer, ITEM), ITEM).score
                 assert score is not None and -25 <= score <= 0
+
+
+@pytest.mark.parametrize("cls", [GembaMQM, GembaMQMLiterary], ids=["gemba-mqm", "gemba-mqm-literary"])
+@pytest.mark.parametrize("mode", ["text", "json"])  # a text-mode judge's JSON answer is read as JSON too
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "{}",
+        "```json\n{}\n```",
+        '{"errors": [{"severity": "minor", "category": "fluency/grammar"}]}',  # an error without its span
+    ],
+)
+def test_a_json_answer_missing_a_part_is_incomplete_not_a_perfect_score(
+    cls: type[GembaMQM], mode: str, answer: str
+) -> None:
+    """``{}`` used to score 0, the best score there is: ``errors`` defaulted to an empty list."""
+    with pytest.raises(VerdictError) as caught:
+        cls.from_options({"output": mode}).parse(answer, ITEM)
+    assert caught.value.code == ReasonCode.INCOMPLETE
+
+
+@pytest.mark.parametrize("cls", [GembaMQM, GembaMQMLiterary], ids=["gemba-mqm", "gemba-mqm-literary"])
+def test_only_an_explicit_empty_error_list_is_no_error(cls: type[GembaMQM]) -> None:
+    protocol = cls.from_options({"output": "json"})
+    assert protocol.score(protocol.parse('{"errors": []}', ITEM), ITEM).score == 0.0
+
+
+def test_the_json_schema_sent_requires_every_part_of_the_answer() -> None:
+    response_format = GembaMQM.from_options({"output": "json"}).response_format()
+    assert response_format is not None
+    schema = response_format["json_schema"]["schema"]
+    assert schema["required"] == ["errors"]
+    assert set(schema["$defs"]["MQMError"]["required"]) == {"severity", "category", "span"}
+
+
+ABOVE_MINOR = 'Critical:\nno-error\nMajor:\naccuracy/addition - "nach"\n'
+
+
+@pytest.mark.parametrize("protocol", [GembaMQM(), GembaMQMLiterary()], ids=["gemba-mqm", "gemba-mqm-literary"])
+@pytest.mark.parametrize(
+    "last_line",
+    [
+        "terminology/inappropriate for context -",  # cut before the span: it scored -6 (the full answer -8)
+        "terminology/inappropriate for context",  # cut before the dash
+        "terminology/inappropriate",  # cut inside the category
+        "accuracy/mistranslation (too-literal) -",
+        "fluency",  # a category cut before its subcategory and span
+        "other",
+        "locale convention",
+        "locale",  # cut inside a category's name
+        "non-translation",
+        'terminology/inappropriate for context - "Zim',  # inside the span's quotes
+        '**Minor:** style/awkward -',  # an inline header, with Markdown
+    ],
+)
+def test_a_last_error_line_cut_short_is_incomplete(protocol: GembaMQM, last_line: str) -> None:
+    full = ABOVE_MINOR + 'Minor:\nterminology/inappropriate for context - "Zimmer"\n'
+    assert protocol.score(protocol.parse(full, ITEM), ITEM).score == -6.0
+    answer = ABOVE_MINOR + ("" if "Minor:" in last_line else "Minor:\n") + last_line
+    with pytest.raises(VerdictError) as caught:
+        protocol.parse(answer, ITEM)
+    assert caught.value.code == ReasonCode.INCOMPLETE, caught.value.problems
+
+
+@pytest.mark.parametrize("protocol", [GembaMQM(), GembaMQMLiterary()], ids=["gemba-mqm", "gemba-mqm-literary"])
+@pytest.mark.parametrize("line", ["other", "fluency/grammar -", "non-translation"])
+def test_an_error_line_without_its_span_is_unreadable_anywhere(protocol: GembaMQM, line: str) -> None:
+    """Every error line of the format has its span (the few-shot answers, the reference's
+    fixtures); before the last line, a category alone is not a cut but a line off the format."""
+    answer = f'Critical:\nno-error\nMajor:\n{line}\nMinor:\nfluency/grammar - "wäre"'
+    with pytest.raises(VerdictError, match="is not 'category/subcategory") as caught:
+        protocol.parse(answer, ITEM)
+    assert caught.value.code == ReasonCode.UNREADABLE
+
+
+def test_an_explicitly_empty_span_is_a_span() -> None:
+    verdict = GembaMQM().parse('Critical:\nno-error\nMajor:\naccuracy/omission - ""\nMinor:\nno-error', ITEM)
+    assert [(e.category, e.span) for e in verdict.errors] == [("accuracy/omission", "")]

@@ -135,12 +135,12 @@ def test_reference_fixtures_with_the_strict_parser(answer: str, gemba: float, co
 
 def test_hyphenated_categories_stay_whole() -> None:
     answer = (
-        'Critical:\nnon-translation\nMajor:\naccuracy/mistranslation (too-literal) - "well-known"\n'
+        'Critical:\nnon-translation - "abc well-known"\nMajor:\naccuracy/mistranslation (too-literal) - "well-known"\n'
         'Minor:\nnon-translation - "abc"\nstyle/unidiomatic – "ah"'
     )
     errors = STRICT.parse(answer, {"target": "abc well-known"}).errors
     assert [(e.severity, e.category, e.span) for e in errors] == [
-        ("critical", "non-translation", ""),
+        ("critical", "non-translation", "abc well-known"),
         ("major", "accuracy/mistranslation (too-literal)", "well-known"),
         ("critical", "non-translation", "abc"),
         ("minor", "style/unidiomatic", "ah"),

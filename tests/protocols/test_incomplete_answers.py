@@ -7,6 +7,8 @@ boundary the fake server's ``stop_early`` fault can pick: none of them may parse
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,10 @@ from judge_engine.config import load_config
 from judge_engine.dataset import iter_items
 from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.fake.answers import AnswerBook, stopped_early
+from judge_engine.fake.writers import get_writer
 from judge_engine.plan import build_protocol
-from judge_engine.protocols import get_protocol
+from judge_engine.protocols import Protocol, get_protocol
+from tests.protocols.fake_judges import JUDGES
 
 REPO = Path(__file__).resolve().parents[2]
 TTCT_ITEM = {"id": "t1", "text": "The moon folded its light.", "topic": "longing"}
@@ -108,3 +112,62 @@ def test_every_example_answer_stopped_early_is_rejected() -> None:
                 continue
             slipped.append((where, answer, stopped))
     assert slipped == []
+
+
+JSON_JUDGES = [judge for judge in JUDGES if judge[1].json_mode]
+
+
+@pytest.mark.parametrize(("where", "protocol", "items"), JSON_JUDGES, ids=[j[0] for j in JSON_JUDGES])
+def test_the_json_schema_sent_and_the_parser_agree_on_every_part(
+    where: str, protocol: Protocol, items: list[dict[str, Any]]
+) -> None:
+    """Each key of the fake server's JSON answers is dropped in turn: an answer without a key the
+    schema sent marks required is ``incomplete``, one without an optional key is read, and ``{}``
+    is never scored. (GEMBA-MQM's ``errors`` used to default to ``[]``: ``{}`` scored 0, the
+    best score; a close-reading object without its expression was dropped from the count.)"""
+    response_format = protocol.response_format()
+    assert response_format is not None
+    schema = response_format["json_schema"]["schema"]
+    write = get_writer(protocol.name)
+    for item in items:
+        for variant in protocol.variants(item):
+            with pytest.raises(VerdictError):
+                protocol.parse("{}", item, variant)
+            for seed in range(6):
+                answer = write(protocol.render(item, variant), seed=seed, temperature=0.0, json_mode=True)
+                assert answer is not None
+                value = json.loads(answer)
+                for path, required in _keys(value, schema, schema.get("$defs", {})):
+                    shorter = json.dumps(_without(value, path))
+                    if not required:
+                        protocol.parse(shorter, item, variant)
+                        continue
+                    with pytest.raises(VerdictError) as caught:
+                        protocol.parse(shorter, item, variant)
+                    assert caught.value.code == ReasonCode.INCOMPLETE, (path, caught.value.problems)
+
+
+Path_ = tuple[Any, ...]
+"""Where a key is in a JSON value: the keys and list indexes leading to it."""
+
+
+def _keys(value: Any, schema: dict[str, Any], defs: dict[str, Any], at: Path_ = ()) -> Iterator[tuple[Path_, bool]]:
+    """(path, required by the schema) of every key in a JSON value, depth first."""
+    if "$ref" in schema:
+        schema = defs[schema["$ref"].rsplit("/", 1)[-1]]
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            yield (*at, key), key in schema.get("required", ())
+            yield from _keys(inner, schema.get("properties", {}).get(key, {}), defs, (*at, key))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            yield from _keys(inner, schema.get("items", {}), defs, (*at, index))
+
+
+def _without(value: Any, path: Path_) -> Any:
+    copy = json.loads(json.dumps(value))
+    node = copy
+    for step in path[:-1]:
+        node = node[step]
+    del node[path[-1]]
+    return copy
