@@ -231,6 +231,10 @@ class GembaMQM(Protocol):
             if "no-error" in line.lower() or "no error" in line.lower():
                 continue
             error = self._error_from_line(line, severity)
+            if error is None and number < len(lines) and line.lower().strip(" .:*") == "non-translation":
+                # The one category that needs no span: the whole segment is not a translation.
+                # Alone on the last line it could be a line cut before its span: re-asked below.
+                error = self._checked(MQMError(severity=severity, category="non-translation", span=""))
             if error is None:
                 if number == len(lines) and self._starts_an_error(line.lower()):
                     stopped_short = True  # "fluency/grammar -", "other", "locale": no span yet

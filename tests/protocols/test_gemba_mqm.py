@@ -235,7 +235,7 @@ def test_a_last_error_line_cut_short_is_incomplete(protocol: GembaMQM, last_line
 
 
 @pytest.mark.parametrize("protocol", [GembaMQM(), GembaMQMLiterary()], ids=["gemba-mqm", "gemba-mqm-literary"])
-@pytest.mark.parametrize("line", ["other", "fluency/grammar -", "non-translation"])
+@pytest.mark.parametrize("line", ["other", "fluency/grammar -"])
 def test_an_error_line_without_its_span_is_unreadable_anywhere(protocol: GembaMQM, line: str) -> None:
     """Every error line of the format has its span (the few-shot answers, the reference's
     fixtures); before the last line, a category alone is not a cut but a line off the format."""
@@ -243,6 +243,15 @@ def test_an_error_line_without_its_span_is_unreadable_anywhere(protocol: GembaMQ
     with pytest.raises(VerdictError, match="is not 'category/subcategory") as caught:
         protocol.parse(answer, ITEM)
     assert caught.value.code == ReasonCode.UNREADABLE
+
+
+@pytest.mark.parametrize("protocol", [GembaMQM(), GembaMQMLiterary()], ids=["gemba-mqm", "gemba-mqm-literary"])
+def test_a_bare_non_translation_line_before_the_last_is_a_critical_error(protocol: GembaMQM) -> None:
+    """non-translation names the whole segment: it needs no span (the reference reads any line
+    holding it as critical). Only as the answer's last line could it be a line cut short."""
+    answer = "Critical:\nnon-translation\nMajor:\nno-error\nMinor:\nno-error"
+    verdict = protocol.parse(answer, ITEM)
+    assert [(e.severity, e.category, e.span) for e in verdict.errors] == [("critical", "non-translation", "")]
 
 
 def test_an_explicitly_empty_span_is_a_span() -> None:
