@@ -201,11 +201,11 @@ def _score_section(lists: Sequence[tuple[str, ListScore]], name: str) -> Section
 
 def _gate_section(summaries: Sequence[ModelSummary], random: Baseline | None) -> Section:
     title = f"Gate: appropriateness above Random (Welch, BH, alpha {GATE_ALPHA:g})"
-    columns = ["judge", "temperature", "n", "mean", "p", "p_bh", "passed"]  # rows also hold random and t
+    columns = ["judge", "temperature", "n", "mean", "p", "p_bh", "passed"]  # rows also hold random, t and df
     if random is None:
         return Section("gate", title, columns, [], NO_RANDOM)
     rows = [{"judge": s.model, "temperature": s.temperature, "n": s.gate.n, "mean": s.gate.mean,
-             "random": s.gate.random_mean, "t": s.gate.t, "p": s.gate.p, "p_bh": s.gate.p_adjusted,
+             "random": s.gate.random_mean, "t": s.gate.t, "df": s.gate.df, "p": s.gate.p, "p_bh": s.gate.p_adjusted,
              "passed": s.gate.passed} for s in summaries if s.gate is not None]
     notes = ["two-sided Welch t-test of per-cue appropriateness (a cue's lists averaged; values beyond 3 SD "
              "removed first) against Random's; p_bh: Benjamini-Hochberg within the temperature; passed: "

@@ -67,6 +67,8 @@ class GateResult:
     mean: float
     random_mean: float
     t: float
+    df: float
+    """Welch-Satterthwaite degrees of freedom (not ``n + n_random - 2``: the variances differ)."""
     p: float
     p_adjusted: float
     passed: bool
@@ -131,18 +133,18 @@ def appropriateness_gate(models: Mapping[str, Sequence[float]], random: Sequence
     for name, values in models.items():
         x = remove_outliers(values, sd=sd)
         if x.size < 2:
-            tests[name] = (x, math.nan, math.nan)
+            tests[name] = (x, math.nan, math.nan, math.nan)
             continue
         result = sps.ttest_ind(x, reference, equal_var=False, alternative="two-sided")
-        tests[name] = (x, float(result.statistic), float(result.pvalue))
-    names = [n for n, (_, _, p) in tests.items() if not math.isnan(p)]
-    adjusted = dict(zip(names, benjamini_hochberg([tests[n][2] for n in names]), strict=True))
+        tests[name] = (x, float(result.statistic), float(result.df), float(result.pvalue))
+    names = [n for n, (_, _, _, p) in tests.items() if not math.isnan(p)]
+    adjusted = dict(zip(names, benjamini_hochberg([tests[n][3] for n in names]), strict=True))
     random_mean = float(reference.mean())
     gate = {}
-    for name, (x, t, p) in tests.items():
+    for name, (x, t, df, p) in tests.items():
         q = float(adjusted.get(name, math.nan))
         mean = float(x.mean()) if x.size else math.nan
-        gate[name] = GateResult(int(x.size), mean, random_mean, t, p, q, bool(q <= alpha and mean > random_mean))
+        gate[name] = GateResult(int(x.size), mean, random_mean, t, df, p, q, bool(q <= alpha and mean > random_mean))
     return gate
 
 

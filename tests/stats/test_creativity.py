@@ -77,6 +77,28 @@ def test_the_gate_passes_a_model_above_random_only() -> None:
     assert gate["same"].random_mean == 120.0
 
 
+def test_the_gate_is_welchs_t_test_not_students_when_sizes_and_variances_differ() -> None:
+    # Model (122, 124, 126): n1 = 3, mean 124, SS 8, s1^2 = 4, s1^2/n1 = 4/3.
+    # Random (119, 119, 121, 121): n2 = 4, mean 120, SS 4, s2^2 = 4/3, s2^2/n2 = 1/3.
+    # Welch: SE^2 = 4/3 + 1/3 = 5/3, t = 4 / sqrt(5/3) = 4 sqrt(3/5) = 3.098387;
+    #   df = (5/3)^2 / ((4/3)^2 / 2 + (1/3)^2 / 3) = (25/9) / (8/9 + 1/27) = (25/9) / (25/27) = 3.
+    #   Student t, 3 df, two-sided: p = 1 - (2/pi)(th + sin th cos th), tan th = t / sqrt(3) = 4 / sqrt(5),
+    #   cos^2 th = 5/21, sin th cos th = (4 / sqrt(5))(5/21) = 4 sqrt(5) / 21 = 0.425918,
+    #   th = atan(1.788854) = 1.061057: p = 1 - 0.636620 * 1.486974 = 0.053363.
+    # Student's (equal variances): pooled s^2 = (8 + 4) / 5 = 2.4, SE^2 = 2.4 (1/3 + 1/4) = 1.4,
+    #   t = 4 / sqrt(1.4) = 3.380617 on 5 df; tan th = 4 / sqrt(7), cos^2 th = 7/23, sin th cos th =
+    #   4 sqrt(7) / 23 = 0.460131, th = 0.986422: p = 1 - (2/pi)(th + sin th cos th (1 + (2/3) cos^2 th))
+    #   = 1 - 0.636620 * 1.539913 = 0.019661.
+    # At alpha 0.05 Student's test would pass the model; Welch's does not.
+    (result,) = appropriateness_gate({"m": [122.0, 124.0, 126.0]}, [119.0, 119.0, 121.0, 121.0], alpha=0.05).values()
+    assert (result.n, result.mean, result.random_mean) == (3, 124.0, 120.0)
+    assert result.t == pytest.approx(4 * math.sqrt(3 / 5)) and result.df == pytest.approx(3.0)
+    theta = math.atan(4 / math.sqrt(5))
+    assert result.p == pytest.approx(1 - 2 / math.pi * (theta + 4 * math.sqrt(5) / 21), rel=1e-9)
+    assert result.p == pytest.approx(0.053363, abs=1e-6) and result.p_adjusted == result.p  # BH over one model
+    assert not result.passed
+
+
 def test_the_gate_uses_alpha_0_001_after_bh_within_the_temperature() -> None:
     # A gap of 1 point: t = 1 / (2/7) = 3.5 on ~98 df, p ~ 7e-4 < 0.001; with a second, null model
     # BH gives 7e-4 * 2 / 1 = 1.4e-3 > 0.001: the same data fails once another model is tested.
