@@ -171,6 +171,20 @@ def test_summarize_one_temperature_against_both_baselines() -> None:
     assert np.isclose(good.novelty.high - good.novelty.mean, 1.96 * good.novelty.sem)
 
 
+def test_the_front_is_the_models_and_a_baseline_that_beats_a_model_is_named() -> None:
+    # Common (140 +- 2, 60 +- 2), Random (120 +- 2, 80 +- 2). "under" at (138, 58) is beaten by
+    # Common on both axes, "wide" at (125, 70) by nothing, and neither model beats the other:
+    # both are the models' front. Random beats neither (x 120 < 125 < 138).
+    spread = [float(i % 5 - 2) for i in range(50)]
+    random = [(120 + s, 80.0 + s) for s in spread]
+    common = [(140 + s, 60.0 + s) for s in spread]
+    lists = [ListScore("under", 1.0, 58.0 + s, 138.0 + s) for s in spread]
+    lists += [ListScore("wide", 1.0, 70.0 + s, 125.0 + s) for s in spread]
+    rows = {r.model: r for r in summarize(lists, random=random, common=common)}
+    assert (rows["under"].pareto, rows["under"].beaten_by) == (True, ("Common",))
+    assert (rows["wide"].pareto, rows["wide"].beaten_by) == (True, ())
+
+
 def test_the_plane_is_drawn_with_baselines_models_and_front(tmp_path: Path) -> None:
     from judge_engine.stats import plots
     from judge_engine.stats.creativity_plots import creativity_plane
