@@ -224,6 +224,7 @@ class DatasetConfig(BaseModel):
 
 TIE_RULES = ("first", "abstain", "mean")
 TIE_CHOICES = "tie: first, abstain, mean, or the verdict to give (a mean cannot tie)"
+EVEN_TOO = f"can vote as an even panel, whose ties are common: it needs a tie rule: {TIE_CHOICES}"
 
 
 class JuryConfig(BaseModel):
@@ -247,15 +248,13 @@ class JuryConfig(BaseModel):
     ``first`` takes the vote of the juror listed first among the tied, ``abstain`` records the
     jury unscored (``jury_tie``), ``mean`` averages the tied values (numbers only), and any
     other value (a label such as ``fail``, or a number) is the verdict. Required for an
-    even-sized panel, whose ties are common, and for an odd panel that can vote with a juror
-    missing (a juror with ``self_preference: forbid``, or a ``quorum`` below the panel's size):
-    on such items it is an even panel. Otherwise an odd panel abstains on its rare ties (three
-    or more values). A mean cannot tie and needs no rule."""
+    even-sized panel, whose ties are common, and for one that can vote with a juror missing (a
+    juror with ``self_preference: forbid``, a ``quorum`` below its size); otherwise an odd
+    panel abstains on its rare ties (three or more values)."""
     quorum: int | None = Field(default=None, ge=1)
     """How many jurors must have scored an item for the jury to give a verdict (default: every
     juror not kept off the item by ``self_preference: forbid``); fewer is ``jury_incomplete``.
-    Below the panel's size, the jury decides without a juror that gave no vote (unreadable,
-    failed), so it needs a ``tie`` rule."""
+    Below the panel's size, the others decide without an unreadable or failed juror."""
 
     @model_validator(mode="after")
     def _a_panel(self) -> JuryConfig:
@@ -280,8 +279,7 @@ class JuryConfig(BaseModel):
             raise ValueError(f"{where}.quorum: {self.quorum} is more than the {size} jurors")
         if self.needs_tie_rule and self.quorum is not None and self.quorum < size:
             raise ValueError(f"{where}.tie: quorum {self.quorum} lets the panel of {size} decide without a juror "
-                             f"that gave no vote (unreadable, failed), and {size - 1} votes can tie evenly: it "
-                             f"needs a tie rule: {TIE_CHOICES}")
+                             f"that gave no vote (unreadable, failed), so it {EVEN_TOO}")
         return self
 
     @property
@@ -342,12 +340,8 @@ class JobConfig(BaseModel):
                 raise ValueError(f"{where}.judges: a panel's judges share one protocol (here: "
                                  + ", ".join(f"{j} {protocols[j]}" for j in jury.judges) + ")")
             if jury.needs_tie_rule and (recused := [j for j in jury.judges if j in forbidding]):
-                raise ValueError(
-                    f"{where}.tie: {', '.join(recused)} {'has' if len(recused) == 1 else 'have'} self_preference: "
-                    f"forbid, so the panel of {len(jury.judges)} judges the items of "
-                    f"{'its' if len(recused) == 1 else 'their'} model family without "
-                    f"{'it' if len(recused) == 1 else 'them'}, and an even number of votes can tie: it needs a "
-                    f"tie rule: {TIE_CHOICES}")
+                raise ValueError(f"{where}.tie: self_preference: forbid keeps {', '.join(recused)} off the items of "
+                                 f"the same model family, where the panel of {len(jury.judges)} {EVEN_TOO}")
         return self
 
     def manifest_view(self) -> dict[str, Any]:

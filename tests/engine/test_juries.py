@@ -181,12 +181,12 @@ def test_a_panel_that_can_vote_without_a_juror_needs_a_tie_rule(tmp_path: Path, 
     judges = [juror_config("a", None), juror_config("b", None), juror_config("c", None)]
     judges[0]["self_preference"] = "forbid"
     path = config_file(tmp_path, [{"name": "panel", "judges": ["a", "b", "c"], "aggregate": "median"}], judges=judges)
-    with pytest.raises(ConfigError, match=r"juries\[panel\]\.tie: a has self_preference: forbid, so the panel of 3 "
-                                          r"judges the items of its model family without it, and an even number of "
-                                          r"votes can tie: it needs a tie rule: tie: first, abstain, mean"):
+    with pytest.raises(ConfigError, match=r"juries\[panel\]\.tie: self_preference: forbid keeps a off the items of "
+                                          r"the same model family, where the panel of 3 can vote as an even panel, "
+                                          r"whose ties are common: it needs a tie rule: tie: first, abstain, mean"):
         load_config(path)
     assert main(["plan", str(path)]) == 2
-    assert f"{path}: juries[panel].tie: a has self_preference: forbid" in capsys.readouterr().err
+    assert f"{path}: juries[panel].tie: self_preference: forbid keeps a off" in capsys.readouterr().err
     for tie in ("abstain", "mean"):
         path = config_file(tmp_path, [{"name": "panel", "judges": ["a", "b", "c"], "aggregate": "median",
                                        "tie": tie}], judges=judges)
@@ -196,7 +196,7 @@ def test_a_panel_that_can_vote_without_a_juror_needs_a_tie_rule(tmp_path: Path, 
     # A quorum below the panel: an unreadable juror's missing vote leaves two to decide.
     path = config_file(tmp_path, [{"name": "panel", "judges": ["a", "b", "c"], "quorum": 2}])
     with pytest.raises(ConfigError, match=r"juries\[panel\]\.tie: quorum 2 lets the panel of 3 decide without a "
-                                          r"juror that gave no vote \(unreadable, failed\), and 2 votes can tie"):
+                                          r"juror that gave no vote \(unreadable, failed\), so it can vote as an even"):
         load_config(path)
     assert main(["plan", str(path)]) == 2
 
@@ -212,7 +212,7 @@ def test_the_example_jury_with_forbid_on_a_juror_needs_a_tie_rule(tmp_path: Path
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     assert main(["plan", str(path)]) == 2
-    assert "juries[panel].tie: helpful-json has self_preference: forbid" in capsys.readouterr().err
+    assert "juries[panel].tie: self_preference: forbid keeps helpful-json off" in capsys.readouterr().err
     raw["juries"][0]["tie"] = "mean"
     path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     assert load_config(path).juries[0].tie == "mean"
