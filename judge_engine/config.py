@@ -223,6 +223,8 @@ class DatasetConfig(BaseModel):
 
 
 TIE_RULES = ("first", "abstain", "mean")
+TIE_CHOICES = "tie: first, abstain, mean, or the verdict to give (a mean cannot tie)"
+EVEN_TOO = f"can vote as an even panel, whose ties are common: it needs a tie rule: {TIE_CHOICES}"
 
 
 class JuryConfig(BaseModel):
@@ -246,10 +248,13 @@ class JuryConfig(BaseModel):
     ``first`` takes the vote of the juror listed first among the tied, ``abstain`` records the
     jury unscored (``jury_tie``), ``mean`` averages the tied values (numbers only), and any
     other value (a label such as ``fail``, or a number) is the verdict. Required for an
-    even-sized panel, whose ties are common; an odd panel abstains by default."""
+    even-sized panel, whose ties are common, and for one that can vote with a juror missing (a
+    juror with ``self_preference: forbid``, a ``quorum`` below its size); otherwise an odd
+    panel abstains on its rare ties (three or more values)."""
     quorum: int | None = Field(default=None, ge=1)
     """How many jurors must have scored an item for the jury to give a verdict (default: every
-    juror not kept off the item by ``self_preference: forbid``); fewer is ``jury_incomplete``."""
+    juror not kept off the item by ``self_preference: forbid``); fewer is ``jury_incomplete``.
+    Below the panel's size, the others decide without an unreadable or failed juror."""
 
     @model_validator(mode="after")
     def _a_panel(self) -> JuryConfig:
@@ -267,12 +272,20 @@ class JuryConfig(BaseModel):
             raise ValueError(f"{where}.weights: not on the panel: {', '.join(unknown)}")
         if any(w <= 0 for w in self.weights.values()):
             raise ValueError(f"{where}.weights: weights must be greater than 0")
-        if self.tie is None and len(self.judges) % 2 == 0 and self.aggregate != "mean":
-            raise ValueError(f"{where}.tie: an even-sized panel ({len(self.judges)} judges) needs a tie rule: "
-                             f"tie: first, abstain, mean, or the verdict to give (a mean cannot tie)")
-        if self.quorum is not None and self.quorum > len(self.judges):
-            raise ValueError(f"{where}.quorum: {self.quorum} is more than the {len(self.judges)} jurors")
+        size = len(self.judges)
+        if self.needs_tie_rule and size % 2 == 0:
+            raise ValueError(f"{where}.tie: an even-sized panel ({size} judges) needs a tie rule: {TIE_CHOICES}")
+        if self.quorum is not None and self.quorum > size:
+            raise ValueError(f"{where}.quorum: {self.quorum} is more than the {size} jurors")
+        if self.needs_tie_rule and self.quorum is not None and self.quorum < size:
+            raise ValueError(f"{where}.tie: quorum {self.quorum} lets the panel of {size} decide without a juror "
+                             f"that gave no vote (unreadable, failed), so it {EVEN_TOO}")
         return self
+
+    @property
+    def needs_tie_rule(self) -> bool:
+        """No ``tie`` given, and the aggregate can tie (a mean cannot)."""
+        return self.tie is None and self.aggregate != "mean"
 
 
 class OutputConfig(BaseModel):
@@ -314,6 +327,7 @@ class JobConfig(BaseModel):
     @model_validator(mode="after")
     def _juries_of_known_judges(self) -> JobConfig:
         protocols = {j.name: j.protocol for j in self.judges}
+        forbidding = {j.name for j in self.judges if j.self_preference == "forbid"}
         taken = set(protocols)
         for jury in self.juries:
             where = f"juries[{jury.name}]"
@@ -325,6 +339,9 @@ class JobConfig(BaseModel):
             if len({protocols[j] for j in jury.judges}) > 1:
                 raise ValueError(f"{where}.judges: a panel's judges share one protocol (here: "
                                  + ", ".join(f"{j} {protocols[j]}" for j in jury.judges) + ")")
+            if jury.needs_tie_rule and (recused := [j for j in jury.judges if j in forbidding]):
+                raise ValueError(f"{where}.tie: self_preference: forbid keeps {', '.join(recused)} off the items of "
+                                 f"the same model family, where the panel of {len(jury.judges)} {EVEN_TOO}")
         return self
 
     def manifest_view(self) -> dict[str, Any]:
@@ -461,7 +478,7 @@ def _describe(exc: ValidationError, file: Path, flags: Mapping[str, str] | None 
             message = "unknown key"
         elif error["type"] == "missing":
             message = "required key is missing"
-        elif error["loc"] and message.startswith(f"{error['loc'][0]}["):  # it names its own key (juries[panel].tie)
+        elif message.startswith(f"{error['loc'][0]}[" if error["loc"] else "juries["):  # it names its own key (juries[panel].tie)
             lines.append(f"{file}: {message}")
             continue
         lines.append(f"{file}: {key}: {message}")

@@ -6,7 +6,7 @@ juries:
     judges: [gpt, claude, gemini]     # judges of this config, one protocol
     aggregate: majority               # majority | mean | median | weighted
     weights: {gpt: 2, claude: 1, gemini: 1}   # weighted only
-    tie: first                        # first | abstain | mean | <a verdict>; required for even panels
+    tie: first                        # first | abstain | mean | <a verdict>; required when the votes can be even
     quorum: 2                         # default: every juror not kept off the item
 ```
 
@@ -27,6 +27,15 @@ median) is settled by ``tie``: there is no silent tie-break by list order, which
 score and status, how many voted, and their agreement (the share of juror pairs that voted
 alike; for numbers also the spread). Too few votes (``quorum``) is ``jury_incomplete``, an
 abstention ``jury_tie``, each with every juror's vote kept.
+
+**Missing votes.** A juror kept off an item (``self_preference: forbid``) lowers the default
+quorum by one: the others decide. A juror unscored for any other reason (unreadable, a
+transport failure, a protocol error) gives no vote and does not lower it: with the default
+quorum the jury is ``jury_incomplete``; with a ``quorum`` below the panel's size the others
+decide. Either way an odd panel can vote as an even one on that item, and its ties are settled
+by ``tie`` like any other, so the config requires a ``tie`` rule for such a panel
+(:class:`~judge_engine.config.JuryConfig`), as for an even one: a default abstention would
+quietly leave many of those items unscored (two jurors who disagree always tie).
 """
 
 from __future__ import annotations
@@ -143,7 +152,8 @@ def jury_lines(config: JobConfig, protocols: Mapping[str, Protocol]) -> list[str
         scale = protocols[jury.judges[0]].vote_scale()
         how = jury.aggregate + (f" (weights {', '.join(f'{j} {w:g}' for j, w in jury.weights.items())})"
                                 if jury.weights else "")
-        tie = jury.tie if jury.tie is not None else "abstain (odd panel)" if len(jury.judges) % 2 else "none"
+        tie = jury.tie if jury.tie is not None else "abstain (an odd panel, every juror voting)" \
+            if len(jury.judges) % 2 else "none"
         lines.append(f"jury {jury.name}: {how} of {', '.join(jury.judges)} on {_scale_words(scale)}; "
                      f"tie: {tie}; quorum: {jury.quorum or 'every juror not kept off the item'}; an outcome per item "
                      "once all its jurors have one")

@@ -12,9 +12,10 @@ switching to ``allow`` judges them.
 
 **The family of a model** is :func:`judge_engine.families.model_family`, the one definition
 the statistics use too: the vendor's model line, read from the model's own name (route,
-organisation and Bedrock prefixes dropped), so ``openai/gpt-4o-mini``, ``gpt-4o-2024-08-06``,
-``gpt-4-turbo`` and ``chatgpt-4o-latest`` are all ``openai``, ``claude-haiku-4-5`` and
-``bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0`` are ``anthropic``. Coarse on purpose:
+organisation and Bedrock prefixes dropped, a fine-tune read as its base model), so
+``openai/gpt-4o-mini``, ``gpt-4o-2024-08-06``, ``gpt-4-turbo``, ``chatgpt-4o-latest`` and
+``openai/ft:gpt-4o-mini-2024-07-18:org::abc123`` are all ``openai``, ``claude-haiku-4-5`` and
+``bedrock/us.anthropic.claude-3-5-sonnet-20240620-v1:0`` are ``anthropic``. Coarse on purpose:
 siblings of one vendor share training data and house style, which is where the preference comes
 from. A model no pattern knows is a family of its own name (``hosted_vllm/vicuna-13b`` judging
 ``vicuna-13b`` is flagged).

@@ -529,7 +529,7 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
         table = Table(title=s.title, title_justify="left")
         for c in s.columns:
             left = c in ("group", "judge", "human", "judges", "point", "statistic", "dimension", "field",
-                         "length_of", "family", "own_systems", "system", "reference")
+                         "length_of", "family", "own_systems", "system", "reference", "beaten_by")
             table.add_column(c, justify="left" if left else "right", overflow="fold")
         for r in s.rows:
             table.add_row(*(_cell(r.get(c), small=c in s.small_values) for c in s.columns))

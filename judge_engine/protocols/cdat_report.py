@@ -12,7 +12,8 @@ of :mod:`judge_engine.stats.creativity`:
   Random, Benjamini-Hochberg at alpha 0.001 within each temperature, 3-SD outliers out) and the
   **CDAT score** of the models that pass;
 * CDAT with both baselines: the **elbow distance** from the Common-Random line;
-* CDAT: the **Pareto front** per temperature over the models and the baselines given;
+* CDAT: the **Pareto front** per temperature over the models (the baselines given are listed
+  beside it, and a model a baseline beats on both axes says so);
 * ``--plots``: the appropriateness-novelty plane (:mod:`judge_engine.stats.creativity_plots`).
 
 A section that needs a baseline that was not given says so in one line. The baselines are files
@@ -37,7 +38,6 @@ from judge_engine.stats.creativity import (
     Point,
     baseline_mean,
     mean_ci,
-    pareto_front,
     summarize,
     valid_response_rate,
 )
@@ -201,11 +201,11 @@ def _score_section(lists: Sequence[tuple[str, ListScore]], name: str) -> Section
 
 def _gate_section(summaries: Sequence[ModelSummary], random: Baseline | None) -> Section:
     title = f"Gate: appropriateness above Random (Welch, BH, alpha {GATE_ALPHA:g})"
-    columns = ["judge", "temperature", "n", "mean", "p", "p_bh", "passed"]  # rows also hold random and t
+    columns = ["judge", "temperature", "n", "mean", "p", "p_bh", "passed"]  # rows also hold random, t and df
     if random is None:
         return Section("gate", title, columns, [], NO_RANDOM)
     rows = [{"judge": s.model, "temperature": s.temperature, "n": s.gate.n, "mean": s.gate.mean,
-             "random": s.gate.random_mean, "t": s.gate.t, "p": s.gate.p, "p_bh": s.gate.p_adjusted,
+             "random": s.gate.random_mean, "t": s.gate.t, "df": s.gate.df, "p": s.gate.p, "p_bh": s.gate.p_adjusted,
              "passed": s.gate.passed} for s in summaries if s.gate is not None]
     notes = ["two-sided Welch t-test of per-cue appropriateness (a cue's lists averaged; values beyond 3 SD "
              "removed first) against Random's; p_bh: Benjamini-Hochberg within the temperature; passed: "
@@ -240,18 +240,33 @@ def _elbow_section(summaries: Sequence[ModelSummary], random: Baseline | None, c
 
 
 def _pareto_section(summaries: Sequence[ModelSummary], random: Baseline | None, common: Baseline | None) -> Section:
+    """The front of the models, per temperature, as :func:`~judge_engine.stats.creativity.summarize`
+    draws it; the baselines' means are listed beside it (``front`` empty), not candidates."""
     baselines = {b.role: baseline_mean(b.points) for b in (random, common) if b is not None}
     rows: list[dict[str, Any]] = []
+    beaten: list[str] = []
     for temperature in sorted({s.temperature for s in summaries}):
-        placed = {s.model: (s.appropriateness.mean, s.novelty.mean) for s in summaries if s.temperature == temperature
-                  and math.isfinite(s.appropriateness.mean) and math.isfinite(s.novelty.mean)}
-        front = set(pareto_front({**placed, **baselines}))  # as summarize() draws it
-        rows += [{"temperature": temperature, "point": name, "appropriateness": x, "novelty": y, "front": name in front}
-                 for name, (x, y) in {**placed, **baselines}.items()]
-    title = "Pareto front: points no other beats on both axes"
+        placed = [s for s in summaries if s.temperature == temperature
+                  and math.isfinite(s.appropriateness.mean) and math.isfinite(s.novelty.mean)]
+        rows += [{"temperature": temperature, "point": s.model, "appropriateness": s.appropriateness.mean,
+                  "novelty": s.novelty.mean, "front": s.pareto, "beaten_by": ", ".join(s.beaten_by)}
+                 for s in placed]
+        if placed:
+            rows += [{"temperature": temperature, "point": name, "appropriateness": x, "novelty": y, "front": None,
+                      "beaten_by": None} for name, (x, y) in baselines.items()]
+        beaten += [f"{s.model} T={s.temperature:g} (by {', '.join(s.beaten_by)})"
+                   for s in placed if s.pareto and s.beaten_by]
+    title = "Pareto front of the models: no other model beats them on both axes"
     columns = ["temperature", "point", "appropriateness", "novelty", "front"]
-    if not any(r["point"] not in baselines for r in rows):
+    if not rows:
         return Section("pareto", title, columns, [], "no CDAT list was scored")
-    missing = [role for role in ("Random", "Common") if role not in baselines]
-    notes = [f"over the models and the baselines given ({', '.join(missing)} not given)"] if missing else []
+    notes = []
+    if baselines:  # a column of blanks otherwise (the JSON has it anyway)
+        columns.append("beaten_by")
+        notes.append("the front is over the models; the baselines' means are listed beside them, not "
+                      "candidates; beaten_by: the baselines whose mean is as high on both axes and higher on one")
+    if beaten:
+        notes.append(f"on the front, but a baseline beats it on both axes: {'; '.join(beaten)}")
+    if missing := [role for role in ("Random", "Common") if role not in baselines]:
+        notes.append(f"{', '.join(missing)} not given")
     return Section("pareto", title, columns, rows, notes=notes)

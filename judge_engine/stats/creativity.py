@@ -14,7 +14,9 @@ notebook), per model and temperature:
 * the **CDAT score** of a model that passes: its mean novelty (with its interval);
 * the **elbow distance**: the signed perpendicular distance of a point (appropriateness, novelty)
   from the line through the Common and Random means (positive: beyond the trivial trade-off);
-* the **Pareto front**: the points no other point matches or beats on both axes.
+* the **Pareto front**: per temperature, the models no other model beats on both axes (the
+  reference's "Pareto front of non-dominated models"; the baselines are not candidates, and a
+  model that a baseline beats says so instead of dropping off the front).
 
 Conventions as in the rest of :mod:`judge_engine.stats`: undefined statistics are NaN, malformed
 input raises ``ValueError``.
@@ -67,6 +69,8 @@ class GateResult:
     mean: float
     random_mean: float
     t: float
+    df: float
+    """Welch-Satterthwaite degrees of freedom (not ``n + n_random - 2``: the variances differ)."""
     p: float
     p_adjusted: float
     passed: bool
@@ -131,18 +135,18 @@ def appropriateness_gate(models: Mapping[str, Sequence[float]], random: Sequence
     for name, values in models.items():
         x = remove_outliers(values, sd=sd)
         if x.size < 2:
-            tests[name] = (x, math.nan, math.nan)
+            tests[name] = (x, math.nan, math.nan, math.nan)
             continue
         result = sps.ttest_ind(x, reference, equal_var=False, alternative="two-sided")
-        tests[name] = (x, float(result.statistic), float(result.pvalue))
-    names = [n for n, (_, _, p) in tests.items() if not math.isnan(p)]
-    adjusted = dict(zip(names, benjamini_hochberg([tests[n][2] for n in names]), strict=True))
+        tests[name] = (x, float(result.statistic), float(result.df), float(result.pvalue))
+    names = [n for n, (_, _, _, p) in tests.items() if not math.isnan(p)]
+    adjusted = dict(zip(names, benjamini_hochberg([tests[n][3] for n in names]), strict=True))
     random_mean = float(reference.mean())
     gate = {}
-    for name, (x, t, p) in tests.items():
+    for name, (x, t, df, p) in tests.items():
         q = float(adjusted.get(name, math.nan))
         mean = float(x.mean()) if x.size else math.nan
-        gate[name] = GateResult(int(x.size), mean, random_mean, t, p, q, bool(q <= alpha and mean > random_mean))
+        gate[name] = GateResult(int(x.size), mean, random_mean, t, df, p, q, bool(q <= alpha and mean > random_mean))
     return gate
 
 
@@ -161,18 +165,16 @@ def elbow_distance(point: Point, common: Point, random: Point) -> float:
     return ((y2 - y1) * (x0 - x1) - (x2 - x1) * (y0 - y1)) / length
 
 
+def dominates(a: Point, b: Point) -> bool:
+    """``a`` is at least as high as ``b`` on both axes and higher on one."""
+    return a[0] >= b[0] and a[1] >= b[1] and (a[0] > b[0] or a[1] > b[1])
+
+
 def pareto_front(points: Mapping[str, Point]) -> list[str]:
-    """Names of the points that no other point dominates (at least as high on both axes and
-    higher on one), in input order. Equal points are all on the front."""
-    front = []
-    for name, (x, y) in points.items():
-        dominated = any(
-            ox >= x and oy >= y and (ox > x or oy > y)
-            for other, (ox, oy) in points.items() if other != name
-        )
-        if not dominated:
-            front.append(name)
-    return front
+    """Names of the points that no other point dominates, in input order. Equal points are all
+    on the front."""
+    return [name for name, point in points.items()
+            if not any(dominates(other, point) for key, other in points.items() if key != name)]
 
 
 # --- one table for a run ---------------------------------------------------------------------
@@ -214,8 +216,11 @@ class ModelSummary:
     cdat: MeanCI | None
     elbow: MeanCI
     pareto: bool
+    """On the Pareto front of the temperature's models (baselines are not candidates)."""
     unscored_valid: int = 0
     """Valid lists without scores (``not_embedded``): in ``valid``, in no mean."""
+    beaten_by: tuple[str, ...] = ()
+    """The baselines (``Random``, ``Common``) whose mean point dominates this model's."""
 
 
 def baseline_mean(points: Sequence[Point]) -> Point:
@@ -233,7 +238,7 @@ def summarize(lists: Sequence[ListScore], *, random: Sequence[Point] | None, com
 
     The gate needs Random; the elbow distance both (its interval is over per-list distances with
     outliers removed, as the paper plots it); the Pareto front is drawn per temperature over the
-    models and whichever baselines are given."""
+    models only, and each model names the baselines given that beat it on both axes."""
     baselines = {name: baseline_mean(points) for name, points in (("Random", random), ("Common", common))
                  if points is not None}
     groups: dict[float, dict[str, list[ListScore]]] = defaultdict(lambda: defaultdict(list))
@@ -248,10 +253,12 @@ def summarize(lists: Sequence[ListScore], *, random: Sequence[Point] | None, com
         means = {m: (mean_ci([r.appropriateness for r in rs if r.appropriateness is not None]).mean,
                      mean_ci([r.novelty for r in rs if r.novelty is not None]).mean) for m, rs in scored.items()}
         placed = {m: xy for m, xy in means.items() if all(map(math.isfinite, xy))}
-        front = set(pareto_front({**placed, **baselines}))
+        front = set(pareto_front(placed))
         for model, rows in models.items():
+            beaten_by = tuple(name for name, point in baselines.items()
+                              if model in placed and dominates(point, placed[model]))
             out.append(_summary(model, temperature, rows, scored[model], gate.get(model), baselines,
-                                model in front, sd=sd))
+                                model in front, beaten_by, sd=sd))
     return out
 
 
@@ -265,7 +272,8 @@ def _per_cue(rows: Sequence[ListScore]) -> list[float]:
 
 
 def _summary(model: str, temperature: float, rows: Sequence[ListScore], scored: Sequence[ListScore],
-             gate: GateResult | None, baselines: Mapping[str, Point], pareto: bool, *, sd: float) -> ModelSummary:
+             gate: GateResult | None, baselines: Mapping[str, Point], pareto: bool, beaten_by: tuple[str, ...], *,
+             sd: float) -> ModelSummary:
     novelty = [r.novelty for r in scored if r.novelty is not None]
     app = [r.appropriateness for r in scored if r.appropriateness is not None]
     elbow = mean_ci([])
@@ -276,5 +284,5 @@ def _summary(model: str, temperature: float, rows: Sequence[ListScore], scored: 
     valid = sum(r.is_valid for r in rows)
     return ModelSummary(
         model, temperature, valid_response_rate(valid, len(rows)), mean_ci(novelty), mean_ci(app), gate,
-        cdat_score(novelty, gate) if gate is not None else None, elbow, pareto, valid - len(scored),
+        cdat_score(novelty, gate) if gate is not None else None, elbow, pareto, valid - len(scored), beaten_by,
     )

@@ -6,9 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
-from judge_engine.stats.creativity import ModelSummary, Point, baseline_mean, pareto_front
+from judge_engine.stats.creativity import ModelSummary, Point, baseline_mean
 from judge_engine.stats.plots import _pyplot, _save
 
 
@@ -17,8 +15,8 @@ def creativity_plane(summaries: Sequence[ModelSummary], *, random: Sequence[Poin
                      title: str = "CDAT: appropriateness and novelty") -> Path:
     """One panel per temperature: the baselines' lists (faint) and means (diamonds), the line
     through the two means (the trivial trade-off the elbow distance is measured from), each model's
-    mean with its 95% intervals, and the Pareto front over models and baselines (dashed). A
-    baseline that is None is left out (and the line with it)."""
+    mean with its 95% intervals, and the Pareto front of the models (dashed; the baselines are
+    drawn, not candidates). A baseline that is None is left out (and the line with it)."""
     plt = _pyplot()
     panels: list[float | None] = [*sorted({s.temperature for s in summaries})] or [None]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), squeeze=False)
@@ -37,10 +35,8 @@ def creativity_plane(summaries: Sequence[ModelSummary], *, random: Sequence[Poin
                         xerr=[[row.appropriateness.mean - row.appropriateness.low], [row.appropriateness.high - row.appropriateness.mean]],
                         yerr=[[row.novelty.mean - row.novelty.low], [row.novelty.high - row.novelty.mean]],
                         label=f"{row.model}{'' if row.gate is None or row.gate.passed else ' (gate: fail)'}")
-        points = {r.model: (r.appropriateness.mean, r.novelty.mean) for r in rows
-                  if np.isfinite(r.appropriateness.mean) and np.isfinite(r.novelty.mean)} | means
-        front = sorted((points[name] for name in pareto_front(points)), key=lambda p: p[0])
-        ax.plot([p[0] for p in front], [p[1] for p in front], "k--", lw=1.5, label="Pareto front")
+        front = sorted(((r.appropriateness.mean, r.novelty.mean) for r in rows if r.pareto), key=lambda p: p[0])
+        ax.plot([p[0] for p in front], [p[1] for p in front], "k--", lw=1.5, label="Pareto front (models)")
         ax.set(xlabel="appropriateness", ylabel="novelty",
                title=title if temperature is None else f"{title} (T={temperature:g})")
         ax.grid(True, alpha=0.3)

@@ -85,7 +85,23 @@ def test_the_gate_elbow_and_front_on_known_values(tmp_path: Path) -> None:
     elbow = {r["judge"]: r["elbow"] for r in s["elbow"]["rows"]}
     assert elbow["good"] == pytest.approx(10 / 2**0.5) and elbow["near"] == pytest.approx(0.0, abs=1e-9)
     front = {r["point"]: r["front"] for r in s["pareto"]["rows"]}
-    assert front == {"good": True, "near": True, "Random": True, "Common": True}  # near beats Random on x
+    assert front == {"good": True, "near": True, "Random": None, "Common": None}  # baselines: listed, not candidates
+
+
+def test_the_front_is_over_the_models_and_says_when_a_baseline_beats_a_front_model(tmp_path: Path) -> None:
+    # Common at (140, 60), Random at (120, 80). "under" at (139, 59) is beaten by Common on both
+    # axes; "wide" at (125, 70) beats neither model nor is beaten by one. Over the models both are
+    # the front (the reference's "Pareto front of non-dominated models"); with the baselines as
+    # candidates "under" would drop off it.
+    spread = (-1.0, 0.0, 1.0)
+    records = [_list(f"c{i}", "under", 1.0, 59.0, 139.0 + s) for i, s in enumerate(spread)]
+    records += [_list(f"c{i}", "wide", 1.0, 70.0, 125.0 + s) for i, s in enumerate(spread)]
+    random = _baseline(tmp_path / "random.json", "Random", [(120.0 + s, 80.0) for s in spread])
+    common = _baseline(tmp_path / "common.json", "Common", [(140.0 + s, 60.0) for s in spread])
+    s = _stats(write_run(tmp_path / "run", records), tmp_path, "--baselines", str(random), str(common))
+    rows = {r["point"]: (r["front"], r["beaten_by"]) for r in s["pareto"]["rows"]}
+    assert rows == {"under": (True, "Common"), "wide": (True, ""), "Random": (None, None), "Common": (None, None)}
+    assert "on the front, but a baseline beats it on both axes: under T=1 (by Common)" in s["pareto"]["notes"]
 
 
 def test_a_baseline_with_fewer_than_two_scored_lists_is_refused_naming_it(

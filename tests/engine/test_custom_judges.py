@@ -18,7 +18,7 @@ from judge_engine.dataset import iter_items
 from judge_engine.fake import FakeServer
 from judge_engine.fake.answers import AnswerBook
 from judge_engine.plan import build_protocol
-from judge_engine.self_preference import model_family, own_systems
+from judge_engine.self_preference import model_family, own_systems, recusal
 from tests.engine.conftest import TEST_KEY_ENV, read_lines, read_transcripts
 
 SYSTEMS = ["gpt-4o-2024-08-06", "claude-sonnet-4-5-20250929", "llama-3.1-8b-instruct"]
@@ -143,6 +143,19 @@ def test_the_model_family_of_a_judge_and_of_a_system() -> None:
     assert own_systems("openai/gpt-4o-mini", {"system": ["llama-3.1-8b", "gpt-4o", "claude-3-opus"]}) == ["gpt-4o"]
     candidates = {"candidates": [{"id": "x", "text": "a", "system": "chatgpt-4o-latest"}]}
     assert own_systems("openai/gpt-4o-mini", candidates) == ["chatgpt-4o-latest"]
+
+
+def test_a_fine_tuned_or_bedrock_profile_judge_is_kept_off_its_base_models_family() -> None:
+    # A fine-tune's id has its base model's family (before: no family, never flagged), and so
+    # does a Bedrock cross-region inference profile.
+    item = {"system": ["gpt-4o-2024-08-06", "claude-3-5-sonnet-20240620", "llama-3.1-8b"]}
+    assert own_systems("openai/ft:gpt-4o-mini-2024-07-18:org::abc123", item) == ["gpt-4o-2024-08-06"]
+    reason = recusal("openai/ft:gpt-4o-mini-2024-07-18:org::abc123", "forbid", item)
+    assert reason is not None and "family (openai)" in reason
+    assert own_systems("bedrock/global.anthropic.claude-sonnet-4-5-20250929-v1:0", item) == ["claude-3-5-sonnet-20240620"]
+    # Two fine-tunes of different vendors are not one family "ft".
+    assert own_systems("mistral/ft:open-mistral-7b:587a6b29:20240514:7e773925",
+                       {"system": "ft:gpt-4o-mini-2024-07-18:org::xyz"}) == []
 
 
 def test_plan_flags_a_judge_of_its_own_family_with_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -101,9 +101,34 @@ def test_too_few_votes_are_jury_incomplete_and_a_recused_juror_lowers_the_quorum
     decided = aggregate(panel(), LABELS, votes)
     assert (decided.code, decided.value) == (ReasonCode.JURY_INCOMPLETE, None)
     assert decided.reason == "2 of 3 jurors scored, the jury needs 3 (b unreadable)"
-    assert aggregate(panel(quorum=2), LABELS, votes).value == "pass"
+    assert aggregate(panel(quorum=2, tie="abstain"), LABELS, votes).value == "pass"
     recused = [*votes[:1], Juror("b", "m/b", "t-b", "unscored", "self_preference", None, None), votes[2]]
-    assert aggregate(panel(), LABELS, recused).value == "pass"
+    assert aggregate(panel(tie="abstain"), LABELS, recused).value == "pass"
+
+
+def recused_b(a: str | float, c: str | float) -> list[Juror]:
+    """Jurors a, b, c with b kept off the item by self_preference: forbid."""
+    a_, _, c_ = jurors(a, None, c)
+    return [a_, Juror("b", "m/b", "t-b", "unscored", "self_preference", None, None), c_]
+
+
+@pytest.mark.parametrize(("tie", "value", "code"), [
+    ("first", "fail", None),  # a, listed first, voted fail
+    ("pass", "pass", None),
+    ("abstain", None, ReasonCode.JURY_TIE),
+])
+def test_an_odd_panel_missing_a_vote_is_an_even_one_and_its_tie_rule_applies(
+    tie: str, value: str | None, code: ReasonCode | None
+) -> None:
+    # b recused: a fail, c pass, one each; b unreadable with quorum 2: the same two votes.
+    for votes, jury in ((recused_b("fail", "pass"), panel(tie=tie)),
+                        (jurors("fail", None, "pass"), panel(quorum=2, tie=tie))):
+        decided = aggregate(jury, LABELS, votes)
+        assert (decided.value, decided.code, decided.tie, decided.voted) == (value, code, tie, 2)
+    # The example's median of two grades: 2 and 4 tie between their middle values; mean gives 3.
+    assert aggregate(panel(aggregate="median", tie="mean"), ORDINAL, recused_b(2.0, 4.0)).value == 3.0
+    # Unreadable with the default quorum is incomplete, whatever the tie rule.
+    assert aggregate(panel(tie=tie), LABELS, jurors("fail", None, "pass")).code is ReasonCode.JURY_INCOMPLETE
 
 
 def test_the_jury_outcome_keeps_every_jurors_vote() -> None:
@@ -149,6 +174,48 @@ def test_an_even_jury_without_a_tie_rule_is_a_config_error_that_names_it(tmp_pat
     assert main(["plan", str(path)]) == 2
     path = config_file(tmp_path, [{"name": "pair", "judges": ["a", "b"], "aggregate": "majority", "tie": "fail"}])
     assert load_config(path).juries[0].tie == "fail"
+
+
+def test_a_panel_that_can_vote_without_a_juror_needs_a_tie_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # self_preference: forbid on a juror: on its family's items three jurors vote as two.
+    judges = [juror_config("a", None), juror_config("b", None), juror_config("c", None)]
+    judges[0]["self_preference"] = "forbid"
+    path = config_file(tmp_path, [{"name": "panel", "judges": ["a", "b", "c"], "aggregate": "median"}], judges=judges)
+    with pytest.raises(ConfigError, match=r"juries\[panel\]\.tie: self_preference: forbid keeps a off the items of "
+                                          r"the same model family, where the panel of 3 can vote as an even panel, "
+                                          r"whose ties are common: it needs a tie rule: tie: first, abstain, mean"):
+        load_config(path)
+    assert main(["plan", str(path)]) == 2
+    assert f"{path}: juries[panel].tie: self_preference: forbid keeps a off" in capsys.readouterr().err
+    for tie in ("abstain", "mean"):
+        path = config_file(tmp_path, [{"name": "panel", "judges": ["a", "b", "c"], "aggregate": "median",
+                                       "tie": tie}], judges=judges)
+        assert load_config(path).juries[0].tie == tie
+    mean = config_file(tmp_path, [{"name": "panel", "judges": ["a", "b", "c"], "aggregate": "mean"}], judges=judges)
+    assert load_config(mean).juries[0].tie is None  # a mean cannot tie
+    # A quorum below the panel: an unreadable juror's missing vote leaves two to decide.
+    path = config_file(tmp_path, [{"name": "panel", "judges": ["a", "b", "c"], "quorum": 2}])
+    with pytest.raises(ConfigError, match=r"juries\[panel\]\.tie: quorum 2 lets the panel of 3 decide without a "
+                                          r"juror that gave no vote \(unreadable, failed\), so it can vote as an even"):
+        load_config(path)
+    assert main(["plan", str(path)]) == 2
+
+
+def test_the_example_jury_with_forbid_on_a_juror_needs_a_tie_rule(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # examples/custom_rubric with forbid on helpful-json: its median of two votes on the openai
+    # family's items tied (jury_tie, unscored) in 3 of 4 of them with the default abstention.
+    example = Path(__file__).resolve().parents[2] / "examples" / "custom_rubric"
+    raw = yaml.safe_load((example / "config.yaml").read_text(encoding="utf-8"))
+    raw["judges"][0]["self_preference"] = "forbid"
+    raw["dataset"]["path"] = str(example / raw["dataset"]["path"])
+    raw["judges"][0]["protocol_options"]["template_file"] = str(example / "rubric.j2")
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    assert main(["plan", str(path)]) == 2
+    assert "juries[panel].tie: self_preference: forbid keeps helpful-json off" in capsys.readouterr().err
+    raw["juries"][0]["tie"] = "mean"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    assert load_config(path).juries[0].tie == "mean"
 
 
 @pytest.mark.parametrize(("jury", "words"), [

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from judge_engine.families import model_family
+from judge_engine.families import model_family, model_name
 from judge_engine.stats.bias import (
     excess_preference,
     length_correlations,
@@ -47,6 +47,41 @@ SCORES = {"g": (GPT, [4, 5, 2, 3]), "c": (CLAUDE, [3, 4, 3, 4])}
 ])  # fmt: skip
 def test_model_family(name: str, family: str | None) -> None:
     assert model_family(name) == family
+
+
+@pytest.mark.parametrize(("name", "family", "own"), [
+    # Fine-tunes are their base model's family (they were none: "ft" was read as the name).
+    ("openai/ft:gpt-4o-mini-2024-07-18:org::abc123", "openai", "gpt-4o-mini-2024-07-18"),
+    ("ft:gpt-3.5-turbo-0125:my-org:custom:9xyz", "openai", "gpt-3.5-turbo-0125"),
+    ("ft:o4-mini-2025-04-16:org::id", "openai", "o4-mini-2025-04-16"),
+    ("curie:ft-personal-2022-12-01-00-00-00", "openai", "curie"),
+    ("mistral/ft:open-mistral-7b:587a6b29:20240514:7e773925", "mistral", "open-mistral-7b"),
+    ("mistral/open-mixtral-8x22b", "mistral", "open-mixtral-8x22b"),
+    # Bedrock: cross-region prefixes, vendors, ARNs.
+    ("bedrock/global.anthropic.claude-sonnet-4-5-20250929-v1:0", "anthropic", "claude-sonnet-4-5-20250929-v1"),
+    ("bedrock/apac.anthropic.claude-3-haiku-20240307-v1:0", "anthropic", "claude-3-haiku-20240307-v1"),
+    ("bedrock/us-gov.meta.llama3-8b-instruct-v1:0", "meta", "llama3-8b-instruct-v1"),
+    ("bedrock/converse/jp.amazon.nova-pro-v1:0", "amazon", "nova-pro-v1"),
+    ("bedrock/amazon.titan-text-express-v1", "amazon", "titan-text-express-v1"),
+    ("bedrock/us.deepseek.r1-v1:0", "deepseek", "r1-v1"),  # the vendor names it, the model does not
+    ("bedrock/openai.gpt-oss-120b-1:0", "openai", "gpt-oss-120b-1"),
+    ("bedrock/writer.palmyra-x5-v1:0", "writer", "palmyra-x5-v1"),  # not PaLM
+    ("bedrock/arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-3-7-sonnet-20250219-v1:0",
+     "anthropic", "claude-3-7-sonnet-20250219-v1"),
+    ("bedrock/arn:aws:bedrock:us-east-1::foundation-model/meta.llama3-70b-instruct-v1:0", "meta",
+     "llama3-70b-instruct-v1"),
+    ("bedrock/arn:aws:bedrock:us-east-1:123456789012:custom-model/amazon.titan-text-express-v1:0:8k/a1b2c3",
+     "amazon", "titan-text-express-v1"),
+    ("bedrock/arn:aws-us-gov:bedrock:us-gov-west-1:123456789012:inference-profile/us-gov.anthropic.claude-3-5-sonnet"
+     "-20240620-v1:0", "anthropic", "claude-3-5-sonnet-20240620-v1"),
+    ("bedrock/llama/arn:aws:bedrock:us-east-1:123456789012:imported-model/r4c4kewx2s0n", "meta", "r4c4kewx2s0n"),
+    # What the name does not say: no family (give the base model; see families.py).
+    ("bedrock/arn:aws:bedrock:us-east-1:123456789012:provisioned-model/abc123", None, "abc123"),
+    ("azure/gpt-4o-mini", "openai", "gpt-4o-mini"), ("azure/prod-judge", None, "prod-judge"),
+    ("gemini/tunedModels/my-model-abc", None, "my-model-abc"), ("palm-2", "google", "palm-2"),
+])  # fmt: skip
+def test_model_family_of_fine_tunes_and_wrapped_ids(name: str, family: str | None, own: str) -> None:
+    assert (model_family(name), model_name(name)) == (family, own)
 
 
 def test_model_family_overrides() -> None:

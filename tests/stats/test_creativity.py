@@ -77,6 +77,28 @@ def test_the_gate_passes_a_model_above_random_only() -> None:
     assert gate["same"].random_mean == 120.0
 
 
+def test_the_gate_is_welchs_t_test_not_students_when_sizes_and_variances_differ() -> None:
+    # Model (122, 124, 126): n1 = 3, mean 124, SS 8, s1^2 = 4, s1^2/n1 = 4/3.
+    # Random (119, 119, 121, 121): n2 = 4, mean 120, SS 4, s2^2 = 4/3, s2^2/n2 = 1/3.
+    # Welch: SE^2 = 4/3 + 1/3 = 5/3, t = 4 / sqrt(5/3) = 4 sqrt(3/5) = 3.098387;
+    #   df = (5/3)^2 / ((4/3)^2 / 2 + (1/3)^2 / 3) = (25/9) / (8/9 + 1/27) = (25/9) / (25/27) = 3.
+    #   Student t, 3 df, two-sided: p = 1 - (2/pi)(th + sin th cos th), tan th = t / sqrt(3) = 4 / sqrt(5),
+    #   cos^2 th = 5/21, sin th cos th = (4 / sqrt(5))(5/21) = 4 sqrt(5) / 21 = 0.425918,
+    #   th = atan(1.788854) = 1.061057: p = 1 - 0.636620 * 1.486974 = 0.053363.
+    # Student's (equal variances): pooled s^2 = (8 + 4) / 5 = 2.4, SE^2 = 2.4 (1/3 + 1/4) = 1.4,
+    #   t = 4 / sqrt(1.4) = 3.380617 on 5 df; tan th = 4 / sqrt(7), cos^2 th = 7/23, sin th cos th =
+    #   4 sqrt(7) / 23 = 0.460131, th = 0.986422: p = 1 - (2/pi)(th + sin th cos th (1 + (2/3) cos^2 th))
+    #   = 1 - 0.636620 * 1.539913 = 0.019661.
+    # At alpha 0.05 Student's test would pass the model; Welch's does not.
+    (result,) = appropriateness_gate({"m": [122.0, 124.0, 126.0]}, [119.0, 119.0, 121.0, 121.0], alpha=0.05).values()
+    assert (result.n, result.mean, result.random_mean) == (3, 124.0, 120.0)
+    assert result.t == pytest.approx(4 * math.sqrt(3 / 5)) and result.df == pytest.approx(3.0)
+    theta = math.atan(4 / math.sqrt(5))
+    assert result.p == pytest.approx(1 - 2 / math.pi * (theta + 4 * math.sqrt(5) / 21), rel=1e-9)
+    assert result.p == pytest.approx(0.053363, abs=1e-6) and result.p_adjusted == result.p  # BH over one model
+    assert not result.passed
+
+
 def test_the_gate_uses_alpha_0_001_after_bh_within_the_temperature() -> None:
     # A gap of 1 point: t = 1 / (2/7) = 3.5 on ~98 df, p ~ 7e-4 < 0.001; with a second, null model
     # BH gives 7e-4 * 2 / 1 = 1.4e-3 > 0.001: the same data fails once another model is tested.
@@ -147,6 +169,20 @@ def test_summarize_one_temperature_against_both_baselines() -> None:
     # (135, 75) beats (125, 75); Random (120, 80) and Common (140, 60) are not beaten by it.
     assert good.pareto and not trivial.pareto
     assert np.isclose(good.novelty.high - good.novelty.mean, 1.96 * good.novelty.sem)
+
+
+def test_the_front_is_the_models_and_a_baseline_that_beats_a_model_is_named() -> None:
+    # Common (140 +- 2, 60 +- 2), Random (120 +- 2, 80 +- 2). "under" at (138, 58) is beaten by
+    # Common on both axes, "wide" at (125, 70) by nothing, and neither model beats the other:
+    # both are the models' front. Random beats neither (x 120 < 125 < 138).
+    spread = [float(i % 5 - 2) for i in range(50)]
+    random = [(120 + s, 80.0 + s) for s in spread]
+    common = [(140 + s, 60.0 + s) for s in spread]
+    lists = [ListScore("under", 1.0, 58.0 + s, 138.0 + s) for s in spread]
+    lists += [ListScore("wide", 1.0, 70.0 + s, 125.0 + s) for s in spread]
+    rows = {r.model: r for r in summarize(lists, random=random, common=common)}
+    assert (rows["under"].pareto, rows["under"].beaten_by) == (True, ("Common",))
+    assert (rows["wide"].pareto, rows["wide"].beaten_by) == (True, ())
 
 
 def test_the_plane_is_drawn_with_baselines_models_and_front(tmp_path: Path) -> None:
