@@ -750,6 +750,11 @@ class Manifest:
     def judge(self, name: str) -> JudgeEntry | None:
         return next((j for j in self.judges if j.name == name), None)
 
+    def jury(self, name: str) -> dict[str, Any] | None:
+        """The config of jury ``name`` as the run recorded it (``judges``, ``aggregate``...), or None."""
+        juries = self.config.get("juries") or []
+        return next((dict(j) for j in juries if isinstance(j, Mapping) and j.get("name") == name), None)
+
     @property
     def total_counts(self) -> Counts:
         return Counts.from_dict((self.counts or {}).get("total"))

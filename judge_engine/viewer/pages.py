@@ -14,7 +14,7 @@ from judge_engine.errors import RunDirError
 from judge_engine.jsonio import loads
 from judge_engine.protocols.base import REASK_MARKER
 from judge_engine.records import DEMO_NOTE, OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
-from judge_engine.viewer.catalog import Catalog, OpenRun
+from judge_engine.viewer.catalog import Catalog, Judge, OpenRun
 from judge_engine.viewer.derived import Builder
 from judge_engine.viewer.queries import STATUSES, TaskList, filter_from
 from judge_engine.viewer.verdicts import card
@@ -37,7 +37,7 @@ class Pages:
     def overview(self) -> dict[str, Any]:
         self.catalog.refresh_judges()
         runs = [self._run(run) for run in self.catalog.runs]
-        judges = [self._judge(j.run, j.name, j.label) for j in self.catalog.judges]
+        judges = [self._judge(j) for j in self.catalog.judges]
         codes = sorted({code for j in judges for code in (j["counts"] or {}).get("by_code", {})})
         temperatures = sorted({t for run in self.catalog.runs for e in run.manifest.judges for t in e.temperatures})
         repeats = max((e.repeats for run in self.catalog.runs for e in run.manifest.judges), default=1)
@@ -59,7 +59,8 @@ class Pages:
                             "items_done": state.items_done, "items_origin": state.items_origin,
                             "problems": state.problems}}
 
-    def _judge(self, number: int, name: str, label: str) -> dict[str, Any]:
+    def _judge(self, judge: Judge) -> dict[str, Any]:
+        number, name, label = judge.run, judge.name, judge.label
         run = self.catalog.runs[number]
         manifest = run.manifest
         entry = manifest.judge(name)
@@ -73,7 +74,9 @@ class Pages:
                 "protocol": entry.protocol if entry else "", "protocol_version": entry.protocol_version if entry else "",
                 "protocol_options": entry.protocol_options if entry else {},
                 "temperatures": entry.temperatures if entry else [], "repeats": entry.repeats if entry else None,
-                "score_range": entry.score_range if entry else None, "counts": counts,
+                "score_range": judge.score_range, "counts": counts,
+                "jury": None if judge.jury is None else {"jurors": list(judge.jury.jurors),
+                                                         "aggregate": judge.jury.aggregate},
                 "spend": ((manifest.spend or {}).get("judges") or {}).get(name),
                 "attempts": None if state.attempts is None else state.attempts.get(name, {}),
                 "attempts_share": state.attempts_share,
@@ -96,17 +99,20 @@ class Pages:
         total, rows = self.tasks.page(f, searchable, [s.indexed for s in states])
         spreads = self.tasks.spreads(sorted({r.item_id for r in rows}))
         return {"total": total, "page": f.page, "size": f.size, "pages": max(1, -(-total // f.size)), "sort": f.sort,
-                "notes": notes, "rows": [{
+                "spread_unit": self.tasks.spread_unit(), "notes": notes, "rows": [{
                     "run": r.run, "task_id": r.task_id, "item_id": r.item_id,
                     "judge": self.catalog.judge_of(r.run, r.judge).label, "temperature": r.temperature,
                     "repeat": r.repeat, "variant": r.variant or "", "status": r.status or "undone",
                     "reason_code": r.reason_code, "score": r.score, "spread": spreads.get(r.item_id)} for r in rows]}
 
     def ensure_spread(self) -> None:
-        """Build the disagreement order if it is missing, or stale and old enough."""
-        covers = tuple(_covered(self.catalog, run) for run in self.catalog.runs)
+        """Build the disagreement order if it is missing or in another unit (a jury, found late,
+        changed the scales), or stale and old enough."""
+        unit = self.tasks.spread_unit()
+        covers = (*(_covered(self.catalog, run) for run in self.catalog.runs), unit)
         stale = self.tasks.spread_covers != covers
-        if not self.tasks.spread_ready or (stale and time.monotonic() - self._spread_built >= SPREAD_REFRESH_S):
+        other_unit = self.tasks.spread_covers is None or self.tasks.spread_covers[-1] != unit  # a jury came in
+        if other_unit or (stale and time.monotonic() - self._spread_built >= SPREAD_REFRESH_S):
             self.tasks.build_spread(covers)
             self._spread_built = time.monotonic()
 
@@ -141,7 +147,8 @@ class Pages:
         if not tasks:
             raise RunDirError(f"no open run has item {item_id!r}")
         spread = self.tasks.spreads([item_id]).get(item_id)
-        return {"item_id": item_id, "fields": fields, "origin": origin, "spread": spread, "tasks": tasks}
+        return {"item_id": item_id, "fields": fields, "origin": origin, "spread": spread,
+                "spread_unit": self.tasks.spread_unit(), "tasks": tasks}
 
     def _fields(self, item_id: str) -> tuple[dict[str, Any] | None, str]:
         """The item's fields and where they come from (``dataset``; ``request``: the prompt

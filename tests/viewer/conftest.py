@@ -23,7 +23,8 @@ import pytest
 from judge_engine.viewer.server import Viewer
 
 REPO = Path(__file__).resolve().parents[2]
-DEMOS = ("literary_mt", "literary_mt_lit", "close_reading", "prometheus_absolute", "prometheus_relative", "ttct", "bws")
+DEMOS = ("literary_mt", "literary_mt_lit", "close_reading", "prometheus_absolute", "prometheus_relative", "ttct", "bws",
+         "custom_rubric")
 
 
 class ServedViewer:

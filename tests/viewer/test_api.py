@@ -194,6 +194,47 @@ def test_two_runs_on_one_dataset_are_one_list(served: Any, examples: Path, demo_
     assert spreads == sorted(spreads, reverse=True)
 
 
+def _item_scores(viewer: ServedViewer) -> dict[str, list[float]]:
+    found: dict[str, list[float]] = {}
+    for row in rows(viewer, "size=200"):
+        if row["score"] is not None:
+            found.setdefault(row["item_id"], []).append(row["score"])
+    return found
+
+
+def test_a_jury_is_on_its_jurors_scale(served: Any, demo_runs: dict[str, Path]) -> None:
+    """Three 1-5 judges and their jury (which records no range of its own): the spread is in
+    score units, max - min of every score, 0 where all agree (the jury's raw score was once
+    subtracted from the jurors' shares of the range: all fives showed a spread of 4)."""
+    viewer = served([demo_runs["custom_rubric"]]).ready()
+    page = viewer.json("api/tasks?sort=disagreement&size=200")
+    scores = _item_scores(viewer)
+    assert {r["judge"] for r in page["rows"]} == {"helpful-json", "helpful-regex", "helpful-marker", "panel"}
+    for row in page["rows"]:
+        assert row["spread"] == max(scores[row["item_id"]]) - min(scores[row["item_id"]]), row
+    assert page["spread_unit"] == "score"
+    panel = next(j for j in viewer.json("api/overview")["judges"] if j["label"] == "panel")
+    assert panel["score_range"] == [1.0, 5.0] and panel["jury"]["jurors"] == ["helpful-json", "helpful-regex",
+                                                                              "helpful-marker"]
+    assert any(row["spread"] == 0 for row in page["rows"])
+    spreads = [r["spread"] for r in page["rows"]]
+    assert spreads == sorted(spreads, reverse=True)
+    item = viewer.json(f"api/item?id={page['rows'][-1]['item_id']}")
+    assert (item["spread"], item["spread_unit"]) == (0, "score")
+
+
+def test_scales_that_differ_make_the_spread_a_share_of_each_range(served: Any, demo_runs: dict[str, Path]) -> None:
+    """A 1-5 run beside a -25..0 run: each spread is a share of its judges' range, and says so."""
+    viewer = served([demo_runs["custom_rubric"], demo_runs["literary_mt"]]).ready()
+    page = viewer.json("api/tasks?sort=disagreement&size=200")
+    assert page["spread_unit"] == "share"
+    scores = _item_scores(viewer)
+    rubric = [r for r in page["rows"] if r["run"] == 0]
+    assert rubric and all(math.isclose(r["spread"], (max(scores[r["item_id"]]) - min(scores[r["item_id"]])) / 4)
+                          for r in rubric)
+    assert viewer.json("api/item?id=help-01")["spread_unit"] == "share"
+
+
 def test_the_dataset_gone_the_prompt_stands_in(served: Any, examples: Path, tmp_path: Path) -> None:
     folder = tmp_path / "moved"
     shutil.copytree(examples / "literary_mt", folder, ignore=shutil.ignore_patterns("runs", ".judge_cache"))
