@@ -70,6 +70,7 @@ class Pages:
             recorded = ((manifest.counts or {}).get("judges") or {}).get(name)
             counts = None if recorded is None else {**recorded, "by_code": recorded.get("unscored_by_code", {}),
                                                     "undone": 0, "recorded": True}
+        counts = _planned(counts, manifest.planned_tasks(name))
         return {"label": label, "run": number, "name": name, "model": entry.model if entry else "",
                 "protocol": entry.protocol if entry else "", "protocol_version": entry.protocol_version if entry else "",
                 "protocol_options": entry.protocol_options if entry else {},
@@ -210,6 +211,19 @@ class Pages:
         return {"run": number, "run_id": run.run_id, "task_id": task_id, "item_id": item_id,
                 "judge": self.catalog.judge_of(number, judge).label, "outcome": outcome, "attempts": attempts,
                 "protocol_errors": errors}
+
+
+def _planned(counts: dict[str, Any] | None, planned: int | None) -> dict[str, Any] | None:
+    """A judge's counts against the tasks the run plans for it: ``tasks`` is the plan, ``undone``
+    what is not finished (``started``: those of them the index knows, begun but without an
+    outcome: the list's undone ones; the rest were not started yet). Unchanged when the
+    manifest has no plan for the judge."""
+    if planned is None:
+        return counts
+    counts = dict(counts or {"tasks": 0, "scored": 0, "unscored": 0, "undone": 0, "by_code": {}})
+    finished = int(counts.get("scored") or 0) + int(counts.get("unscored") or 0)
+    return {**counts, "tasks": max(planned, finished), "undone": max(0, planned - finished),
+            "started": int(counts.get("undone") or 0)}
 
 
 def _covered(catalog: Catalog, run: OpenRun) -> int:

@@ -216,6 +216,7 @@ def test_a_jury_is_on_its_jurors_scale(served: Any, demo_runs: dict[str, Path]) 
     panel = next(j for j in viewer.json("api/overview")["judges"] if j["label"] == "panel")
     assert panel["score_range"] == [1.0, 5.0] and panel["jury"]["jurors"] == ["helpful-json", "helpful-regex",
                                                                               "helpful-marker"]
+    assert panel["counts"]["tasks"] == 12 and panel["counts"]["undone"] == 0
     assert any(row["spread"] == 0 for row in page["rows"])
     spreads = [r["spread"] for r in page["rows"]]
     assert spreads == sorted(spreads, reverse=True)
@@ -277,6 +278,36 @@ def test_a_live_run_is_read_never_written(served: Any, demo_runs: dict[str, Path
             k: v for k, v in before.items() if k != "outcomes.jsonl"}  # what the store wrote, and nothing else
     finally:
         store.close()
+
+
+def _partial_copy(run: Path, target: Path, *, begun: int, finished: int) -> Path:
+    """A copy of ``run`` as it was while being written: the transcript lines of its first
+    ``begun`` tasks, the outcomes of the first ``finished`` of them, no index; the manifest as
+    the run left it (its checkpoints lag the files)."""
+    shutil.copytree(run, target, ignore=shutil.ignore_patterns("index.sqlite*"))
+    lines = (target / "transcripts.jsonl").read_bytes().splitlines(keepends=True)
+    order = list(dict.fromkeys(json.loads(line)["task_id"] for line in lines))[:begun]
+    (target / "transcripts.jsonl").write_bytes(b"".join(x for x in lines if json.loads(x)["task_id"] in order))
+    kept = set(order[:finished])
+    outcomes = (target / "outcomes.jsonl").read_bytes().splitlines(keepends=True)
+    (target / "outcomes.jsonl").write_bytes(b"".join(x for x in outcomes if json.loads(x)["task_id"] in kept))
+    return target
+
+
+def test_a_run_being_written_counts_against_its_plan(served: Any, demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    """Twenty tasks planned, six begun, five finished: 20 tasks, 15 undone (one begun), not the
+    6 tasks and 1 undone the index alone knows."""
+    from judge_engine.store import RunStore
+
+    run = _partial_copy(demo_runs["literary_mt"], tmp_path / "partial", begun=6, finished=5)
+    store = RunStore.open(run)  # the writer holds the run
+    try:
+        (judge,) = served([run]).ready().json("api/overview")["judges"]
+    finally:
+        store.close()
+    counts = judge["counts"]
+    assert (counts["tasks"], counts["scored"] + counts["unscored"], counts["undone"], counts.get("started")) == (
+        20, 5, 15, 1)
 
 
 def _files(run: Path) -> dict[str, str]:

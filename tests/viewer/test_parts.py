@@ -44,6 +44,26 @@ def test_a_shared_link_with_odd_values_still_opens() -> None:
     assert f.judges == ("a (run)",) and f.status is None and f.sort == "item" and f.page == 1 and f.size == 200
 
 
+def test_the_plan_of_judges_and_juries() -> None:
+    """Item-variants x temperatures x repeats; a jury has the coordinates its jurors share."""
+    from judge_engine.records import JudgeEntry, Manifest
+
+    def entry(name: str, temperatures: list[float], repeats: int) -> JudgeEntry:
+        return JudgeEntry(name, "m", "prometheus-relative", "1", {}, {}, temperatures, repeats, None,
+                          len(temperatures) * repeats)
+
+    manifest = Manifest(
+        run_id="r", status="running", created_at="", updated_at="", package_version="", versions={}, demo=False,
+        config_path="", config_path_from_run="", config={"juries": [{"name": "panel", "judges": ["a", "b"]}]},
+        overrides={}, dataset={"items": 10, "variants": [20, 20]},
+        judges=[entry("a", [0.0, 0.7], 3), entry("b", [0.7, 1.0], 2)])  # fmt: skip
+    assert manifest.planned_tasks("a") == 20 * 2 * 3 and manifest.planned_tasks("b") == 20 * 2 * 2
+    assert manifest.planned_tasks("panel") == 20 * 1 * 2  # T 0.7 only, repeats 0 and 1
+    assert manifest.planned_tasks("nobody") is None
+    older = Manifest.from_dict({**manifest.to_dict(), "dataset": {"items": 10}})  # no variants recorded
+    assert older.planned_tasks("a") == 10 * 6
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # krippendorff divides by zero on constant data
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.one_of(st.none(), st.integers(-25, 0)), min_size=3, max_size=3), min_size=2, max_size=30))

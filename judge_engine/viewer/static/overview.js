@@ -66,6 +66,9 @@ function judgePanel(judge) {
       count("tasks", counts.tasks, list({})), count("scored", counts.scored, list({status: "scored"})),
       count("unscored", counts.unscored, list({status: "unscored"})),
       count("undone", counts.undone, list({status: "undone"}))),
+    counts.undone > (counts.started ?? counts.undone)
+      ? el("p", {class: "muted not-started"}, `tasks: planned for the whole dataset; undone: ${fmt(counts.undone - counts.started)} `
+        + `not started yet, ${fmt(counts.started)} begun without an outcome (the undone list shows these)`) : null,
     counts.recorded ? el("p", {class: "muted"}, "as run.json last recorded them (counting…)") : null,
     codes.length ? table(codes, [["reason code", ([code]) => el("a", {href: list({reason: code})}, code)],
                                  ["tasks", ([, n]) => fmt(n)]], {class: "codes"}) : null,
