@@ -15,7 +15,7 @@ from judge_engine.jsonio import loads
 from judge_engine.protocols.base import REASK_MARKER
 from judge_engine.records import DEMO_NOTE, OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
 from judge_engine.viewer.catalog import Catalog, Judge, OpenRun
-from judge_engine.viewer.derived import Builder
+from judge_engine.viewer.derived import Builder, RunState
 from judge_engine.viewer.queries import STATUSES, TaskList, filter_from
 from judge_engine.viewer.verdicts import card
 
@@ -78,7 +78,7 @@ class Pages:
                 "score_range": judge.score_range, "counts": counts,
                 "jury": None if judge.jury is None else {"jurors": list(judge.jury.jurors),
                                                          "aggregate": judge.jury.aggregate},
-                "spend": ((manifest.spend or {}).get("judges") or {}).get(name),
+                "spend": _spend(state, manifest.spend, name),
                 "attempts": None if state.attempts is None else state.attempts.get(name, {}),
                 "attempts_share": state.attempts_share,
                 "histogram": (state.histograms or {}).get(name),
@@ -211,6 +211,17 @@ class Pages:
         return {"run": number, "run_id": run.run_id, "task_id": task_id, "item_id": item_id,
                 "judge": self.catalog.judge_of(number, judge).label, "outcome": outcome, "attempts": attempts,
                 "protocol_errors": errors}
+
+
+def _spend(state: RunState, recorded: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """What the judge's attempts cost: counted from the whole transcript as written so far once
+    the builder has read it all (``counted``), else as ``run.json`` last recorded it (a running
+    session rewrites it every few seconds)."""
+    if state.attempts is not None and state.attempts_share >= 1.0:
+        counted = state.attempts.get(name)
+        return None if counted is None else {**counted, "counted": True}
+    spend = ((recorded or {}).get("judges") or {}).get(name)
+    return None if spend is None else {**spend, "counted": False}
 
 
 def _planned(counts: dict[str, Any] | None, planned: int | None) -> dict[str, Any] | None:

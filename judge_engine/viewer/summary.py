@@ -1,8 +1,10 @@
 """What the overview says of each judge: counts, the score histogram, and the consistency of
-its repeats and temperatures, computed from a run's index (never from its JSONL files).
+its repeats and temperatures, computed from a run's index; and what its attempts were and cost
+(:class:`AttemptTally`), counted from the transcript lines as the command line counts them.
 
-Pure functions of an SQLite connection that has the run's ``tasks`` table under ``schema``; the
-viewer's builder thread calls them and keeps the results (:mod:`judge_engine.viewer.derived`).
+The index figures are pure functions of an SQLite connection that has the run's ``tasks`` table
+under ``schema``; the viewer's builder thread calls them, feeds the tally, and keeps the results
+(:mod:`judge_engine.viewer.derived`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from judge_engine.records import JudgeEntry
+from judge_engine.errors import RunDirError
+from judge_engine.records import AttemptRecord, JudgeEntry, Spend, transcript_record
 
+PENDING_MAX = 10_000
+"""Tasks whose last line so far is a failure that may be tried again, kept to see whether it is:
+the oldest are let go past this many (a task's next try follows within its retry backoff, while
+the tasks in flight write a few lines each; one left this long ended there)."""
 EXACT_VALUES = 40
 """A judge with at most this many distinct scores gets one bar per score; more, :data:`BINS`."""
 BINS = 20
@@ -154,3 +161,66 @@ def _temperature_rows(db: sqlite3.Connection, schema: str, judge: str,
 def _number(value: float) -> float | None:
     """JSON has no NaN: an undefined figure is null."""
     return None if value is None or math.isnan(value) else round(float(value), 4)
+
+
+class AttemptTally:
+    """Each judge's attempts, from its transcript lines in order, with the command line's
+    definitions: what they cost is :class:`~judge_engine.records.Spend` (``calls``: requests
+    sent, failed ones included, cache hits and replayed answers not); ``retries`` the transport
+    failures (5xx, timeouts, resets) that the task then tried again within its retry budget (the
+    ``retries`` of the run's summary: the last failure of a task whose budget ran out is not
+    one); ``rate_limited`` the 429 answers (waited out by the lane, never retries); ``reasks``
+    the unusable answers sent back (each re-ask once, however many attempts it took);
+    ``rejected`` the requests the provider refused for the item, ``failed`` any other failed
+    attempt, ``protocol_errors`` the protocol's own exceptions.
+
+    A try again is seen from the next line: the task's next attempt of the same session (a
+    resumed session numbers its attempts from 1 again). A batch result that failed is carried to
+    another round, which is not a transport retry either. A judge with several deployments that
+    hands a request over to another one after failures counts it here as a retry."""
+
+    def __init__(self, state: Any = None) -> None:
+        state = state if isinstance(state, dict) else {}
+        self.figures: dict[str, dict[str, int]] = {k: dict(v) for k, v in (state.get("judges") or {}).items()}
+        self.spend = {k: Spend.from_dict(v) for k, v in (state.get("spend") or {}).items()}
+        self.pending: dict[str, tuple[int, str]] = {k: (int(v[0]), str(v[1]))
+                                                    for k, v in (state.get("pending") or {}).items()}
+
+    def state(self) -> dict[str, Any]:
+        """What :meth:`__init__` continues from."""
+        return {"judges": self.figures, "spend": {k: v.to_dict() for k, v in self.spend.items()},
+                "pending": {k: list(v) for k, v in self.pending.items()}}
+
+    def add(self, raw: dict[str, Any]) -> None:
+        """Count one transcript line (one this package cannot read is skipped)."""
+        try:
+            record = transcript_record(raw, requests=False)
+        except RunDirError:  # the tally goes on; the transcript view says what is wrong with it
+            return
+        judge = record.judge
+        figures = self.figures.setdefault(judge, {})
+        self.spend.setdefault(judge, Spend()).add(record)
+        if not isinstance(record, AttemptRecord):
+            figures["protocol_errors"] = figures.get("protocol_errors", 0) + 1
+            return
+        before = self.pending.pop(record.task_id, None)
+        again = before is not None and record.attempt == before[0] + 1
+        if again and before is not None and before[1] == "retry":
+            figures["retries"] = figures.get("retries", 0) + 1
+        if record.reask > 0 and not again:
+            figures["reasks"] = figures.get("reasks", 0) + 1
+        if not record.error:
+            return
+        kind = str(record.error.get("kind") or "")
+        name = {"rate_limited": "rate_limited", "retry": "transport_errors", "item": "rejected"}.get(kind, "failed")
+        figures[name] = figures.get(name, 0) + 1
+        if kind in ("retry", "rate_limited") and record.batch is None:
+            self.pending[record.task_id] = (record.attempt, kind)
+            if len(self.pending) > PENDING_MAX:
+                for task in list(self.pending)[: PENDING_MAX // 2]:
+                    del self.pending[task]
+
+    def judges(self) -> dict[str, dict[str, Any]]:
+        """Judge -> its figures and spend (``calls``, ``cache_hits``, tokens, ``cost``...), a copy."""
+        names = set(self.figures) | set(self.spend)
+        return {name: {**self.figures.get(name, {}), **self.spend.get(name, Spend()).to_dict()} for name in names}

@@ -117,8 +117,8 @@ def test_transcript_is_the_request_as_sent_and_the_answer(mqm: ServedViewer, dem
 def test_transcript_shows_429s_retries_and_the_problems_of_each_reask(served: Any, faulty_run: Path) -> None:
     viewer = served([faulty_run]).ready()
     (judge,) = viewer.json("api/overview")["judges"]
-    assert judge["attempts"]["rate_limited"] > 0 and judge["attempts"]["retried"] > 0
-    assert judge["attempts"]["reask_answers"] > 0
+    assert judge["attempts"]["rate_limited"] > 0 and judge["attempts"]["retries"] > 0
+    assert judge["attempts"]["reasks"] > 0
     reasked = next(o for o in latest_outcome_records(faulty_run).values() if o.reasks)
     page = viewer.json(f"api/transcript?run=0&task={reasked.task_id}")
     sent_back = [a for a in page["attempts"] if a["reasked"]]
@@ -130,6 +130,38 @@ def test_transcript_shows_429s_retries_and_the_problems_of_each_reask(served: An
     consistency = judge["consistency"]
     assert {r["temperature"] for r in consistency["repeats"]} == {0.0, 1.0}
     assert consistency["temperatures"][0]["against"] == 0.0
+
+
+def test_attempt_figures_are_the_summarys(served: Any, faulty: Any) -> None:
+    """429s, retries, re-asks and calls as the command line summarised the run (a 500 that is
+    tried again is a retry; a 429 is not; a re-ask is counted once, however many tries it took)."""
+    (judge,) = served([faulty.run_dir]).ready().json("api/overview")["judges"]
+    (totals,) = faulty.judges
+    figures = judge["attempts"]
+    assert (figures.get("rate_limited", 0), figures.get("retries", 0), figures.get("reasks", 0)) == (
+        totals.rate_limited, totals.retries, totals.reasks)
+    assert judge["spend"]["calls"] == faulty.manifest.spend["total"]["calls"] and judge["spend"]["counted"]
+
+
+def test_retries_over_sessions_are_the_sessions_retries(served: Any, tmp_path: Path) -> None:
+    """Every request fails with a 500, one transport retry each: the command line says "6 calls,
+    3 retries" per session; after a resume that judges them again, 12 calls and 6 retries (not
+    12: the last failure of each task in each session was not tried again)."""
+    import judge_engine
+    from judge_engine.fake import FakeConfig, FakeServer
+    from tests.viewer.runs import faulty_job
+
+    config = faulty_job(tmp_path, "http://placeholder", items=3, temperatures=(0.0,), repeats=1, transport=1)
+    with FakeServer(FakeConfig(error_500_rate=1.0)) as server:
+        config.write_text(config.read_text(encoding="utf-8").replace("http://placeholder", server.base_url),
+                          encoding="utf-8")
+        first = judge_engine.run(config)
+        second = judge_engine.resume(first.run_dir, retry="transport_exhausted")
+    sessions = [first.judges[0].retries, second.judges[0].retries]
+    assert sessions == [3, 3] and second.manifest.spend["total"]["calls"] == 12
+    (judge,) = served([first.run_dir]).ready().json("api/overview")["judges"]
+    assert judge["spend"]["calls"] == 12 and judge["attempts"]["retries"] == sum(sessions)
+    assert judge["attempts"]["transport_errors"] == 12 and judge["counts"]["unscored"] == 3
 
 
 def test_every_protocol_has_its_card(served: Any, demo_runs: dict[str, Path]) -> None:
@@ -296,7 +328,8 @@ def _partial_copy(run: Path, target: Path, *, begun: int, finished: int) -> Path
 
 def test_a_run_being_written_counts_against_its_plan(served: Any, demo_runs: dict[str, Path], tmp_path: Path) -> None:
     """Twenty tasks planned, six begun, five finished: 20 tasks, 15 undone (one begun), not the
-    6 tasks and 1 undone the index alone knows."""
+    6 tasks and 1 undone the index alone knows; the calls are the six the transcript holds so
+    far, not the manifest's last checkpoint."""
     from judge_engine.store import RunStore
 
     run = _partial_copy(demo_runs["literary_mt"], tmp_path / "partial", begun=6, finished=5)
@@ -308,6 +341,7 @@ def test_a_run_being_written_counts_against_its_plan(served: Any, demo_runs: dic
     counts = judge["counts"]
     assert (counts["tasks"], counts["scored"] + counts["unscored"], counts["undone"], counts.get("started")) == (
         20, 5, 15, 1)
+    assert judge["spend"]["calls"] == 6
 
 
 def _files(run: Path) -> dict[str, str]:

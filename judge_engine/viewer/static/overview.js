@@ -72,14 +72,16 @@ function judgePanel(judge) {
     counts.recorded ? el("p", {class: "muted"}, "as run.json last recorded them (counting…)") : null,
     codes.length ? table(codes, [["reason code", ([code]) => el("a", {href: list({reason: code})}, code)],
                                  ["tasks", ([, n]) => fmt(n)]], {class: "codes"}) : null,
-    el("dl", {class: "facts"},
+    judge.jury ? null : el("dl", {class: "facts attempts"},
       fact("calls", fmt(spend.calls)), fact("tokens", `${fmt(spend.prompt_tokens)} in · ${fmt(spend.completion_tokens)} out`),
       fact("cost", money(spend.cost)), fact("cache hits", fmt(spend.cache_hits)),
-      attempts ? [fact("429s", fmt(attempts.rate_limited || 0)), fact("retries", fmt(attempts.retried || 0)),
-                  fact("rejected", fmt(attempts.rejected || 0)), fact("re-asks answered", fmt(attempts.reask_answers || 0)),
+      attempts ? [fact("429s", fmt(attempts.rate_limited || 0)), fact("retries", fmt(attempts.retries || 0)),
+                  fact("re-asks", fmt(attempts.reasks || 0)), fact("rejected", fmt(attempts.rejected || 0)),
                   fact("protocol errors", fmt(attempts.protocol_errors || 0))]
         : fact("429s and retries", "counting…"),
       attempts && judge.attempts_share < 1 ? fact("counted", `${Math.round(judge.attempts_share * 100)}% of the transcript`) : null),
+    judge.jury ? null : el("p", {class: "muted small definitions"}, DEFINITIONS,
+      spend.counted === false ? " Calls, tokens and cost as run.json last recorded them (counting the transcript…)." : ""),
     histogram(judge),
     consistency(judge.consistency));
 }
@@ -87,6 +89,11 @@ function judgePanel(judge) {
 function count(name, value, href) {
   return el("a", {class: "count", href}, el("strong", {}, fmt(value ?? 0)), " ", name);
 }
+
+// What the attempt figures count: the definitions of the run's summary on the command line.
+const DEFINITIONS = "Calls: requests sent to the provider, failed ones included (cache hits and replayed answers "
+  + "are not). Retries: transport failures (5xx, timeouts, resets) that the task tried again within its retry "
+  + "budget. 429s: rate-limit answers, waited out by the lane, not retries. Re-asks: unusable answers sent back.";
 
 const WIDTH = 360;
 const HEIGHT = 90;
