@@ -174,8 +174,9 @@ class Builder:
         size = path.stat().st_size if path.exists() else 0
         row = db.execute("SELECT covers, value FROM viewer_cache WHERE key = 'attempts'").fetchone()
         version, _, covered = str(row[0]).partition(":") if row else ("", "", "")
-        offset, tally = (int(covered), summary.AttemptTally(loads(row[1]))) if version == f"v{VERSION}" else (
-            0, summary.AttemptTally())
+        budgets = summary.transport_budgets(run.current_manifest().config)
+        offset, tally = (int(covered), summary.AttemptTally(loads(row[1]), budgets=budgets)) \
+            if version == f"v{VERSION}" else (0, summary.AttemptTally(budgets=budgets))
         if state.attempts is not None and offset >= size:
             return
         lines = 0
