@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from judge_engine.errors import RunDirError
 from judge_engine.index import INDEX
 from judge_engine.jsonio import loads
 from judge_engine.records import (
+    DEMO_NOTE,
     MANIFEST,
     OUTCOMES,
     TRANSCRIPTS,
@@ -195,6 +196,19 @@ class Catalog:
     @property
     def demo(self) -> bool:
         return any(run.manifest.demo for run in self.runs)
+
+    def synthetic(self, numbers: Iterable[int] | None = None) -> str | None:
+        """What a page about the runs ``numbers`` (every open run by default) says of its
+        answers: nothing when none of them is a demo run; :data:`DEMO_NOTE` when every open run
+        is one; else the note naming the demo runs among them, and that the others are not."""
+        chosen = sorted(set(range(len(self.runs)) if numbers is None else numbers))
+        demo = [self.runs[n].run_id for n in chosen if self.runs[n].manifest.demo]
+        if not demo:
+            return None
+        if all(run.manifest.demo for run in self.runs):
+            return DEMO_NOTE
+        named = DEMO_NOTE.replace("DEMO RUN:", f"DEMO RUN{'S' if len(demo) > 1 else ''} {', '.join(demo)}:", 1)
+        return f"{named} The other open runs are not demo runs."
 
     def judge(self, label: str) -> Judge | None:
         return next((j for j in self.judges if j.label == label), None)

@@ -13,7 +13,7 @@ from judge_engine.blocks import decode_request
 from judge_engine.errors import RunDirError
 from judge_engine.jsonio import loads
 from judge_engine.protocols.base import REASK_MARKER
-from judge_engine.records import DEMO_NOTE, OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
+from judge_engine.records import OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
 from judge_engine.viewer.catalog import Catalog, Judge, OpenRun
 from judge_engine.viewer.derived import Builder, RunState
 from judge_engine.viewer.queries import STATUSES, TaskList, filter_from
@@ -41,7 +41,7 @@ class Pages:
         codes = sorted({code for j in judges for code in (j["counts"] or {}).get("by_code", {})})
         temperatures = sorted({t for run in self.catalog.runs for e in run.manifest.judges for t in e.temperatures})
         repeats = max((e.repeats for run in self.catalog.runs for e in run.manifest.judges), default=1)
-        return {"demo": self.catalog.demo, "synthetic": DEMO_NOTE if self.catalog.demo else None, "runs": runs,
+        return {"demo": self.catalog.demo, "synthetic": self.catalog.synthetic(), "runs": runs,
                 "judges": judges, "live": any(r["live"] for r in runs),
                 "facets": {"judges": [j.label for j in self.catalog.judges], "statuses": list(STATUSES),
                            "reason_codes": codes, "temperatures": temperatures, "repeats": list(range(repeats))}}
@@ -100,8 +100,10 @@ class Pages:
         total, rows = self.tasks.page(f, searchable, [s.indexed for s in states])
         spreads = self.tasks.spreads(sorted({r.item_id for r in rows}))
         return {"total": total, "page": f.page, "size": f.size, "pages": max(1, -(-total // f.size)), "sort": f.sort,
-                "spread_unit": self.tasks.spread_unit(), "notes": notes, "rows": [{
-                    "run": r.run, "task_id": r.task_id, "item_id": r.item_id,
+                "spread_unit": self.tasks.spread_unit(), "notes": notes,
+                "synthetic": self.catalog.synthetic({r.run for r in rows}), "rows": [{
+                    "run": r.run, "demo": self.catalog.runs[r.run].manifest.demo, "task_id": r.task_id,
+                    "item_id": r.item_id,
                     "judge": self.catalog.judge_of(r.run, r.judge).label, "temperature": r.temperature,
                     "repeat": r.repeat, "variant": r.variant or "", "status": r.status or "undone",
                     "reason_code": r.reason_code, "score": r.score, "spread": spreads.get(r.item_id)} for r in rows]}
@@ -149,7 +151,8 @@ class Pages:
             raise RunDirError(f"no open run has item {item_id!r}")
         spread = self.tasks.spreads([item_id]).get(item_id)
         return {"item_id": item_id, "fields": fields, "origin": origin, "spread": spread,
-                "spread_unit": self.tasks.spread_unit(), "tasks": tasks}
+                "spread_unit": self.tasks.spread_unit(), "synthetic": self.catalog.synthetic({t["run"] for t in tasks}),
+                "tasks": tasks}
 
     def _fields(self, item_id: str) -> tuple[dict[str, Any] | None, str]:
         """The item's fields and where they come from (``dataset``; ``request``: the prompt
@@ -208,7 +211,8 @@ class Pages:
                        "reason_code": o.reason_code, "attempts": o.attempts, "reasks": o.reasks, "cost": o.cost,
                        "latency_s": o.latency_s, "at": o.at, "model": o.model, "protocol": o.protocol,
                        "temperature": o.temperature, "repeat": o.repeat, "variant": o.variant}
-        return {"run": number, "run_id": run.run_id, "task_id": task_id, "item_id": item_id,
+        return {"run": number, "run_id": run.run_id, "synthetic": self.catalog.synthetic([number]),
+                "task_id": task_id, "item_id": item_id,
                 "judge": self.catalog.judge_of(number, judge).label, "outcome": outcome, "attempts": attempts,
                 "protocol_errors": errors}
 

@@ -164,6 +164,24 @@ def test_retries_over_sessions_are_the_sessions_retries(served: Any, tmp_path: P
     assert judge["attempts"]["transport_errors"] == 12 and judge["counts"]["unscored"] == 3
 
 
+def test_only_pages_about_a_demo_run_say_it_is_synthetic(served: Any, demo_runs: dict[str, Path],
+                                                        faulty_run: Path) -> None:
+    """A demo run beside a real one: the overview names the demo run; the real run's list, item
+    and transcript say nothing; the demo run's always do."""
+    viewer = served([demo_runs["literary_mt"], faulty_run]).ready()
+    demo_id = viewer.json("api/overview")["runs"][0]["run_id"]
+    named = viewer.json("api/overview")["synthetic"]
+    assert named.startswith(f"DEMO RUN {demo_id}:") and "not demo runs" in named
+    real = rows(viewer, "judge=mqm-faulty")[0]
+    assert viewer.json("api/tasks?judge=mqm-faulty")["synthetic"] is None
+    assert viewer.json(f"api/item?id={quote(real['item_id'])}")["synthetic"] is None
+    assert viewer.json(f"api/transcript?run=1&task={quote(real['task_id'])}")["synthetic"] is None
+    fake = rows(viewer, "judge=mqm-mini")[0]
+    assert viewer.json("api/tasks?judge=mqm-mini")["synthetic"] == named
+    assert viewer.json(f"api/item?id={fake['item_id']}")["synthetic"] == named
+    assert viewer.json(f"api/transcript?run=0&task={quote(fake['task_id'])}")["synthetic"] == named
+
+
 def test_every_protocol_has_its_card(served: Any, demo_runs: dict[str, Path]) -> None:
     names = ("literary_mt_lit", "close_reading", "prometheus_absolute", "prometheus_relative", "ttct", "bws")
     viewer = served([demo_runs[n] for n in names]).ready()

@@ -5,7 +5,7 @@
 import {get} from "./api.js";
 import {card} from "./cards.js";
 import {el, fmt, link, pre, replace, SPREAD_TITLE, spread} from "./dom.js";
-import {shadeClass, state} from "./state.js";
+import {label, shadeClass, state} from "./state.js";
 
 const view = {main: null, data: null, selected: 0, params: {}};
 
@@ -14,6 +14,7 @@ export async function render(main, params) {
   view.params = params;
   if (view.data?.item_id !== params.id) replace(main, el("p", {class: "muted"}, "Loading item…"));
   view.data = await get("item", {id: params.id});
+  label(view.data.synthetic);
   const tasks = view.data.tasks;
   const wanted = tasks.findIndex((t) => t.task_id === params.task && String(t.run) === String(params.run ?? t.run));
   view.selected = wanted >= 0 ? wanted : 0;
