@@ -206,6 +206,7 @@ def test_every_protocol_has_its_card(served: Any, demo_runs: dict[str, Path]) ->
     assert [d["name"] for d in ttct["dimensions"]] == ["originality", "fluency", "flexibility", "elaboration"]
     questions = [q for d in ttct["dimensions"] for q in d["questions"]]
     assert len(questions) == 12 and questions[1]["reversed"] and "famous" in questions[1]["text"]
+    assert "reverse-scored" not in questions[1]["text"]  # the card says it once, from "reversed"
     shown = kinds["bws"]["shown"]
     assert [c["label"] for c in shown] == list("ABCDE"[: len(shown)]) and all(c["text"] for c in shown)
     assert sum(c["best"] for c in shown) == sum(c["worst"] for c in shown) == 1

@@ -191,3 +191,20 @@ def test_a_real_runs_pages_are_not_labelled_synthetic(tab: Watched, demo_runs: d
         page = tab.open(served.url + "#/tasks?size=200", "table.tasks tbody tr")
         assert banner(page) == named and page.locator("table.tasks .demo-badge").count() == 20
         assert tab.errors == []
+
+
+def test_headers_say_each_thing_once_and_nothing_empty(tab: Watched, demo_runs: dict[str, Path]) -> None:
+    """TTCT's reversed question says so once; a jury's header names its jurors and aggregate
+    (it has no model, protocol, temperatures or repeats of its own to show empty)."""
+    with ServedViewer([demo_runs["ttct"], demo_runs["custom_rubric"]]) as served:
+        served.ready()
+        page = tab.open(served.url, ".judge h2")
+        about = page.locator('.judge[data-judge="panel"] p.about').inner_text()
+        assert about == "jury: median of helpful-json, helpful-regex, helpful-marker · scale 1..5"
+        judge = page.locator('.judge[data-judge="helpful-json"] p.about').inner_text()
+        assert judge == "openai/gpt-4o-mini · custom v1 · T 0 · 1 repeat · scale 1..5"
+        item = served.json("api/tasks?judge=ttct-mini&status=scored")["rows"][0]["item_id"]
+        page = tab.open(served.url + f"#/item?id={item}", ".task-card table.questions")
+        reversed_row = page.locator(".task-card table.questions tr", has_text="famous").first.inner_text()
+        assert reversed_row.count("(reverse-scored)") == 1
+        assert tab.errors == []

@@ -59,9 +59,7 @@ function judgePanel(judge) {
   const list = (params) => link("tasks", {judge: judge.label, ...params});
   return el("section", {class: "panel judge", "data-judge": judge.label},
     el("h2", {}, judge.label),
-    el("p", {class: "muted"}, `${judge.model} · ${judge.protocol} v${judge.protocol_version} · T ${
-      (judge.temperatures || []).join(", ")} · ${fmt(judge.repeats)} repeat(s)`
-      + (judge.score_range ? ` · scale ${judge.score_range.join("..")}` : "")),
+    el("p", {class: "muted about"}, about(judge)),
     el("div", {class: "counts"},
       count("tasks", counts.tasks, list({})), count("scored", counts.scored, list({status: "scored"})),
       count("unscored", counts.unscored, list({status: "unscored"})),
@@ -84,6 +82,17 @@ function judgePanel(judge) {
       spend.counted === false ? " Calls, tokens and cost as run.json last recorded them (counting the transcript…)." : ""),
     histogram(judge),
     consistency(judge.consistency));
+}
+
+// The judge's model, protocol, temperatures, repeats and scale; a jury's jurors and how it
+// aggregates them. Only what is known (a judge found only in the index has no manifest entry).
+function about(judge) {
+  const parts = judge.jury ? [`jury: ${judge.jury.aggregate || "aggregate"} of ${judge.jury.jurors.join(", ")}`]
+    : [judge.model, judge.protocol ? judge.protocol + (judge.protocol_version ? ` v${judge.protocol_version}` : "") : "",
+       judge.temperatures?.length ? `T ${judge.temperatures.join(", ")}` : "",
+       judge.repeats ? `${fmt(judge.repeats)} repeat${judge.repeats === 1 ? "" : "s"}` : ""];
+  if (judge.score_range) parts.push(`scale ${judge.score_range.join("..")}`);
+  return parts.filter(Boolean).join(" · ") || "not in the run's manifest";
 }
 
 function count(name, value, href) {
