@@ -24,6 +24,7 @@ function draw(data) {
   replace(main,
     el("h1", {}, "Overview"),
     data.runs.map(runPanel),
+    el("p", {class: "muted small definitions"}, DEFINITIONS),
     el("div", {class: "judges"}, data.judges.map(judgePanel)));
 }
 
@@ -78,8 +79,8 @@ function judgePanel(judge) {
                   fact("protocol errors", fmt(attempts.protocol_errors || 0))]
         : fact("429s and retries", "counting…"),
       attempts && judge.attempts_share < 1 ? fact("counted", `${Math.round(judge.attempts_share * 100)}% of the transcript`) : null),
-    judge.jury ? null : el("p", {class: "muted small definitions"}, DEFINITIONS,
-      spend.counted === false ? " Calls, tokens and cost as run.json last recorded them (counting the transcript…)." : ""),
+    spend.counted === false ? el("p", {class: "muted small"},
+      "Calls, tokens and cost as run.json last recorded them (counting the transcript…).") : null,
     histogram(judge),
     consistency(judge.consistency));
 }
@@ -100,9 +101,11 @@ function count(name, value, href) {
 }
 
 // What the attempt figures count: the definitions of the run's summary on the command line.
-const DEFINITIONS = "Calls: requests sent to the provider, failed ones included (cache hits and replayed answers "
-  + "are not). Retries: transport failures (5xx, timeouts, resets) that the task tried again within its retry "
-  + "budget. 429s: rate-limit answers, waited out by the lane, not retries. Re-asks: unusable answers sent back.";
+const DEFINITIONS = "Each judge's calls, tokens, cost, 429s, retries and re-asks are counted from its transcript as "
+  + "written so far, as the run's summary counts them. Calls: requests sent to the provider, failed ones included "
+  + "(cache hits and replayed answers are not). Retries: transport failures (5xx, timeouts, resets) within the "
+  + "judge's retry budget, each tried again. 429s: rate-limit answers, waited out by the lane, not retries. "
+  + "Re-asks: unusable answers sent back.";
 
 const WIDTH = 360;
 const HEIGHT = 90;
