@@ -763,6 +763,34 @@ class Manifest:
     def judge(self, name: str) -> JudgeEntry | None:
         return next((j for j in self.judges if j.name == name), None)
 
+    def jury(self, name: str) -> dict[str, Any] | None:
+        """The config of jury ``name`` as the run recorded it (``judges``, ``aggregate``...), or None."""
+        juries = self.config.get("juries") or []
+        return next((dict(j) for j in juries if isinstance(j, Mapping) and j.get("name") == name), None)
+
+    def planned_tasks(self, name: str) -> int | None:
+        """How many tasks the run plans for judge ``name`` over the whole dataset: its item-variants
+        (the scan's count, ``dataset.variants``, else the items) x temperatures x repeats. For a
+        jury, the coordinates all its jurors share (one protocol, so the same variants; the
+        temperatures they all have, the repeats they all reach). None when the manifest does not
+        know ``name``."""
+        entry = self.judge(name)
+        if entry is not None:
+            return self._variants(entry.name) * entry.tasks_per_item_variant
+        jury = self.jury(name)
+        jurors = [self.judge(str(j)) for j in (jury or {}).get("judges") or []]
+        if not jurors or any(j is None for j in jurors):
+            return None
+        found = [j for j in jurors if j is not None]
+        temperatures = set(found[0].temperatures).intersection(*(j.temperatures for j in found[1:]))
+        return self._variants(found[0].name) * len(temperatures) * min(j.repeats for j in found)
+
+    def _variants(self, judge: str) -> int:
+        """The item-variants judge ``judge`` has (``dataset.variants`` is in the judges' order)."""
+        variants = self.dataset.get("variants") or []
+        position = [j.name for j in self.judges].index(judge)
+        return int(variants[position] if position < len(variants) else self.dataset.get("items") or 0)
+
     @property
     def total_counts(self) -> Counts:
         return Counts.from_dict((self.counts or {}).get("total"))

@@ -72,24 +72,17 @@ def run_status(run_dir: Path, *, poll: bool = False) -> RunStatusReport:
         notes += _poll(run_dir, manifest, ledgers)
     judges = []
     modes = _modes(manifest)
-    for position, entry in enumerate(manifest.judges):
+    for entry in manifest.judges:
         ledger = ledgers.get(entry.name, Ledger())
         done = finished.get(entry.name, set())
         held = {t for c in ledger.open_chunks() for t in c.tasks if "b2:" + t not in done}
         waiting = [c for c in ledger.pending.values() if c.task_id not in done]
         judges.append(JudgeStatus(
             name=entry.name, model=entry.model, mode=modes.get(entry.name, "online"),
-            tasks=_tasks(manifest, position), scored=counts.get((entry.name, "scored", None), 0),
+            tasks=manifest.planned_tasks(entry.name) or 0, scored=counts.get((entry.name, "scored", None), 0),
             unscored=sum(n for (judge, status, _code), n in counts.items() if judge == entry.name and status == "unscored"),
             in_batches=len(held), waiting=len(waiting), chunks=chunk_views(ledger)))
     return RunStatusReport(run_dir, manifest, writer_active(run_dir), judges, notes)
-
-
-def _tasks(manifest: Manifest, position: int) -> int:
-    variants = manifest.dataset.get("variants") or []
-    entry = manifest.judges[position]
-    per_item = variants[position] if position < len(variants) else manifest.dataset.get("items") or 0
-    return int(per_item) * entry.tasks_per_item_variant
 
 
 def _modes(manifest: Manifest) -> dict[str, str]:

@@ -55,15 +55,15 @@ async def _serve(args: argparse.Namespace, console: Console) -> None:
     import asyncio
     import webbrowser
 
-    from judge_engine.cli.display import say
-    from judge_engine.records import DEMO_NOTE
+    from judge_engine.cli.display import escape, say
     from judge_engine.viewer.server import Viewer, check
 
     viewer = Viewer(args.run_dirs, host=args.host, port=args.port)
     try:
         url = await viewer.start()
-        if viewer.catalog is not None and viewer.catalog.demo:
-            say(console, f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
+        synthetic = viewer.catalog.synthetic() if viewer.catalog is not None else None
+        if synthetic:
+            say(console, f"[bold yellow]{escape(synthetic)}[/bold yellow]")
         if args.check:
             found = await check(viewer)
             timings = " · ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in found["seconds"].items())

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sqlite3
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from judge_engine.errors import RunDirError
 from judge_engine.index import INDEX
 from judge_engine.jsonio import loads
 from judge_engine.records import (
+    DEMO_NOTE,
     MANIFEST,
     OUTCOMES,
     TRANSCRIPTS,
@@ -39,6 +40,17 @@ from judge_engine.store import open_index, read_blocks, read_manifest, writer_ac
 
 
 @dataclass(frozen=True, slots=True)
+class Jury:
+    """A jury of an open run, as its recorded config has it."""
+
+    jurors: tuple[str, ...]
+    aggregate: str
+    score_range: tuple[float, float] | None
+    """The jurors' range (a jury's score is one of their scores, or their mean or median);
+    the span of all of them if their ranges differ; None when one of them has none."""
+
+
+@dataclass(frozen=True, slots=True)
 class Judge:
     """One judge of one open run, under the name the pages show (``label``: the judge's own
     name, unless two open runs have a judge of that name; then ``name (run id)``)."""
@@ -47,14 +59,15 @@ class Judge:
     name: str
     label: str
     entry: JudgeEntry | None
-    """What the manifest records of it (None for a judge found only in the index)."""
+    """What the manifest records of it (None for a jury, or a judge found only in the index)."""
+    jury: Jury | None = None
+    """What a jury is made of (None for a judge)."""
 
     @property
     def score_range(self) -> tuple[float, float] | None:
-        if self.entry is None or not self.entry.score_range:
-            return None
-        low, high = self.entry.score_range
-        return (low, high) if high > low else None
+        if self.jury is not None:
+            return self.jury.score_range
+        return None if self.entry is None else _range(self.entry)
 
 
 @dataclass(slots=True)
@@ -184,6 +197,19 @@ class Catalog:
     def demo(self) -> bool:
         return any(run.manifest.demo for run in self.runs)
 
+    def synthetic(self, numbers: Iterable[int] | None = None) -> str | None:
+        """What a page about the runs ``numbers`` (every open run by default) says of its
+        answers: nothing when none of them is a demo run; :data:`DEMO_NOTE` when every open run
+        is one; else the note naming the demo runs among them, and that the others are not."""
+        chosen = sorted(set(range(len(self.runs)) if numbers is None else numbers))
+        demo = [self.runs[n].run_id for n in chosen if self.runs[n].manifest.demo]
+        if not demo:
+            return None
+        if all(run.manifest.demo for run in self.runs):
+            return DEMO_NOTE
+        named = DEMO_NOTE.replace("DEMO RUN:", f"DEMO RUN{'S' if len(demo) > 1 else ''} {', '.join(demo)}:", 1)
+        return f"{named} The other open runs are not demo runs."
+
     def judge(self, label: str) -> Judge | None:
         return next((j for j in self.judges if j.label == label), None)
 
@@ -213,15 +239,37 @@ class Catalog:
 
 
 def _judges(runs: Sequence[OpenRun], db: sqlite3.Connection) -> list[Judge]:
-    """Every judge of every run: the manifest's, in its order, then any only the index knows."""
-    found: list[tuple[int, str, JudgeEntry | None]] = []
+    """Every judge of every run: the manifest's, in its order, then its config's juries, then any
+    only the index knows."""
+    found: list[tuple[int, str, JudgeEntry | None, Jury | None]] = []
     for run in runs:
-        names = [entry.name for entry in run.manifest.judges]
-        found += [(run.number, entry.name, entry) for entry in run.manifest.judges]
+        manifest = run.manifest
+        found += [(run.number, entry.name, entry, None) for entry in manifest.judges]
+        juries = [str(j.get("name")) for j in manifest.config.get("juries") or [] if isinstance(j, dict)]
+        found += [(run.number, name, None, _jury(manifest, name)) for name in juries]
         indexed = [name for (name,) in db.execute(f"SELECT DISTINCT judge FROM {run.schema}.tasks ORDER BY judge")]
-        found += [(run.number, name, None) for name in indexed if name not in names]
+        known = {name for number, name, _, _ in found if number == run.number}
+        found += [(run.number, name, None, None) for name in indexed if name not in known]
     counts: dict[str, int] = {}
-    for _, name, _ in found:
+    for _, name, _, _ in found:
         counts[name] = counts.get(name, 0) + 1
-    return [Judge(number, name, name if counts[name] == 1 else f"{name} ({runs[number].run_id})", entry)
-            for number, name, entry in found]
+    return [Judge(number, name, name if counts[name] == 1 else f"{name} ({runs[number].run_id})", entry, jury)
+            for number, name, entry, jury in found]
+
+
+def _range(entry: JudgeEntry) -> tuple[float, float] | None:
+    if not entry.score_range:
+        return None
+    low, high = entry.score_range
+    return (low, high) if high > low else None
+
+
+def _jury(manifest: Manifest, name: str) -> Jury | None:
+    config = manifest.jury(name)
+    if config is None:
+        return None
+    jurors = tuple(str(j) for j in config.get("judges") or [])
+    ranges = [_range(entry) if (entry := manifest.judge(juror)) is not None else None for juror in jurors]
+    known = [r for r in ranges if r is not None]
+    scale = (min(r[0] for r in known), max(r[1] for r in known)) if known and len(known) == len(ranges) else None
+    return Jury(jurors, str(config.get("aggregate") or ""), scale)

@@ -6,8 +6,10 @@ and only a viewer pays for it, on the run's first open, never on the engine's ho
 * **order indexes** on ``tasks`` (:data:`TASK_INDEXES`): every list order walks one, with the
   filter columns in it (~2 s to build at 10^6 tasks);
 * **the overview** (:mod:`judge_engine.viewer.summary`): counts, histograms, consistency;
-* **attempt counts** per judge (429s, retries, re-asks, cache hits...), from one pass over
-  ``transcripts.jsonl``, continued from where it stopped (the offset is kept with the counts);
+* **attempt counts** per judge (calls, tokens and cost; 429s, retries, re-asks...: the command
+  line's definitions, :class:`~judge_engine.viewer.summary.AttemptTally`), from one pass over
+  ``transcripts.jsonl``, continued from where it stopped (the offset is kept with the counts),
+  so a live run's figures are those of the lines written so far, not of its last checkpoint;
 * **the items** of the run's dataset, by id, with an FTS5 index of their text, for the item
   view and the list's search (read through :func:`judge_engine.export.run_dataset` with the run's
   field mapping; when the dataset is gone, the prompt each item's first attempt sent).
@@ -46,7 +48,7 @@ CREATE TABLE IF NOT EXISTS viewer_items (id INTEGER PRIMARY KEY, item_id TEXT NO
 CREATE VIRTUAL TABLE IF NOT EXISTS viewer_items_text USING fts5(body, content='', columnsize=0,
                                                                 tokenize='unicode61 remove_diacritics 2');
 """
-VERSION = 1
+VERSION = 2
 """Of what the viewer derives: part of every cached entry's key, so a viewer that derives
 differently never reads an older one's figures."""
 REFRESH_S = 2.0
@@ -63,7 +65,8 @@ class RunState:
     counts: dict[str, Any] | None = None
     histograms: dict[str, Any] | None = None
     consistency: dict[str, Any] | None = None
-    attempts: dict[str, dict[str, int]] | None = None
+    attempts: dict[str, dict[str, Any]] | None = None
+    """Judge -> its attempt figures and spend, from the transcript (:class:`summary.AttemptTally`)."""
     attempts_share: float = 0.0
     """How much of the transcript the attempt counts cover (1.0: all of it)."""
     items: bool = False
@@ -171,20 +174,22 @@ class Builder:
         size = path.stat().st_size if path.exists() else 0
         row = db.execute("SELECT covers, value FROM viewer_cache WHERE key = 'attempts'").fetchone()
         version, _, covered = str(row[0]).partition(":") if row else ("", "", "")
-        offset, counted = (int(covered), loads(row[1])) if version == f"v{VERSION}" else (0, {})
+        budgets = summary.transport_budgets(run.current_manifest().config)
+        offset, tally = (int(covered), summary.AttemptTally(loads(row[1]), budgets=budgets)) \
+            if version == f"v{VERSION}" else (0, summary.AttemptTally(budgets=budgets))
         if state.attempts is not None and offset >= size:
             return
         lines = 0
         for end, record in _lines_from(path, offset):
-            _count_attempt(counted, record)
+            tally.add(record)
             offset, lines = end, lines + 1
             if lines % 100_000 == 0:
-                self._keep(run, db, "attempts", str(offset), counted)
-                state.attempts, state.attempts_share = dict(counted), offset / max(1, size)
+                self._keep(run, db, "attempts", str(offset), tally.state())
+                state.attempts, state.attempts_share = tally.judges(), offset / max(1, size)
                 if self._stop.is_set():
                     return
-        self._keep(run, db, "attempts", str(offset), counted)
-        state.attempts, state.attempts_share = counted, 1.0
+        self._keep(run, db, "attempts", str(offset), tally.state())
+        state.attempts, state.attempts_share = tally.judges(), 1.0
 
     def _items(self, run: OpenRun, db: sqlite3.Connection) -> None:
         from judge_engine.export import run_dataset
@@ -280,28 +285,6 @@ def _lines_from(path: Any, offset: int) -> Iterator[tuple[int, dict[str, Any]]]:
             except ValueError:
                 continue
             yield offset, record
-
-
-def _count_attempt(counted: dict[str, dict[str, int]], record: dict[str, Any]) -> None:
-    """Count one transcript line under its judge."""
-    judge = counted.setdefault(str(record.get("judge") or ""), {})
-
-    def add(name: str) -> None:
-        judge[name] = judge.get(name, 0) + 1
-
-    if record.get("event") == "protocol_error":
-        add("protocol_errors")
-        return
-    if record.get("cache_hit"):
-        add("cache_hits")
-        return
-    add("replayed" if record.get("replayed") else "calls")
-    error = record.get("error")
-    if error:
-        kind = str(error.get("kind") or "")
-        add({"rate_limited": "rate_limited", "retry": "retried", "item": "rejected"}.get(kind, "failed"))
-    elif int(record.get("reask") or 0) > 0:
-        add("reask_answers")
 
 
 def _searchable(item_id: str, fields: dict[str, Any]) -> str:

@@ -13,9 +13,9 @@ from judge_engine.blocks import decode_request
 from judge_engine.errors import RunDirError
 from judge_engine.jsonio import loads
 from judge_engine.protocols.base import REASK_MARKER
-from judge_engine.records import DEMO_NOTE, OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
-from judge_engine.viewer.catalog import Catalog, OpenRun
-from judge_engine.viewer.derived import Builder
+from judge_engine.records import OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
+from judge_engine.viewer.catalog import Catalog, Judge, OpenRun
+from judge_engine.viewer.derived import Builder, RunState
 from judge_engine.viewer.queries import STATUSES, TaskList, filter_from
 from judge_engine.viewer.verdicts import card
 
@@ -37,11 +37,11 @@ class Pages:
     def overview(self) -> dict[str, Any]:
         self.catalog.refresh_judges()
         runs = [self._run(run) for run in self.catalog.runs]
-        judges = [self._judge(j.run, j.name, j.label) for j in self.catalog.judges]
+        judges = [self._judge(j) for j in self.catalog.judges]
         codes = sorted({code for j in judges for code in (j["counts"] or {}).get("by_code", {})})
         temperatures = sorted({t for run in self.catalog.runs for e in run.manifest.judges for t in e.temperatures})
         repeats = max((e.repeats for run in self.catalog.runs for e in run.manifest.judges), default=1)
-        return {"demo": self.catalog.demo, "synthetic": DEMO_NOTE if self.catalog.demo else None, "runs": runs,
+        return {"demo": self.catalog.demo, "synthetic": self.catalog.synthetic(), "runs": runs,
                 "judges": judges, "live": any(r["live"] for r in runs),
                 "facets": {"judges": [j.label for j in self.catalog.judges], "statuses": list(STATUSES),
                            "reason_codes": codes, "temperatures": temperatures, "repeats": list(range(repeats))}}
@@ -59,7 +59,8 @@ class Pages:
                             "items_done": state.items_done, "items_origin": state.items_origin,
                             "problems": state.problems}}
 
-    def _judge(self, number: int, name: str, label: str) -> dict[str, Any]:
+    def _judge(self, judge: Judge) -> dict[str, Any]:
+        number, name, label = judge.run, judge.name, judge.label
         run = self.catalog.runs[number]
         manifest = run.manifest
         entry = manifest.judge(name)
@@ -69,12 +70,15 @@ class Pages:
             recorded = ((manifest.counts or {}).get("judges") or {}).get(name)
             counts = None if recorded is None else {**recorded, "by_code": recorded.get("unscored_by_code", {}),
                                                     "undone": 0, "recorded": True}
+        counts = _planned(counts, manifest.planned_tasks(name))
         return {"label": label, "run": number, "name": name, "model": entry.model if entry else "",
                 "protocol": entry.protocol if entry else "", "protocol_version": entry.protocol_version if entry else "",
                 "protocol_options": entry.protocol_options if entry else {},
                 "temperatures": entry.temperatures if entry else [], "repeats": entry.repeats if entry else None,
-                "score_range": entry.score_range if entry else None, "counts": counts,
-                "spend": ((manifest.spend or {}).get("judges") or {}).get(name),
+                "score_range": judge.score_range, "counts": counts,
+                "jury": None if judge.jury is None else {"jurors": list(judge.jury.jurors),
+                                                         "aggregate": judge.jury.aggregate},
+                "spend": _spend(state, manifest.spend, name),
                 "attempts": None if state.attempts is None else state.attempts.get(name, {}),
                 "attempts_share": state.attempts_share,
                 "histogram": (state.histograms or {}).get(name),
@@ -96,17 +100,22 @@ class Pages:
         total, rows = self.tasks.page(f, searchable, [s.indexed for s in states])
         spreads = self.tasks.spreads(sorted({r.item_id for r in rows}))
         return {"total": total, "page": f.page, "size": f.size, "pages": max(1, -(-total // f.size)), "sort": f.sort,
-                "notes": notes, "rows": [{
-                    "run": r.run, "task_id": r.task_id, "item_id": r.item_id,
+                "spread_unit": self.tasks.spread_unit(), "notes": notes,
+                "synthetic": self.catalog.synthetic({r.run for r in rows}), "rows": [{
+                    "run": r.run, "demo": self.catalog.runs[r.run].manifest.demo, "task_id": r.task_id,
+                    "item_id": r.item_id,
                     "judge": self.catalog.judge_of(r.run, r.judge).label, "temperature": r.temperature,
                     "repeat": r.repeat, "variant": r.variant or "", "status": r.status or "undone",
                     "reason_code": r.reason_code, "score": r.score, "spread": spreads.get(r.item_id)} for r in rows]}
 
     def ensure_spread(self) -> None:
-        """Build the disagreement order if it is missing, or stale and old enough."""
-        covers = tuple(_covered(self.catalog, run) for run in self.catalog.runs)
+        """Build the disagreement order if it is missing or in another unit (a jury, found late,
+        changed the scales), or stale and old enough."""
+        unit = self.tasks.spread_unit()
+        covers = (*(_covered(self.catalog, run) for run in self.catalog.runs), unit)
         stale = self.tasks.spread_covers != covers
-        if not self.tasks.spread_ready or (stale and time.monotonic() - self._spread_built >= SPREAD_REFRESH_S):
+        other_unit = self.tasks.spread_covers is None or self.tasks.spread_covers[-1] != unit  # a jury came in
+        if other_unit or (stale and time.monotonic() - self._spread_built >= SPREAD_REFRESH_S):
             self.tasks.build_spread(covers)
             self._spread_built = time.monotonic()
 
@@ -141,7 +150,9 @@ class Pages:
         if not tasks:
             raise RunDirError(f"no open run has item {item_id!r}")
         spread = self.tasks.spreads([item_id]).get(item_id)
-        return {"item_id": item_id, "fields": fields, "origin": origin, "spread": spread, "tasks": tasks}
+        return {"item_id": item_id, "fields": fields, "origin": origin, "spread": spread,
+                "spread_unit": self.tasks.spread_unit(), "synthetic": self.catalog.synthetic({t["run"] for t in tasks}),
+                "tasks": tasks}
 
     def _fields(self, item_id: str) -> tuple[dict[str, Any] | None, str]:
         """The item's fields and where they come from (``dataset``; ``request``: the prompt
@@ -200,9 +211,34 @@ class Pages:
                        "reason_code": o.reason_code, "attempts": o.attempts, "reasks": o.reasks, "cost": o.cost,
                        "latency_s": o.latency_s, "at": o.at, "model": o.model, "protocol": o.protocol,
                        "temperature": o.temperature, "repeat": o.repeat, "variant": o.variant}
-        return {"run": number, "run_id": run.run_id, "task_id": task_id, "item_id": item_id,
+        return {"run": number, "run_id": run.run_id, "synthetic": self.catalog.synthetic([number]),
+                "task_id": task_id, "item_id": item_id,
                 "judge": self.catalog.judge_of(number, judge).label, "outcome": outcome, "attempts": attempts,
                 "protocol_errors": errors}
+
+
+def _spend(state: RunState, recorded: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """What the judge's attempts cost: counted from the whole transcript as written so far once
+    the builder has read it all (``counted``), else as ``run.json`` last recorded it (a running
+    session rewrites it every few seconds)."""
+    if state.attempts is not None and state.attempts_share >= 1.0:
+        counted = state.attempts.get(name)
+        return None if counted is None else {**counted, "counted": True}
+    spend = ((recorded or {}).get("judges") or {}).get(name)
+    return None if spend is None else {**spend, "counted": False}
+
+
+def _planned(counts: dict[str, Any] | None, planned: int | None) -> dict[str, Any] | None:
+    """A judge's counts against the tasks the run plans for it: ``tasks`` is the plan, ``undone``
+    what is not finished (``started``: those of them the index knows, begun but without an
+    outcome: the list's undone ones; the rest were not started yet). Unchanged when the
+    manifest has no plan for the judge."""
+    if planned is None:
+        return counts
+    counts = dict(counts or {"tasks": 0, "scored": 0, "unscored": 0, "undone": 0, "by_code": {}})
+    finished = int(counts.get("scored") or 0) + int(counts.get("unscored") or 0)
+    return {**counts, "tasks": max(planned, finished), "undone": max(0, planned - finished),
+            "started": int(counts.get("undone") or 0)}
 
 
 def _covered(catalog: Catalog, run: OpenRun) -> int:

@@ -96,7 +96,7 @@ class TaskList:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self.spread_ready = False
-        self.spread_covers: tuple[int, ...] | None = None
+        self.spread_covers: tuple[object, ...] | None = None
         self.spread_group = 1
         """The most tasks one item has (over the open runs): how far a page of the disagreement
         order, walked from its far end, may reach into its neighbours' items."""
@@ -286,15 +286,21 @@ class TaskList:
 
     # --- disagreement -----------------------------------------------------------------------------
 
+    def spread_unit(self) -> str:
+        """What a spread is measured in: ``score`` (the scores' own units) when every open judge
+        with a known score range has the same one (a jury has its jurors'), else ``share`` (a
+        share of each judge's range, 0..1), so that scales that differ are never subtracted."""
+        return "score" if len({j.score_range for j in self.catalog.judges if j.score_range}) <= 1 else "share"
+
     def spread_expression(self, run: OpenRun) -> str:
-        """SQL of a task's score on the common scale: raw when every open judge has the same
-        score range (or none has one), else as a share of its judge's range."""
-        judges = [j for j in self.catalog.judges if j.run == run.number]
-        if len({j.score_range for j in self.catalog.judges}) <= 1:
+        """SQL of a task's score on the common scale (:meth:`spread_unit`). As a share, a judge
+        whose range is unknown is left out (NULL): its scores cannot be put on the others' scale."""
+        if self.spread_unit() == "score":
             return "t.score"
         cases = " ".join(f"WHEN {_quote(j.name)} THEN (t.score - {low!r}) / {high - low!r}"
-                         for j in judges if (scale := j.score_range) is not None for low, high in [scale])
-        return f"CASE t.judge {cases} ELSE t.score END" if cases else "t.score"
+                         for j in self.catalog.judges if j.run == run.number
+                         if (scale := j.score_range) is not None for low, high in [scale])
+        return f"(CASE t.judge {cases} END)" if cases else "NULL"
 
     def _spread_source(self, where: str = "", args: Sequence[Any] = ()) -> tuple[str, list[Any]]:
         arms, all_args = [], []
@@ -307,14 +313,14 @@ class TaskList:
 
     def spreads(self, item_ids: Sequence[str]) -> dict[str, float | None]:
         """The disagreement of each of ``item_ids`` (max - min of its scores on the common
-        scale; None with fewer than two scores), computed now."""
+        scale, in :meth:`spread_unit`; None with fewer than two scores), computed now."""
         if not item_ids:
             return {}
         marks = ",".join("?" * len(item_ids))
         sql, args = self._spread_source(f" WHERE t.item_id IN ({marks})", list(item_ids))
         return {item: (None if spread < 0 else float(spread)) for item, spread, _, _ in self.catalog.db.execute(sql, args)}
 
-    def build_spread(self, covers: tuple[int, ...]) -> None:
+    def build_spread(self, covers: tuple[object, ...]) -> None:
         """(Re)build the temporary table the disagreement order walks: one row per item, its
         spread (-1 below two scores, so those come last), indexed by spread."""
         db = self.catalog.db

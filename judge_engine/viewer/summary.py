@@ -1,8 +1,10 @@
 """What the overview says of each judge: counts, the score histogram, and the consistency of
-its repeats and temperatures, computed from a run's index (never from its JSONL files).
+its repeats and temperatures, computed from a run's index; and what its attempts were and cost
+(:class:`AttemptTally`), counted from the transcript lines as the command line counts them.
 
-Pure functions of an SQLite connection that has the run's ``tasks`` table under ``schema``; the
-viewer's builder thread calls them and keeps the results (:mod:`judge_engine.viewer.derived`).
+The index figures are pure functions of an SQLite connection that has the run's ``tasks`` table
+under ``schema``; the viewer's builder thread calls them, feeds the tally, and keeps the results
+(:mod:`judge_engine.viewer.derived`).
 """
 
 from __future__ import annotations
@@ -10,13 +12,21 @@ from __future__ import annotations
 import math
 import sqlite3
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from judge_engine.records import JudgeEntry
+from judge_engine.config import Retries
+from judge_engine.errors import RunDirError
+from judge_engine.records import AttemptRecord, JudgeEntry, Spend, transcript_record
 
+PENDING_MAX = 10_000
+"""Tasks whose last line so far is a failure their request goes on after, kept to follow it:
+the oldest are let go past this many (a task's next attempt follows within its backoff, while
+the tasks in flight write a few lines each; one left this long ended there)."""
+TRANSPORT_RETRIES = Retries().transport
+"""The budget of a judge whose recorded config does not say (the default)."""
 EXACT_VALUES = 40
 """A judge with at most this many distinct scores gets one bar per score; more, :data:`BINS`."""
 BINS = 20
@@ -154,3 +164,87 @@ def _temperature_rows(db: sqlite3.Connection, schema: str, judge: str,
 def _number(value: float) -> float | None:
     """JSON has no NaN: an undefined figure is null."""
     return None if value is None or math.isnan(value) else round(float(value), 4)
+
+
+class AttemptTally:
+    """Each judge's attempts, from its transcript lines in order, with the command line's
+    definitions: what they cost is :class:`~judge_engine.records.Spend` (``calls``: requests
+    sent, failed ones included, cache hits and replayed answers not); ``retries`` the transport
+    failures (5xx, timeouts, resets) the task was to try again, within its judge's budget
+    (``retries.transport``: a request's failure past it ends the task, and is no retry), as the
+    run's summary counts them; ``rate_limited`` the 429 answers (waited out by the lane, never
+    retries); ``reasks`` the unusable answers sent back (each re-ask once, however many attempts
+    it took); ``transport_errors`` every transport failure, ``rejected`` the requests the
+    provider refused for the item, ``failed`` any other failed attempt, ``protocol_errors`` the
+    protocol's own exceptions.
+
+    A request's failures are followed from line to line: the task's next attempt of the same
+    session (a resumed session numbers its attempts from 1 again). A batch result that failed is
+    carried to another round, which is not a transport retry. (A judge with several deployments
+    that hands a request over to another one after failures counts those failures here as
+    retries; the summary does not.)"""
+
+    def __init__(self, state: Any = None, *, budgets: Mapping[str, int] | None = None) -> None:
+        state = state if isinstance(state, dict) else {}
+        self.budgets = dict(budgets or {})
+        """Judge -> its transport retry budget (``retries.transport``)."""
+        self.figures: dict[str, dict[str, int]] = {k: dict(v) for k, v in (state.get("judges") or {}).items()}
+        self.spend = {k: Spend.from_dict(v) for k, v in (state.get("spend") or {}).items()}
+        self.pending: dict[str, tuple[int, int]] = {k: (int(v[0]), int(v[1]))
+                                                    for k, v in (state.get("pending") or {}).items()}
+        """Task -> (its last attempt, its request's transport failures so far), for the tasks
+        whose last line is a failure the request goes on after (a 5xx, a 429)."""
+
+    def state(self) -> dict[str, Any]:
+        """What :meth:`__init__` continues from."""
+        return {"judges": self.figures, "spend": {k: v.to_dict() for k, v in self.spend.items()},
+                "pending": {k: list(v) for k, v in self.pending.items()}}
+
+    def add(self, raw: dict[str, Any]) -> None:
+        """Count one transcript line (one this package cannot read is skipped)."""
+        try:
+            record = transcript_record(raw, requests=False)
+        except RunDirError:  # the tally goes on; the transcript view says what is wrong with it
+            return
+        figures = self.figures.setdefault(record.judge, {})
+        self.spend.setdefault(record.judge, Spend()).add(record)
+        if not isinstance(record, AttemptRecord):
+            _add(figures, "protocol_errors")
+            return
+        before = self.pending.pop(record.task_id, None)
+        failures = before[1] if before is not None and record.attempt == before[0] + 1 else None
+        if record.reask > 0 and failures is None:  # a re-ask's first attempt
+            _add(figures, "reasks")
+        if not record.error:
+            return
+        kind = str(record.error.get("kind") or "")
+        _add(figures, {"rate_limited": "rate_limited", "retry": "transport_errors", "item": "rejected"}.get(kind, "failed"))
+        if kind not in ("retry", "rate_limited") or record.batch is not None:
+            return
+        failures = (failures or 0) + (kind == "retry")
+        if kind == "retry":
+            if failures > self.budgets.get(record.judge, TRANSPORT_RETRIES):
+                return  # the budget is spent: the task ends here
+            _add(figures, "retries")
+        self.pending[record.task_id] = (record.attempt, failures)
+        if len(self.pending) > PENDING_MAX:
+            for task in list(self.pending)[: PENDING_MAX // 2]:
+                del self.pending[task]
+
+    def judges(self) -> dict[str, dict[str, Any]]:
+        """Judge -> its figures and spend (``calls``, ``cache_hits``, tokens, ``cost``...), a copy."""
+        names = set(self.figures) | set(self.spend)
+        return {name: {**self.figures.get(name, {}), **self.spend.get(name, Spend()).to_dict()} for name in names}
+
+
+def _add(figures: dict[str, int], name: str) -> None:
+    figures[name] = figures.get(name, 0) + 1
+
+
+def transport_budgets(config: Mapping[str, Any]) -> dict[str, int]:
+    """Judge -> ``retries.transport``, from a run's recorded (resolved) config."""
+    found = {}
+    for judge in config.get("judges") or []:
+        if isinstance(judge, Mapping) and judge.get("name"):
+            found[str(judge["name"])] = int((judge.get("retries") or {}).get("transport", TRANSPORT_RETRIES))
+    return found

@@ -152,6 +152,10 @@ def rubric(verdict: Mapping[str, Any], item: Mapping[str, Any], entry: JudgeEntr
     return view
 
 
+REVERSED_NOTE = "(reverse-scored)"
+"""How Q2's docstring ends; the card says it from the question's ``reversed`` flag instead."""
+
+
 @cache
 def _questions() -> dict[str, str]:
     """TTCT's question texts, from the docstrings under :class:`TTCTVerdict`'s fields (their one
@@ -167,7 +171,8 @@ def _questions() -> dict[str, str]:
     for node, after in zip(body, body[1:], strict=False):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
                 and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
-            found[node.target.id] = " ".join(after.value.value.split())
+            text = " ".join(after.value.value.split())
+            found[node.target.id] = text.removesuffix(REVERSED_NOTE).rstrip()  # the card marks reversed ones itself
     return found
 
 

@@ -23,7 +23,8 @@ import pytest
 from judge_engine.viewer.server import Viewer
 
 REPO = Path(__file__).resolve().parents[2]
-DEMOS = ("literary_mt", "literary_mt_lit", "close_reading", "prometheus_absolute", "prometheus_relative", "ttct", "bws")
+DEMOS = ("literary_mt", "literary_mt_lit", "close_reading", "prometheus_absolute", "prometheus_relative", "ttct", "bws",
+         "custom_rubric")
 
 
 class ServedViewer:
@@ -118,21 +119,28 @@ def demo_runs(examples: Path) -> DemoRuns:
 
 
 @pytest.fixture(scope="session")
-def faulty_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def faulty(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A GEMBA-MQM run against the fake server with a 429 storm at the start, 500s and
-    malformed answers (re-asked): transcripts with every kind of attempt."""
+    malformed answers (re-asked): transcripts with every kind of attempt. Its ``RunResult``
+    (what the command line summarises)."""
+    import judge_engine
     from judge_engine.fake import FakeConfig, FakeServer
     from judge_engine.fake.config import Storm
     from tests.viewer.runs import faulty_job
 
+    warm = tmp_path_factory.mktemp("viewer-warm-up")
+    with FakeServer(FakeConfig()) as server:  # the first run of a process imports litellm & co (~1.5 s):
+        judge_engine.run(faulty_job(warm, server.base_url, items=1))  # later than the storm, without this
     folder = tmp_path_factory.mktemp("viewer-faulty")
     config = FakeConfig(malformed_rate=0.3, error_500_rate=0.15, storm=Storm(start_s=0.0, duration_s=0.3, retry_after_s=0.2),
                         seed=3)
     with FakeServer(config) as server:
-        import judge_engine
+        return judge_engine.run(faulty_job(folder, server.base_url))
 
-        result = judge_engine.run(faulty_job(folder, server.base_url))
-    return result.run_dir
+
+@pytest.fixture(scope="session")
+def faulty_run(faulty: Any) -> Path:
+    return Path(faulty.run_dir)
 
 
 @pytest.fixture(scope="session")

@@ -27,15 +27,16 @@ FIELDS = {"id": "id", "source": "src", "target": "tgt", "source_lang": "src_lang
           "passage": "passage"}
 
 
-def faulty_job(folder: Path, base_url: str) -> Path:
+def faulty_job(folder: Path, base_url: str, *, items: int = 12, temperatures: tuple[float, ...] = (0.0, 1.0),
+               repeats: int = 2, transport: int = 8) -> Path:
     """A GEMBA-MQM job of twelve items against ``base_url`` (fast retries)."""
     from tests.engine.conftest import write_items
 
-    write_items(folder / "items.jsonl", 12)
+    write_items(folder / "items.jsonl", items)
     judge = {"name": "mqm-faulty", "model": "openai/gpt-4o-mini", "api_base": base_url, "api_key": "fake-viewer-key",
-             "protocol": "gemba-mqm", "temperatures": [0.0, 1.0], "repeats": 2, "max_tokens": 300, "timeout_s": 10,
-             "limits": {"rpm": 60000, "tpm": 100000000, "concurrency": 8},
-             "retries": {"transport": 8, "reasks": 2, "backoff_max_s": 0.05}}
+             "protocol": "gemba-mqm", "temperatures": list(temperatures), "repeats": repeats, "max_tokens": 300,
+             "timeout_s": 10, "limits": {"rpm": 60000, "tpm": 100000000, "concurrency": 8},
+             "retries": {"transport": transport, "reasks": 2, "backoff_max_s": 0.05}}
     config = {"dataset": {"path": "items.jsonl", "fields": {k: v for k, v in FIELDS.items() if k != "passage"}},
               "judges": [judge], "output": {"dir": "runs"}, "cache": {"dir": "cache"}}
     path = folder / "config.yaml"

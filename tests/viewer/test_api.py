@@ -117,8 +117,8 @@ def test_transcript_is_the_request_as_sent_and_the_answer(mqm: ServedViewer, dem
 def test_transcript_shows_429s_retries_and_the_problems_of_each_reask(served: Any, faulty_run: Path) -> None:
     viewer = served([faulty_run]).ready()
     (judge,) = viewer.json("api/overview")["judges"]
-    assert judge["attempts"]["rate_limited"] > 0 and judge["attempts"]["retried"] > 0
-    assert judge["attempts"]["reask_answers"] > 0
+    assert judge["attempts"]["rate_limited"] > 0 and judge["attempts"]["retries"] > 0
+    assert judge["attempts"]["reasks"] > 0
     reasked = next(o for o in latest_outcome_records(faulty_run).values() if o.reasks)
     page = viewer.json(f"api/transcript?run=0&task={reasked.task_id}")
     sent_back = [a for a in page["attempts"] if a["reasked"]]
@@ -130,6 +130,56 @@ def test_transcript_shows_429s_retries_and_the_problems_of_each_reask(served: An
     consistency = judge["consistency"]
     assert {r["temperature"] for r in consistency["repeats"]} == {0.0, 1.0}
     assert consistency["temperatures"][0]["against"] == 0.0
+
+
+def test_attempt_figures_are_the_summarys(served: Any, faulty: Any) -> None:
+    """429s, retries, re-asks and calls as the command line summarised the run (a 500 that is
+    tried again is a retry; a 429 is not; a re-ask is counted once, however many tries it took)."""
+    (judge,) = served([faulty.run_dir]).ready().json("api/overview")["judges"]
+    (totals,) = faulty.judges
+    figures = judge["attempts"]
+    assert (figures.get("rate_limited", 0), figures.get("retries", 0), figures.get("reasks", 0)) == (
+        totals.rate_limited, totals.retries, totals.reasks)
+    assert judge["spend"]["calls"] == faulty.manifest.spend["total"]["calls"] and judge["spend"]["counted"]
+
+
+def test_retries_over_sessions_are_the_sessions_retries(served: Any, tmp_path: Path) -> None:
+    """Every request fails with a 500, one transport retry each: the command line says "6 calls,
+    3 retries" per session; after a resume that judges them again, 12 calls and 6 retries (not
+    12: the last failure of each task in each session was not tried again)."""
+    import judge_engine
+    from judge_engine.fake import FakeConfig, FakeServer
+    from tests.viewer.runs import faulty_job
+
+    config = faulty_job(tmp_path, "http://placeholder", items=3, temperatures=(0.0,), repeats=1, transport=1)
+    with FakeServer(FakeConfig(error_500_rate=1.0)) as server:
+        config.write_text(config.read_text(encoding="utf-8").replace("http://placeholder", server.base_url),
+                          encoding="utf-8")
+        first = judge_engine.run(config)
+        second = judge_engine.resume(first.run_dir, retry="transport_exhausted")
+    sessions = [first.judges[0].retries, second.judges[0].retries]
+    assert sessions == [3, 3] and second.manifest.spend["total"]["calls"] == 12
+    (judge,) = served([first.run_dir]).ready().json("api/overview")["judges"]
+    assert judge["spend"]["calls"] == 12 and judge["attempts"]["retries"] == sum(sessions)
+    assert judge["attempts"]["transport_errors"] == 12 and judge["counts"]["unscored"] == 3
+
+
+def test_only_pages_about_a_demo_run_say_it_is_synthetic(served: Any, demo_runs: dict[str, Path],
+                                                        faulty_run: Path) -> None:
+    """A demo run beside a real one: the overview names the demo run; the real run's list, item
+    and transcript say nothing; the demo run's always do."""
+    viewer = served([demo_runs["literary_mt"], faulty_run]).ready()
+    demo_id = viewer.json("api/overview")["runs"][0]["run_id"]
+    named = viewer.json("api/overview")["synthetic"]
+    assert named.startswith(f"DEMO RUN {demo_id}:") and "not demo runs" in named
+    real = rows(viewer, "judge=mqm-faulty")[0]
+    assert viewer.json("api/tasks?judge=mqm-faulty")["synthetic"] is None
+    assert viewer.json(f"api/item?id={quote(real['item_id'])}")["synthetic"] is None
+    assert viewer.json(f"api/transcript?run=1&task={quote(real['task_id'])}")["synthetic"] is None
+    fake = rows(viewer, "judge=mqm-mini")[0]
+    assert viewer.json("api/tasks?judge=mqm-mini")["synthetic"] == named
+    assert viewer.json(f"api/item?id={fake['item_id']}")["synthetic"] == named
+    assert viewer.json(f"api/transcript?run=0&task={quote(fake['task_id'])}")["synthetic"] == named
 
 
 def test_every_protocol_has_its_card(served: Any, demo_runs: dict[str, Path]) -> None:
@@ -156,6 +206,7 @@ def test_every_protocol_has_its_card(served: Any, demo_runs: dict[str, Path]) ->
     assert [d["name"] for d in ttct["dimensions"]] == ["originality", "fluency", "flexibility", "elaboration"]
     questions = [q for d in ttct["dimensions"] for q in d["questions"]]
     assert len(questions) == 12 and questions[1]["reversed"] and "famous" in questions[1]["text"]
+    assert "reverse-scored" not in questions[1]["text"]  # the card says it once, from "reversed"
     shown = kinds["bws"]["shown"]
     assert [c["label"] for c in shown] == list("ABCDE"[: len(shown)]) and all(c["text"] for c in shown)
     assert sum(c["best"] for c in shown) == sum(c["worst"] for c in shown) == 1
@@ -192,6 +243,48 @@ def test_two_runs_on_one_dataset_are_one_list(served: Any, examples: Path, demo_
     assert item["spread"] == max(scores) - min(scores)
     spreads = [r["spread"] if r["spread"] is not None else -1 for r in rows(viewer, "sort=disagreement&size=50")]
     assert spreads == sorted(spreads, reverse=True)
+
+
+def _item_scores(viewer: ServedViewer) -> dict[str, list[float]]:
+    found: dict[str, list[float]] = {}
+    for row in rows(viewer, "size=200"):
+        if row["score"] is not None:
+            found.setdefault(row["item_id"], []).append(row["score"])
+    return found
+
+
+def test_a_jury_is_on_its_jurors_scale(served: Any, demo_runs: dict[str, Path]) -> None:
+    """Three 1-5 judges and their jury (which records no range of its own): the spread is in
+    score units, max - min of every score, 0 where all agree (the jury's raw score was once
+    subtracted from the jurors' shares of the range: all fives showed a spread of 4)."""
+    viewer = served([demo_runs["custom_rubric"]]).ready()
+    page = viewer.json("api/tasks?sort=disagreement&size=200")
+    scores = _item_scores(viewer)
+    assert {r["judge"] for r in page["rows"]} == {"helpful-json", "helpful-regex", "helpful-marker", "panel"}
+    for row in page["rows"]:
+        assert row["spread"] == max(scores[row["item_id"]]) - min(scores[row["item_id"]]), row
+    assert page["spread_unit"] == "score"
+    panel = next(j for j in viewer.json("api/overview")["judges"] if j["label"] == "panel")
+    assert panel["score_range"] == [1.0, 5.0] and panel["jury"]["jurors"] == ["helpful-json", "helpful-regex",
+                                                                              "helpful-marker"]
+    assert panel["counts"]["tasks"] == 12 and panel["counts"]["undone"] == 0
+    assert any(row["spread"] == 0 for row in page["rows"])
+    spreads = [r["spread"] for r in page["rows"]]
+    assert spreads == sorted(spreads, reverse=True)
+    item = viewer.json(f"api/item?id={page['rows'][-1]['item_id']}")
+    assert (item["spread"], item["spread_unit"]) == (0, "score")
+
+
+def test_scales_that_differ_make_the_spread_a_share_of_each_range(served: Any, demo_runs: dict[str, Path]) -> None:
+    """A 1-5 run beside a -25..0 run: each spread is a share of its judges' range, and says so."""
+    viewer = served([demo_runs["custom_rubric"], demo_runs["literary_mt"]]).ready()
+    page = viewer.json("api/tasks?sort=disagreement&size=200")
+    assert page["spread_unit"] == "share"
+    scores = _item_scores(viewer)
+    rubric = [r for r in page["rows"] if r["run"] == 0]
+    assert rubric and all(math.isclose(r["spread"], (max(scores[r["item_id"]]) - min(scores[r["item_id"]])) / 4)
+                          for r in rubric)
+    assert viewer.json("api/item?id=help-01")["spread_unit"] == "share"
 
 
 def test_the_dataset_gone_the_prompt_stands_in(served: Any, examples: Path, tmp_path: Path) -> None:
@@ -236,6 +329,38 @@ def test_a_live_run_is_read_never_written(served: Any, demo_runs: dict[str, Path
             k: v for k, v in before.items() if k != "outcomes.jsonl"}  # what the store wrote, and nothing else
     finally:
         store.close()
+
+
+def _partial_copy(run: Path, target: Path, *, begun: int, finished: int) -> Path:
+    """A copy of ``run`` as it was while being written: the transcript lines of its first
+    ``begun`` tasks, the outcomes of the first ``finished`` of them, no index; the manifest as
+    the run left it (its checkpoints lag the files)."""
+    shutil.copytree(run, target, ignore=shutil.ignore_patterns("index.sqlite*"))
+    lines = (target / "transcripts.jsonl").read_bytes().splitlines(keepends=True)
+    order = list(dict.fromkeys(json.loads(line)["task_id"] for line in lines))[:begun]
+    (target / "transcripts.jsonl").write_bytes(b"".join(x for x in lines if json.loads(x)["task_id"] in order))
+    kept = set(order[:finished])
+    outcomes = (target / "outcomes.jsonl").read_bytes().splitlines(keepends=True)
+    (target / "outcomes.jsonl").write_bytes(b"".join(x for x in outcomes if json.loads(x)["task_id"] in kept))
+    return target
+
+
+def test_a_run_being_written_counts_against_its_plan(served: Any, demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    """Twenty tasks planned, six begun, five finished: 20 tasks, 15 undone (one begun), not the
+    6 tasks and 1 undone the index alone knows; the calls are the six the transcript holds so
+    far, not the manifest's last checkpoint."""
+    from judge_engine.store import RunStore
+
+    run = _partial_copy(demo_runs["literary_mt"], tmp_path / "partial", begun=6, finished=5)
+    store = RunStore.open(run)  # the writer holds the run
+    try:
+        (judge,) = served([run]).ready().json("api/overview")["judges"]
+    finally:
+        store.close()
+    counts = judge["counts"]
+    assert (counts["tasks"], counts["scored"] + counts["unscored"], counts["undone"], counts.get("started")) == (
+        20, 5, 15, 1)
+    assert judge["spend"]["calls"] == 6
 
 
 def _files(run: Path) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """The viewer as a person uses it, in headless Chromium: a demo run's overview, the list paged
 and filtered (and its URL shared), an item's MQM spans at the right characters, a transcript,
-all by keyboard; the demo label on every page."""
+all by keyboard; the demo label on every page of a demo run, and on none of a real run's."""
 
 from __future__ import annotations
 
@@ -167,4 +167,44 @@ def test_close_reading_expressions_are_marked(tab: Watched, demo_runs: dict[str,
         assert page.locator(".task-card .spans .marked").first.inner_text() == passage
         assert page.locator(".task-card .spans mark.match-exact").count() >= 1
         assert page.locator(".task-card ol.expressions li").count() >= 1
+        assert tab.errors == []
+
+
+def test_a_real_runs_pages_are_not_labelled_synthetic(tab: Watched, demo_runs: dict[str, Path],
+                                                      faulty_run: Path) -> None:
+    """Opened beside a demo run, a real run's transcript and item have no demo label; the demo
+    run's have one naming it, and so has the overview."""
+    with ServedViewer([demo_runs["literary_mt"], faulty_run]) as served:
+        served.ready()
+        named = served.json("api/overview")["synthetic"]
+        page = tab.open(served.url, ".judge h2")
+        assert banner(page) == named and "DEMO RUN" in named and "(demo)" in page.locator("#run-names").inner_text()
+        real = served.json("api/tasks?judge=mqm-faulty")["rows"][0]
+        page = tab.open(served.url + f"#/transcript?run=1&task={real['task_id']}", "section.attempt")
+        assert banner(page) == ""
+        page.keyboard.press("Escape")  # to the real run's item
+        page.wait_for_selector(".task-card")
+        assert banner(page) == ""
+        fake = served.json("api/tasks?judge=mqm-mini")["rows"][0]
+        page = tab.open(served.url + f"#/transcript?run=0&task={fake['task_id']}", "section.attempt")
+        assert banner(page) == named
+        page = tab.open(served.url + "#/tasks?size=200", "table.tasks tbody tr")
+        assert banner(page) == named and page.locator("table.tasks .demo-badge").count() == 20
+        assert tab.errors == []
+
+
+def test_headers_say_each_thing_once_and_nothing_empty(tab: Watched, demo_runs: dict[str, Path]) -> None:
+    """TTCT's reversed question says so once; a jury's header names its jurors and aggregate
+    (it has no model, protocol, temperatures or repeats of its own to show empty)."""
+    with ServedViewer([demo_runs["ttct"], demo_runs["custom_rubric"]]) as served:
+        served.ready()
+        page = tab.open(served.url, ".judge h2")
+        about = page.locator('.judge[data-judge="panel"] p.about').inner_text()
+        assert about == "jury: median of helpful-json, helpful-regex, helpful-marker · scale 1..5"
+        judge = page.locator('.judge[data-judge="helpful-json"] p.about').inner_text()
+        assert judge == "openai/gpt-4o-mini · custom v1 · T 0 · 1 repeat · scale 1..5"
+        item = served.json("api/tasks?judge=ttct-mini&status=scored")["rows"][0]["item_id"]
+        page = tab.open(served.url + f"#/item?id={item}", ".task-card table.questions")
+        reversed_row = page.locator(".task-card table.questions tr", has_text="famous").first.inner_text()
+        assert reversed_row.count("(reverse-scored)") == 1
         assert tab.errors == []

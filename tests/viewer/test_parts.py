@@ -44,6 +44,64 @@ def test_a_shared_link_with_odd_values_still_opens() -> None:
     assert f.judges == ("a (run)",) and f.status is None and f.sort == "item" and f.page == 1 and f.size == 200
 
 
+def test_the_plan_of_judges_and_juries() -> None:
+    """Item-variants x temperatures x repeats; a jury has the coordinates its jurors share."""
+    from judge_engine.records import JudgeEntry, Manifest
+
+    def entry(name: str, temperatures: list[float], repeats: int) -> JudgeEntry:
+        return JudgeEntry(name, "m", "prometheus-relative", "1", {}, {}, temperatures, repeats, None,
+                          len(temperatures) * repeats)
+
+    manifest = Manifest(
+        run_id="r", status="running", created_at="", updated_at="", package_version="", versions={}, demo=False,
+        config_path="", config_path_from_run="", config={"juries": [{"name": "panel", "judges": ["a", "b"]}]},
+        overrides={}, dataset={"items": 10, "variants": [20, 20]},
+        judges=[entry("a", [0.0, 0.7], 3), entry("b", [0.7, 1.0], 2)])  # fmt: skip
+    assert manifest.planned_tasks("a") == 20 * 2 * 3 and manifest.planned_tasks("b") == 20 * 2 * 2
+    assert manifest.planned_tasks("panel") == 20 * 1 * 2  # T 0.7 only, repeats 0 and 1
+    assert manifest.planned_tasks("nobody") is None
+    older = Manifest.from_dict({**manifest.to_dict(), "dataset": {"items": 10}})  # no variants recorded
+    assert older.planned_tasks("a") == 10 * 6
+
+
+def _line(task: str, attempt: int, *, reask: int = 0, error: str | None = None, batch: bool = False) -> dict[str, object]:
+    line: dict[str, object] = {"v": 2, "task_id": task, "judge": "j", "item_id": "i", "attempt": attempt,
+                               "reask": reask, "at": "", "request": {}, "latency_s": 0.0}
+    if error is not None:
+        line["error"] = {"kind": error, "status": 500 if error == "retry" else 429, "message": error}
+    else:
+        line.update(response={"content": "x"}, usage={"prompt_tokens": 1, "completion_tokens": 1}, cost=0.5)
+    if batch:
+        line["batch"] = {"id": "b", "custom_id": "c", "chunk": "0"}
+    return line
+
+
+def test_the_tally_counts_retries_as_the_summary_does() -> None:
+    """A retry is a transport failure within the task's budget (the one past it ends the task);
+    429s do not use the budget; a re-ask counts once; a new session starts its attempts at 1."""
+    from judge_engine.viewer.summary import AttemptTally
+
+    tally = AttemptTally(budgets={"j": 2})
+    lines = [
+        _line("a", 1, error="retry"), _line("a", 2, error="rate_limited"), _line("a", 3, error="retry"),
+        _line("a", 4),  # a: two retries, then an answer
+        _line("b", 1, error="retry"), _line("b", 2, error="retry"), _line("b", 3, error="retry"),  # b: exhausted
+        _line("b", 1, error="retry"), _line("b", 2),  # b again, a session later: one retry
+        _line("c", 1), _line("c", 2, reask=1, error="rate_limited"), _line("c", 3, reask=1),  # one re-ask
+        _line("d", 1, error="retry", batch=True), _line("d", 2, batch=True),  # a batch round, not a retry
+        _line("e", 1, error="retry"),  # e: stopped (Ctrl-C) in its backoff: a retry was due
+        _line("e", 1, error="retry"), _line("e", 2, error="retry"), _line("e", 3, error="retry"),  # resumed: two
+    ]
+    for line in lines[:6]:
+        tally.add(line)
+    tally = AttemptTally(tally.state(), budgets={"j": 2})  # the pass goes on from where it stopped
+    for line in lines[6:]:
+        tally.add(line)
+    figures = tally.judges()["j"]
+    assert (figures["retries"], figures["transport_errors"], figures["rate_limited"], figures["reasks"]) == (8, 11, 2, 1)
+    assert figures["calls"] == len(lines) and figures["cost"] == 2.5 and tally.pending == {}
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # krippendorff divides by zero on constant data
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.one_of(st.none(), st.integers(-25, 0)), min_size=3, max_size=3), min_size=2, max_size=30))

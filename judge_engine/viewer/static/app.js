@@ -1,5 +1,6 @@
 // The page: a router over the location's hash (so a view and its filters can be shared as a
-// link), the header (runs, the demo label), the keyboard, and a refresh while a run is live.
+// link), the header (runs, each demo run marked), the keyboard, and a refresh while a run is
+// live. The demo label is the page's own (state.js `label`): a real run's task has none.
 //   #/                 overview
 //   #/tasks?judge=&status=&reason=&temperature=&repeat=&min=&max=&q=&sort=&page=
 //   #/item?id=ITEM
@@ -8,7 +9,7 @@ import {get} from "./api.js";
 import {el, replace} from "./dom.js";
 import * as item from "./item.js";
 import * as overview from "./overview.js";
-import {state} from "./state.js";
+import {label, state} from "./state.js";
 import * as tasks from "./tasks.js";
 import * as transcript from "./transcript.js";
 
@@ -28,19 +29,19 @@ async function show() {
   const main = document.getElementById("main");
   const changed = state.view !== view;
   state.view = view;
+  state.synthetic = undefined;
   try {
     await view.render(main, params, changed);
   } catch (error) {
     replace(main, el("p", {class: "error"}, "This page could not be loaded: ", error.message));
   }
+  if (state.synthetic === undefined) label();  // a page that says nothing of its runs: the overview's label
 }
 
 async function header() {
   state.overview = await get("overview");
-  const banner = document.getElementById("demo");
-  banner.hidden = !state.overview.demo;
-  replace(banner, state.overview.synthetic || "");
-  const names = state.overview.runs.map((r) => r.run_id + (r.live ? " (live)" : ""));
+  label();
+  const names = state.overview.runs.map((r) => r.run_id + (r.demo ? " (demo)" : "") + (r.live ? " (live)" : ""));
   replace(document.getElementById("run-names"), names.join(" + "));
 }
 

@@ -54,6 +54,18 @@ export function fmt(value, digits = 3) {
   return Number(value.toPrecision(digits)).toLocaleString("en", {maximumFractionDigits: 6});
 }
 
+// An item's spread in its unit (the page's `spread_unit`): the scores' own units, or a share
+// of each judge's range when the open judges' scales differ.
+export function spread(value, unit) {
+  if (value === null || value === undefined) return "–";
+  return unit === "share" ? fmt(value * 100, 3) + "%" : fmt(value);
+}
+
+export const SPREAD_TITLE = {
+  score: "max − min of the item's scores (every judge on the same scale)",
+  share: "the judges' scales differ: max − min of the item's scores, each as a share of its judge's range",
+};
+
 export function money(value) {
   return value === null || value === undefined ? "–" : "$" + Number(value).toFixed(value < 1 ? 4 : 2);
 }

@@ -4,8 +4,8 @@
 // back to the list, [ and ] go to the previous and next item of the list page.
 import {get} from "./api.js";
 import {card} from "./cards.js";
-import {el, fmt, link, pre, replace} from "./dom.js";
-import {shadeClass, state} from "./state.js";
+import {el, fmt, link, pre, replace, SPREAD_TITLE, spread} from "./dom.js";
+import {label, shadeClass, state} from "./state.js";
 
 const view = {main: null, data: null, selected: 0, params: {}};
 
@@ -14,6 +14,7 @@ export async function render(main, params) {
   view.params = params;
   if (view.data?.item_id !== params.id) replace(main, el("p", {class: "muted"}, "Loading item…"));
   view.data = await get("item", {id: params.id});
+  label(view.data.synthetic);
   const tasks = view.data.tasks;
   const wanted = tasks.findIndex((t) => t.task_id === params.task && String(t.run) === String(params.run ?? t.run));
   view.selected = wanted >= 0 ? wanted : 0;
@@ -27,7 +28,8 @@ function draw() {
     el("div", {class: "crumbs"}, el("a", {href: state.list.hash}, "‹ tasks"), " · ",
       neighbour(-1, "[ previous item"), " · ", neighbour(1, "next item ]")),
     el("h1", {}, "Item ", el("span", {class: "mono"}, data.item_id),
-      data.spread !== null ? el("span", {class: "badge"}, "spread " + fmt(data.spread)) : null),
+      data.spread !== null ? el("span", {class: "badge spread", title: SPREAD_TITLE[data.spread_unit]},
+        "spread " + spread(data.spread, data.spread_unit) + (data.spread_unit === "share" ? " of the scale" : "")) : null),
     fields(data),
     grid(data.tasks),
     el("div", {class: "cards"}, data.tasks.map((task, index) => taskCard(task, index))));

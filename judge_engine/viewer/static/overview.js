@@ -24,6 +24,7 @@ function draw(data) {
   replace(main,
     el("h1", {}, "Overview"),
     data.runs.map(runPanel),
+    el("p", {class: "muted small definitions"}, DEFINITIONS),
     el("div", {class: "judges"}, data.judges.map(judgePanel)));
 }
 
@@ -59,31 +60,52 @@ function judgePanel(judge) {
   const list = (params) => link("tasks", {judge: judge.label, ...params});
   return el("section", {class: "panel judge", "data-judge": judge.label},
     el("h2", {}, judge.label),
-    el("p", {class: "muted"}, `${judge.model} · ${judge.protocol} v${judge.protocol_version} · T ${
-      (judge.temperatures || []).join(", ")} · ${fmt(judge.repeats)} repeat(s)`
-      + (judge.score_range ? ` · scale ${judge.score_range.join("..")}` : "")),
+    el("p", {class: "muted about"}, about(judge)),
     el("div", {class: "counts"},
       count("tasks", counts.tasks, list({})), count("scored", counts.scored, list({status: "scored"})),
       count("unscored", counts.unscored, list({status: "unscored"})),
       count("undone", counts.undone, list({status: "undone"}))),
+    counts.undone > (counts.started ?? counts.undone)
+      ? el("p", {class: "muted not-started"}, `tasks: planned for the whole dataset; undone: ${fmt(counts.undone - counts.started)} `
+        + `not started yet, ${fmt(counts.started)} begun without an outcome (the undone list shows these)`) : null,
     counts.recorded ? el("p", {class: "muted"}, "as run.json last recorded them (counting…)") : null,
     codes.length ? table(codes, [["reason code", ([code]) => el("a", {href: list({reason: code})}, code)],
                                  ["tasks", ([, n]) => fmt(n)]], {class: "codes"}) : null,
-    el("dl", {class: "facts"},
+    judge.jury ? null : el("dl", {class: "facts attempts"},
       fact("calls", fmt(spend.calls)), fact("tokens", `${fmt(spend.prompt_tokens)} in · ${fmt(spend.completion_tokens)} out`),
       fact("cost", money(spend.cost)), fact("cache hits", fmt(spend.cache_hits)),
-      attempts ? [fact("429s", fmt(attempts.rate_limited || 0)), fact("retries", fmt(attempts.retried || 0)),
-                  fact("rejected", fmt(attempts.rejected || 0)), fact("re-asks answered", fmt(attempts.reask_answers || 0)),
+      attempts ? [fact("429s", fmt(attempts.rate_limited || 0)), fact("retries", fmt(attempts.retries || 0)),
+                  fact("re-asks", fmt(attempts.reasks || 0)), fact("rejected", fmt(attempts.rejected || 0)),
                   fact("protocol errors", fmt(attempts.protocol_errors || 0))]
         : fact("429s and retries", "counting…"),
       attempts && judge.attempts_share < 1 ? fact("counted", `${Math.round(judge.attempts_share * 100)}% of the transcript`) : null),
+    spend.counted === false ? el("p", {class: "muted small"},
+      "Calls, tokens and cost as run.json last recorded them (counting the transcript…).") : null,
     histogram(judge),
     consistency(judge.consistency));
+}
+
+// The judge's model, protocol, temperatures, repeats and scale; a jury's jurors and how it
+// aggregates them. Only what is known (a judge found only in the index has no manifest entry).
+function about(judge) {
+  const parts = judge.jury ? [`jury: ${judge.jury.aggregate || "aggregate"} of ${judge.jury.jurors.join(", ")}`]
+    : [judge.model, judge.protocol ? judge.protocol + (judge.protocol_version ? ` v${judge.protocol_version}` : "") : "",
+       judge.temperatures?.length ? `T ${judge.temperatures.join(", ")}` : "",
+       judge.repeats ? `${fmt(judge.repeats)} repeat${judge.repeats === 1 ? "" : "s"}` : ""];
+  if (judge.score_range) parts.push(`scale ${judge.score_range.join("..")}`);
+  return parts.filter(Boolean).join(" · ") || "not in the run's manifest";
 }
 
 function count(name, value, href) {
   return el("a", {class: "count", href}, el("strong", {}, fmt(value ?? 0)), " ", name);
 }
+
+// What the attempt figures count: the definitions of the run's summary on the command line.
+const DEFINITIONS = "Each judge's calls, tokens, cost, 429s, retries and re-asks are counted from its transcript as "
+  + "written so far, as the run's summary counts them. Calls: requests sent to the provider, failed ones included "
+  + "(cache hits and replayed answers are not). Retries: transport failures (5xx, timeouts, resets) within the "
+  + "judge's retry budget, each tried again. 429s: rate-limit answers, waited out by the lane, not retries. "
+  + "Re-asks: unusable answers sent back.";
 
 const WIDTH = 360;
 const HEIGHT = 90;

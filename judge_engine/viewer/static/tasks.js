@@ -2,8 +2,8 @@
 // filters in the URL (a view is shared by sharing its link), j/k to move, Enter to open the
 // item, n/p for the next and previous page, / to search.
 import {get} from "./api.js";
-import {el, fmt, link, replace} from "./dom.js";
-import {shadeClass, state} from "./state.js";
+import {el, fmt, link, replace, SPREAD_TITLE, spread} from "./dom.js";
+import {label, shadeClass, state} from "./state.js";
 
 const SORTS = [["item", "item"], ["score", "score, lowest first"], ["score-desc", "score, highest first"],
                ["disagreement", "disagreement, most first"]];
@@ -33,6 +33,7 @@ async function load() {
   const {select, ...query} = view.params;
   const page = await get("tasks", query);
   view.page = page;
+  label(page.synthetic);
   state.list = {hash: link("tasks", query), rows: page.rows};
   if (view.selected < 0 || view.selected >= page.rows.length) view.selected = view.selected < 0 ? page.rows.length - 1 : 0;
   draw();
@@ -82,17 +83,24 @@ function draw() {
   const rows = page.rows.map((row, index) => el("tr", {
     class: index === view.selected ? "selected" : "", "data-index": index, "data-item": row.item_id,
     onclick: () => { view.selected = index; open(); }},
-  el("td", {}, el("a", {href: itemLink(row)}, row.item_id)), el("td", {}, row.judge), el("td", {}, fmt(row.temperature)),
+  el("td", {}, el("a", {href: itemLink(row)}, row.item_id)), el("td", {}, row.judge, row.demo && mixed() ? el("span", {class: "badge demo-badge"}, "demo") : null), el("td", {}, fmt(row.temperature)),
   el("td", {}, fmt(row.repeat)), el("td", {}, row.variant || ""),
   el("td", {class: "status-" + row.status}, row.status + (row.reason_code ? ": " + row.reason_code : "")),
-  el("td", {class: "num " + shadeClass(row.judge, row.score)}, fmt(row.score)), el("td", {class: "num"}, fmt(row.spread))));
+  el("td", {class: "num " + shadeClass(row.judge, row.score)}, fmt(row.score)), el("td", {class: "num"}, spread(row.spread, page.spread_unit))));
   replace(view.results,
     page.notes.map((note) => el("p", {class: "note"}, note)),
     pager(page),
     el("table", {class: "tasks"},
-      el("thead", {}, el("tr", {}, ["item", "judge", "T", "repeat", "variant", "status", "score", "spread"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["item", "judge", "T", "repeat", "variant", "status", "score"].map((h) => el("th", {}, h)),
+        el("th", {title: SPREAD_TITLE[page.spread_unit]}, page.spread_unit === "share" ? "spread (% of scale)" : "spread"))),
       el("tbody", {}, rows)),
     page.rows.length ? null : el("p", {class: "muted"}, "No task matches these filters."));
+}
+
+// Whether demo runs are open beside real ones (then each demo row says so).
+function mixed() {
+  const runs = state.overview?.runs || [];
+  return runs.some((r) => r.demo) && runs.some((r) => !r.demo);
 }
 
 function pager(page) {

@@ -4,12 +4,14 @@
 // message), finish reason, usage, cost, latency, rate-limit headers and errors. Esc goes back.
 import {get} from "./api.js";
 import {el, fmt, link, money, pre, replace} from "./dom.js";
+import {label} from "./state.js";
 
 const view = {data: null};
 
 export async function render(main, params) {
   replace(main, el("p", {class: "muted"}, "Loading transcript…"));
   view.data = await get("transcript", {run: params.run, task: params.task});
+  label(view.data.synthetic);
   const data = view.data;
   const outcome = data.outcome;
   replace(main,
