@@ -434,7 +434,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
                        judged=sum(j.counters.done - j.counters.resumed for j in runtimes),
                        spend=_session_spend(store, spent_before))
         manifest.status, manifest.updated_at = outcome.status, utc_now()
-        manifest.counts = _with_planned(store.counts(), prepared)
+        manifest.counts = _with_planned(store.counts(), manifest)
         manifest.spend, manifest.failures = store.spend_record(), dict(outcome.failures)
         manifest.stopped = outcome.budget.to_dict() if outcome.budget is not None else None
         store.write_manifest(manifest)
@@ -465,14 +465,19 @@ def _session_spend(store: RunStore, before: Mapping[str, Spend]) -> dict[str, An
     return {"total": total_spend(mine).to_dict(), "judges": spend_section(mine)["judges"]}
 
 
-def _with_planned(counts: dict[str, Any], prepared: PreparedRun) -> dict[str, Any]:
-    """``counts`` (tasks finished) with each judge's ``planned`` tasks beside them: a stopped or
-    cancelled run's ``tasks`` is what it finished, not what it has."""
-    planned = {judge.name: prepared.tasks_of(judge) for judge in prepared.config.judges}
+def _with_planned(counts: dict[str, Any], manifest: Manifest) -> dict[str, Any]:
+    """``counts`` (tasks finished) with each judge's and jury's ``planned`` outcomes beside them
+    (:meth:`Manifest.planned_tasks`): a stopped or cancelled run's ``tasks`` is what it
+    finished, not what it has."""
     judges = counts.setdefault("judges", {})
-    for name, n in planned.items():
-        judges.setdefault(name, Counts().to_dict())["planned"] = n
-    counts.setdefault("total", Counts().to_dict())["planned"] = sum(planned.values())
+    names = [entry.name for entry in manifest.judges]
+    names += [str(j.get("name")) for j in manifest.config.get("juries") or [] if isinstance(j, dict)]
+    total = 0
+    for name in names:
+        planned = manifest.planned_tasks(name) or 0
+        judges.setdefault(name, Counts().to_dict())["planned"] = planned
+        total += planned
+    counts.setdefault("total", Counts().to_dict())["planned"] = total
     return counts
 
 

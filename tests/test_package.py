@@ -84,7 +84,7 @@ REVIEWED: dict[str, int] = {
     "records.py": 890,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury): one definition
     "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
-    "session.py": 540,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
+    "session.py": 560,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
     "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
     "store.py": 480,  # the run directory's one writer and every reader of it (by stream or by offset)
     "config.py": 500,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments), beside the one merge and its errors naming the flag a value came from
