@@ -95,8 +95,12 @@ def show_command(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+BRIEF_REASON = 160
+"""Characters of the reason ``--brief`` shows (``show --item`` shows it whole)."""
+
+
 def _print_brief(console: Console, rows: Sequence[TaskRow], reader: LineReader) -> None:
-    from judge_engine.cli.display import print_table
+    from judge_engine.cli.display import Column, print_table
 
     table = []
     for row in rows:
@@ -108,9 +112,12 @@ def _print_brief(console: Console, rows: Sequence[TaskRow], reader: LineReader) 
         score = "" if row.score is None else f"{row.score:g}"
         table.append([row.item_id, row.judge, f"{row.temperature:g}" if row.temperature is not None else "",
                       str(row.repeat if row.repeat is not None else ""), row.variant or "", status, score,
-                      why[:160]])
-    print_table("tasks", ["item", "judge", "T", "repeat", "variant", "status", "score", "why unscored"], table,
-                console=console)
+                      why if len(why) <= BRIEF_REASON else why[:BRIEF_REASON - 1] + "…"])
+    # The task's coordinates and figures are never broken; the reason wraps in the room left.
+    columns = [Column("item", key=True), Column("judge", key=True), Column("T"), Column("repeat"),
+               Column("variant"), Column("status"), Column("score"),
+               Column("why unscored", wrap=True, fold_long_words=True)]
+    print_table("tasks", columns, table, console=console)
 
 
 def _print_undone(console: Console, attempts: Sequence[TranscriptRecord]) -> None:

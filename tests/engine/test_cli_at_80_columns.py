@@ -1,0 +1,111 @@
+"""What a new user reads at 80 columns (and narrower): the ``stats``, ``meta``, ``protocols``,
+``plan`` and ``show`` tables never break or cut a number or a name, every suggested command is
+a line of its own that no width breaks, ``show`` says what it left out, and ``status`` says why
+a run stopped and which command continues it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from judge_engine.cli import main
+from judge_engine.protocols import available
+from tests.engine.conftest import make_job
+from tests.stats.fixtures import outcome, write_run
+
+WIDTH = 80
+
+
+@pytest.fixture(autouse=True)
+def _narrow(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+
+
+def _whole(text: str, word: str) -> bool:
+    """``word`` appears in ``text`` unbroken and uncut (not inside a longer token)."""
+    return re.search(rf"(?<![\w.\-]){re.escape(word)}(?![\w.])", text) is not None
+
+
+def _lines_fit(text: str, width: int = WIDTH) -> bool:
+    return all(len(line.rstrip()) <= width for line in text.splitlines())
+
+
+def _cells(sections_json: Path) -> set[str]:
+    """Every cell of every section as the tables show it (three decimals, as ``_cell`` writes)."""
+    from judge_engine.cli.display import _cell
+
+    doc = json.loads(sections_json.read_text(encoding="utf-8"))
+    cells = set()
+    for section in doc["sections"].values():
+        if not section["rows"]:
+            continue  # absent: one line says why
+        for row in section["rows"]:
+            cells |= {_cell(row.get(column)) for column in section["columns"]}
+        # A column empty in every row is left out of a long layout.
+        cells |= {c for c in section["columns"] if any(row.get(c) not in (None, "") for row in section["rows"])}
+    return cells - {"", "-"}
+
+
+def _scored_run(tmp_path: Path, items: int = 20) -> Path:
+    """Two judges, three repeats each, on ``items`` items: enough for every coefficient."""
+    records = []
+    for i in range(items):
+        for repeat in range(3):
+            records.append(outcome(f"i{i:02d}", "mqm-judge-one", 0.0, repeat, -float((i * 7 + repeat) % 11)))
+            records.append(outcome(f"i{i:02d}", "mqm-judge-two", 0.0, repeat, -float((i * 5 + 2 * repeat) % 9)))
+    return write_run(tmp_path / "run", records)
+
+
+# --- 1. tables: numbers and names whole --------------------------------------------------------
+
+
+def test_stats_with_reliability_shows_every_number_and_header_whole_at_80_columns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _scored_run(tmp_path)
+    assert main(["stats", str(run), "--reliability", "--json", str(tmp_path / "s.json")]) == 0
+    out = capsys.readouterr().out
+    assert _lines_fit(out) and "…" not in out
+    missing = sorted(cell for cell in _cells(tmp_path / "s.json") if not _whole(out, cell))
+    assert missing == []
+
+
+def test_meta_agreement_with_every_coefficient_is_readable_at_80_columns(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The 17-column "Agreement with human scores" table: each number and header whole."""
+    run = _scored_run(tmp_path)
+    humans = tmp_path / "humans.csv"
+    with humans.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["id", "mqm"])
+        writer.writerows([f"i{i:02d}", -float((i * 3) % 10)] for i in range(20))
+    assert main(["meta", str(run), "--human-table", str(humans), "--key", "id", "--human", "mqm",
+                 "--pred", "mqm-judge-one", "--agreement", "--icc-forms", "--fleiss", "--bootstrap", "200",
+                 "--json", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out
+    assert _lines_fit(out) and "…" not in out
+    for header in ("exact_agreement", "kappa_quadratic", "randolph_kappa", "icc_3_k", "judge"):
+        assert _whole(out, header), header
+    missing = sorted(cell for cell in _cells(tmp_path / "m.json") if not _whole(out, cell))
+    assert missing == []
+
+
+def test_protocols_at_80_columns_cut_no_name_and_no_header(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["protocols"]) == 0
+    out = capsys.readouterr().out
+    assert _lines_fit(out) and "…" not in out
+    for name in available():
+        assert _whole(out, name), name
+    assert _whole(out, "description") and _whole(out, "version")
+
+
+def test_plan_never_breaks_a_model_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = "anthropic/claude-sonnet-4-5-20250929"
+    job = make_job(tmp_path, None, items=3, judge={"name": "a-judge-named-at-length", "model": model})
+    assert main(["plan", str(job.config)]) == 0
+    out = capsys.readouterr().out
+    assert _lines_fit("\n".join(line for line in out.splitlines() if str(job.runs) not in line))
+    assert _whole(out, model) and _whole(out, "a-judge-named-at-length")
