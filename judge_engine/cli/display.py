@@ -8,6 +8,8 @@
   fit, the key columns repeated, or a block of "column  value" lines per row). A number or a
   name is never broken or cut;
 * the end-of-run summary, the plan table, the ``stats``/``meta`` tables, the protocols table;
+* suggested commands and paths, each on a line of its own that no terminal width breaks
+  (:func:`command`);
 * the primitives ``show`` prints transcripts with (:func:`panel`, :func:`rule`).
 
 The engine never calls into this module (that would cost CPU on the hot path, and would make the
@@ -253,6 +255,20 @@ def print_table(title: str, columns: Sequence[Column | str], rows: Sequence[Sequ
                 console: Console | None = None, title_justify: Literal["left", "center"] = "center") -> None:
     """A table of text cells (shown literally), fitted to the console (:class:`FitTable`)."""
     (console or make_console()).print(FitTable(columns, rows, title=title, title_justify=title_justify))
+
+
+def path_line(console: Console, label: str, path: object) -> None:
+    """``label: path`` on a line of its own that the console never breaks (shown literally)."""
+    console.print(Text(f"{label}: {path}"), soft_wrap=True, highlight=False)
+
+
+def command(console: Console, text: str, *, lead: str = "") -> None:
+    """A suggested command or a path: ``lead`` (prose, wrapped as usual), then the command on a
+    line of its own, indented, never broken by the console (a narrow terminal soft-wraps it, so
+    a copy and paste still gives the whole command)."""
+    if lead:
+        console.print(Text(lead), highlight=False)
+    console.print(Text(f"  {text}"), soft_wrap=True, highlight=False)
 
 
 def _duration(seconds: float | None) -> str:
@@ -551,7 +567,7 @@ class SessionView:
         progress, console = self._progress, self._console
         if not self._said_dir and progress.run_dir is not None:
             self._said_dir = True
-            console.print(f"Run directory: {progress.run_dir}", highlight=False, soft_wrap=True)
+            path_line(console, "Run directory", progress.run_dir)
             if progress.demo and not self._live_wanted:  # the live display shows it above its figures
                 console.print(f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
         if not self._said_start and progress.started:
@@ -663,7 +679,7 @@ def _span(span: Span[Any], fmt: str | None) -> str:
     return low if low == high else f"{low}\nto {high}"
 
 
-def plan_lines(plans: Sequence[JudgePlan], *, items: int, run_dir: object) -> list[str]:
+def plan_lines(plans: Sequence[JudgePlan], *, items: int) -> list[str]:
     """What the table cannot say: estimates, warnings, assumptions and the totals."""
     lines = [f"~ {p.judge}: {p.token_note}" for p in plans if p.token_note]
     lines += [f"note: {note}" for p in plans for note in p.notes]
@@ -690,7 +706,7 @@ def plan_lines(plans: Sequence[JudgePlan], *, items: int, run_dir: object) -> li
     fastest, slowest = (_duration(max((getattr(p.wall_s, end) for p in plans), default=0.0)) for end in ("low", "high"))
     wall = fastest if fastest == slowest else f"{fastest} to {slowest}"
     lines.append(f"{items:,} items; every prompt rendered; {cost}; estimated wall time {wall} "
-                 f"(judges run in parallel); run dir {run_dir}")
+                 "(judges run in parallel)")
     return lines
 
 

@@ -74,7 +74,7 @@ def schemas_command(args: argparse.Namespace) -> int:
 def check_command(config_path: Path) -> int:
     """``protocols --check CONFIG``: every judge's options and the juries checked, and the first
     item's prompt per judge printed. Returns 2 on a problem (each named on stderr)."""
-    from judge_engine.cli.display import make_console, say
+    from judge_engine.cli.display import make_console, path_line, say
     from judge_engine.config import load_config
     from judge_engine.errors import ConfigError, DatasetError, TemplateError
     from judge_engine.jury import check_juries, jury_lines
@@ -105,7 +105,7 @@ def check_command(config_path: Path) -> int:
         return EXIT_USAGE
     for line in jury_lines(config, protocols):
         say(console, _escaped(line))
-    say(console, f"{config_path}: {len(config.judges)} judges checked, first item rendered for each")
+    path_line(console, f"{len(config.judges)} judges checked, first item rendered for each", config_path)
     return EXIT_OK
 
 

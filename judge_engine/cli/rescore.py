@@ -32,7 +32,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def rescore_command(args: argparse.Namespace) -> int:
-    from judge_engine.cli.display import Column, escape, make_console, print_table, say
+    from judge_engine.cli.display import Column, escape, make_console, path_line, print_table, say
     from judge_engine.rescore import rescore
 
     result = rescore(args.run_dir, options=args.protocol_option, output=args.output, reask_online=args.reask_online)
@@ -52,7 +52,7 @@ def rescore_command(args: argparse.Namespace) -> int:
         print_table("what changed" + (f" (first {SHOWN_CHANGES})" if len(result.changed) > SHOWN_CHANGES else ""),
                     [Column("task", wrap=True, key=True), "before", "after"],
                     [[c.task, c.before, c.after] for c in result.changed[:SHOWN_CHANGES]], console=console)
-    say(console, f"New run directory: {escape(str(result.run.run_dir))}")
+    path_line(console, "New run directory", result.run.run_dir)
     # Unscored tasks are what a re-score reports, not a failure of it; a judge that stopped
     # (asked online: bad key, unreachable endpoint) or a Ctrl-C is.
     if result.run.status == "cancelled":

@@ -87,7 +87,7 @@ def show_command(args: argparse.Namespace) -> int:
             for row in rows:
                 records = [reader.transcript(offset, length) for offset, length in attempts.get(row.task_id, [])]
                 if row.outcome_offset is None or row.outcome_length is None:
-                    _print_undone(console, records)
+                    _print_undone(console, records, args.run_dir)
                 else:
                     _print_task(console, reader.outcome(row.outcome_offset, row.outcome_length), records)
         if limit is not None and len(rows) == limit:
@@ -120,16 +120,17 @@ def _print_brief(console: Console, rows: Sequence[TaskRow], reader: LineReader) 
     print_table("tasks", columns, table, console=console)
 
 
-def _print_undone(console: Console, attempts: Sequence[TranscriptRecord]) -> None:
-    from judge_engine.cli.display import rule, say
+def _print_undone(console: Console, attempts: Sequence[TranscriptRecord], run_dir: Path) -> None:
+    from judge_engine.cli.display import command, rule, say
+    from judge_engine.cli.run import shell_word
 
     if not attempts:
         return
     first = attempts[0]
     rule(console, f"item {first.item_id} · judge {first.judge} · task {first.task_id[:15]}")
     _print_attempts(console, attempts)
-    say(console, "[yellow]no outcome[/yellow]: the run stopped before this task finished; "
-                 "judge-engine resume finishes it")
+    say(console, "[yellow]no outcome[/yellow]: the run stopped before this task finished; resume finishes it:")
+    command(console, f"judge-engine resume {shell_word(run_dir)}")
 
 
 def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[TranscriptRecord]) -> None:

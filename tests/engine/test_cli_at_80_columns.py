@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from judge_engine.cli import main
+from judge_engine.fake import FakeServer
 from judge_engine.protocols import available
 from tests.engine.conftest import make_job
 from tests.stats.fixtures import outcome, write_run
@@ -109,3 +110,24 @@ def test_plan_never_breaks_a_model_name(tmp_path: Path, capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert _lines_fit("\n".join(line for line in out.splitlines() if str(job.runs) not in line))
     assert _whole(out, model) and _whole(out, "a-judge-named-at-length")
+    assert any(line.startswith(f"run directory: {job.runs}/") for line in out.splitlines())  # whole, unbroken
+
+
+# --- 3. suggested commands: whole lines --------------------------------------------------------
+
+
+def test_suggested_commands_are_whole_lines_on_a_narrow_terminal(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run directory's path is longer than the terminal is wide: a command is still one
+    line, to copy and paste (the terminal soft-wraps it)."""
+    monkeypatch.setenv("COLUMNS", "40")
+    fake_server.update(error_500_rate=1.0)
+    job = make_job(tmp_path, fake_server, items=3, judge={"retries": {"transport": 1, "backoff_max_s": 0.01}})
+    assert main(["run", str(job.config), "--no-live"]) == 3
+    err = capsys.readouterr().err.splitlines()
+    run = job.only_run()
+    assert len(str(run)) > 40
+    assert f"  judge-engine stats {run}" in err
+    assert f"  judge-engine resume {run} --retry transport_exhausted" in err
+    assert f"Run directory: {run}" in err

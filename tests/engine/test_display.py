@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from judge_engine.cli import main
-from judge_engine.cli.display import Column, FitTable, LiveDisplay, packed, summary
+from judge_engine.cli.display import Column, FitTable, LiveDisplay, command, packed, summary
 from judge_engine.config import JudgeConfig
 from judge_engine.fake import FakeServer
 from judge_engine.lanes import Lane
@@ -150,6 +150,13 @@ def test_prose_wraps_between_words_while_names_stay_whole() -> None:
     text = _render(FitTable(columns, rows), 50)
     assert "prometheus-relative" in text and "…" not in text and all(len(line) <= 50 for line in text.splitlines())
     assert "│ prometheus-relative │" in text  # a table still: only the description wrapped
+
+
+def test_a_command_is_one_line_whatever_the_width() -> None:
+    line = "judge-engine resume /a/very/long/path/to/runs/literary_mt-demo-99e5735605 --retry transport_exhausted"
+    console = Console(width=40, record=True, force_terminal=True, color_system=None)
+    command(console, line, lead="Judge them again (cached answers are re-read, not bought again):")
+    assert f"  {line}" in console.export_text().splitlines()
 
 
 def test_summary_never_breaks_a_model_name() -> None:
