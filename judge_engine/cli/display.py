@@ -784,7 +784,13 @@ def _cell(value: Any, *, small: bool = False) -> str:
 
 
 def rule(console: Console, text: str) -> None:
-    console.rule(text)
+    """A heading line: ``text`` (literal) in a horizontal rule when it fits there whole; else the
+    rule, then ``text`` broken between its `` · `` parts, so nothing is cut."""
+    if cell_len(text) + 6 <= console.width:  # rich's rule: "── " and " ──" at least
+        console.rule(Text(text))
+        return
+    console.rule()
+    console.print(Text(packed(text.split(" · "), console.width - 1)), highlight=False)
 
 
 def panel(console: Console, text: str, *, title: str, style: str = "none") -> None:

@@ -13,6 +13,7 @@ Run text (dataset fields, answers, errors) is always printed literally, never re
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,7 +66,7 @@ def show_command(args: argparse.Namespace) -> int:
                   repeat=args.repeat, item_id=args.item, min_score=args.min_score, max_score=args.max_score,
                   sort=args.sort, limit=limit)
     with open_index(args.run_dir) as index, LineReader(args.run_dir) as reader:
-        if args.item is None and not filtered and not args.brief:
+        if args.item is None and not filtered and not args.brief and args.limit is None:
             first = index.tasks(Query(limit=1))
             if not first:
                 from judge_engine.errors import RunDirError
@@ -90,8 +91,10 @@ def show_command(args: argparse.Namespace) -> int:
                     _print_undone(console, records, args.run_dir)
                 else:
                     _print_task(console, reader.outcome(row.outcome_offset, row.outcome_length), records)
-        if limit is not None and len(rows) == limit:
-            say(console, f"[dim]first {limit} tasks shown (--limit N for more)[/dim]")
+        if limit is not None and len(rows) == limit and query.limit is not None:
+            total = index.count(dataclasses.replace(query, limit=None))
+            if total > len(rows):
+                say(console, f"[dim]first {len(rows):,} of {total:,} tasks shown (--limit N for more)[/dim]")
     return EXIT_OK
 
 

@@ -15,7 +15,7 @@ import pytest
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
 from judge_engine.protocols import available
-from tests.engine.conftest import make_job
+from tests.engine.conftest import make_job, read_lines
 from tests.stats.fixtures import outcome, write_run
 
 WIDTH = 80
@@ -131,3 +131,38 @@ def test_suggested_commands_are_whole_lines_on_a_narrow_terminal(
     assert f"  judge-engine stats {run}" in err
     assert f"  judge-engine resume {run} --retry transport_exhausted" in err
     assert f"Run directory: {run}" in err
+
+
+# --- 4. show -----------------------------------------------------------------------------------
+
+
+def test_show_wraps_its_headings_and_says_what_a_limit_left_out(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_server.update(error_500_rate=0.5, seed=3)
+    job = make_job(tmp_path, fake_server, items=6, judge={
+        "name": "a-judge-named-at-length", "temperatures": [0.0, 1.0],
+        "retries": {"transport": 0, "backoff_max_s": 0.01}})
+    main(["run", str(job.config), "--no-live"])
+    run = job.only_run()
+    outcomes = read_lines(run / "outcomes.jsonl")
+    capsys.readouterr()
+
+    assert main(["show", str(run), "--item", outcomes[0]["item_id"]]) == 0
+    out = capsys.readouterr().out
+    headings = [line for line in out.splitlines() if line.startswith("item ")]
+    assert headings and all("…" not in line for line in headings)
+    assert "T=1.0" in out and all(f"repeat {o['repeat']}" in out for o in outcomes[:1])
+
+    assert main(["show", str(run), "--brief", "--limit", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "first 3 of 12 tasks shown (--limit N for more)" in out
+    assert _whole(out, "a-judge-named-at-length") and _lines_fit(out)
+    assert main(["show", str(run), "--brief", "--limit", "12"]) == 0
+    assert "--limit N for more" not in capsys.readouterr().out  # nothing more to show
+
+    unscored = [o for o in outcomes if o["status"] == "unscored"]
+    assert unscored, "the fake server's 500s left no task unscored"
+    assert main(["show", str(run), "--brief", "--status", "unscored"]) == 0
+    out = capsys.readouterr().out
+    # The reason wraps in the room the task's columns leave; it is not cut to a stub.
+    assert _lines_fit(out) and _whole(out, "transport_exhausted:") and _whole(out, "InternalServerError")
