@@ -482,7 +482,10 @@ def status_report(report: RunStatusReport, console: Console) -> None:
     """``judge-engine status``: the run, then per judge its tasks and (batch mode) its batches."""
     manifest = report.manifest
     state = "a judge-engine process is writing it now" if report.writing else "no process is writing it"
-    console.print(packed([f"run {manifest.run_id}: {manifest.status}", state, f"updated {manifest.updated_at}"],
+    status: str = manifest.status
+    if status == "stopped" and manifest.stopped and manifest.stopped.get("reason"):
+        status += f": {manifest.stopped['reason']}"
+    console.print(packed([f"run {manifest.run_id}: {status}", state, f"updated {manifest.updated_at}"],
                          console.width - 1), highlight=False)
     if manifest.demo:
         console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
@@ -490,10 +493,12 @@ def status_report(report: RunStatusReport, console: Console) -> None:
         console.print(f"[yellow]{escape(note)}[/yellow]")
     for judge in report.judges:
         share = judge.done / judge.tasks if judge.tasks else 1.0
+        batches = [f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request"]
+        online = judge.mode == "online" and not (judge.in_batches or judge.waiting)  # nothing held by a batch
         console.print(packed([f"{judge.name} ({judge.mode}, {judge.model})", f"{judge.done:,}/{judge.tasks:,} done "
                               f"({share:.0%})", f"{judge.scored:,} scored", f"{judge.unscored:,} unscored",
-                              f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request",
-                              f"{judge.not_sent:,} not sent yet"], console.width - 1), highlight=False)
+                              *([] if online else batches), f"{judge.not_sent:,} not sent yet"], console.width - 1),
+                      highlight=False)
         if not judge.chunks:
             continue
         columns = [Column(c, justify="left" if c in ("batch", "state") else "right", key=c == "batch")
@@ -504,9 +509,6 @@ def status_report(report: RunStatusReport, console: Console) -> None:
             rows.append([view.chunk, str(view.round), view.status, f"{view.requests:,}", f"{view.completed:,}",
                          f"{view.failed:,}", f"{view.expired:,}", _duration(age) if age is not None else ""])
         console.print(FitTable(columns, rows, title_justify="left", box=False))
-    if report.manifest.status != "completed" and not report.writing:
-        console.print(f"Go on (collects the batches that ended, sends what remains):\n  judge-engine resume "
-                      f"{report.run_dir}", highlight=False, soft_wrap=True)
 
 
 def start_line(progress: RunProgress) -> str:

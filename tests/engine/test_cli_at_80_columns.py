@@ -133,6 +133,73 @@ def test_suggested_commands_are_whole_lines_on_a_narrow_terminal(
     assert f"Run directory: {run}" in err
 
 
+def test_a_failed_run_names_its_judge_once_and_says_how_to_go_on(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    fake_server.update(error_503_rate=1.0)
+    job = make_job(tmp_path, fake_server, items=10, judge={
+        "limits": {"concurrency": 1}, "retries": {"transport": 1, "backoff_max_s": 0.01, "stop_after_exhausted": 3}})
+    assert main(["run", str(job.config), "--no-live"]) == 1
+    err = capsys.readouterr().err
+    run = job.only_run()
+    assert err.count("stopped:") == 1 and "mqm (openai/gpt-4o-mini) stopped: 3 tasks in a row" in err
+    assert f"  judge-engine resume {run} --retry transport_exhausted" in err.splitlines()
+
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("stopped:") == 1 and "Fix the cause above" in out
+    assert f"  judge-engine resume {run} --retry transport_exhausted" in out.splitlines()
+    assert "batches" not in out  # an online run: nothing of batches
+
+
+# --- 6. status: online runs and budgets ----------------------------------------------------------
+
+
+def test_status_of_an_online_run_says_how_to_finish_it(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    job = make_job(tmp_path, fake_server, items=4)
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    run = job.only_run()
+    manifest = json.loads((run / "run.json").read_text())
+    for status, lead in (("cancelled", "Finish it"), ("running", "Its process ended without closing it")):
+        (run / "run.json").write_text(json.dumps({**manifest, "status": status}))
+        capsys.readouterr()
+        assert main(["status", str(run)]) == 0
+        out = capsys.readouterr().out
+        assert lead in out and f"  judge-engine resume {run}" in out.splitlines(), out
+        assert "batch" not in out and "waiting for another request" not in out
+
+
+def test_status_of_a_run_stopped_by_its_budget_says_so_with_the_figures(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    job = make_job(tmp_path, fake_server, items=40, judge={"limits": {"concurrency": 2}})
+    assert main(["run", str(job.config), "--no-live", "--budget", "0.001"]) == 4
+    run = job.only_run()
+    err = capsys.readouterr().err
+    assert "Stopped at the run's budget of $0.001 (" in err and "Stopped: stopped" not in err
+    assert f"  judge-engine resume {run} --budget USD" in err.splitlines()
+
+    stopped = json.loads((run / "run.json").read_text())["stopped"]
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "stopped: budget" in out
+    assert f"Stopped at the run's budget of $0.001 (${stopped['spent']:.4f} spent" in out
+    assert f"  judge-engine resume {run} --budget USD" in out.splitlines()
+    assert f"  judge-engine resume {run}" not in out.splitlines()  # a plain resume would stop again
+
+
+def test_status_of_a_run_stopped_by_a_judges_own_budget_points_at_the_config(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    job = make_job(tmp_path, fake_server, items=40, judge={"limits": {"concurrency": 2},
+                                                            "budget": {"max_cost_usd": 0.001}})
+    assert main(["run", str(job.config), "--no-live"]) == 4
+    run = job.only_run()
+    capsys.readouterr()
+    assert main(["status", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "stopped: budget" in out and "judge mqm's budget of $0.001" in out
+    assert "raise judges[mqm].budget.max_cost_usd" in out and f"  judge-engine resume {run}" in out.splitlines()
+
+
 # --- 4. show -----------------------------------------------------------------------------------
 
 
