@@ -139,8 +139,10 @@ class FitTable:
                       show_lines=self.show_lines, box=HEAVY_HEAD if self.box else None)
         for position, i in enumerate(indexes):
             column = self.columns[i]
-            table.add_column(column.header, justify=column.justify, no_wrap=not column.wrap, overflow="fold",
-                             width=None if widths is None else widths[position])
+            # Prose that wraps reads from the left, whatever side its column keeps when it fits.
+            wrapped = widths is not None and column.wrap and widths[position] < self._natural[i]
+            table.add_column(column.header, justify="left" if wrapped else column.justify, no_wrap=not column.wrap,
+                             overflow="fold", width=None if widths is None else widths[position])
         for row in self.rows:
             table.add_row(*(row[i] for i in indexes))
         return table

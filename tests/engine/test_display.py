@@ -169,3 +169,13 @@ def test_summary_never_breaks_a_model_name() -> None:
     text = _render(summary(result, width=60), 60)
     assert model in text and NAMES[1] in text and "prometheus-absolute" in text
     assert all(len(line) <= 60 for line in text.splitlines())
+
+
+def test_wrapped_prose_reads_from_the_left() -> None:
+    reason = "unusable answer after 0 re-asks: 3 valid words (sun, planet, constellation); the method scores"
+    columns = [Column("judge", key=True), Column("rate", justify="right"),
+               Column("top_reason", justify="right", wrap=True, fold_long_words=True)]
+    text = _render(FitTable(columns, [["claude-haiku", "0.167", reason]]), 60)
+    assert all(len(line) <= 60 for line in text.splitlines())
+    assert "│ unusable answer after 0 re-asks:" in text
+    assert "│ 3 valid words (sun, planet," in text  # each line starts at the column's left edge
