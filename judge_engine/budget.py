@@ -48,6 +48,14 @@ class BudgetStop:
         return {"reason": "budget", "scope": self.scope, "kind": self.kind, "limit": self.limit,
                 "spent": round(self.spent, 6), "committed": round(self.committed, 6)}
 
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> BudgetStop | None:
+        """The stop ``run.json`` records (:meth:`to_dict`), or None for another reason or none."""
+        if raw.get("reason") != "budget":
+            return None
+        return cls(str(raw.get("scope") or "run"), str(raw.get("kind") or "cost"), float(raw.get("limit") or 0.0),
+                   float(raw.get("spent") or 0.0), float(raw.get("committed") or 0.0))
+
     @property
     def message(self) -> str:
         what = f"${self.limit:g}" if self.kind == "cost" else f"{self.limit:g} h"

@@ -214,8 +214,8 @@ def _exhausted(judge: JudgeRuntime, task: Task, log: TaskLog, error: TransientEr
     if judge.exhausted_in_row >= limit and judge.stopped is None:
         judge.stopped = (
             f"{name} ({model}) stopped: {judge.exhausted_in_row} tasks in a row used up their transport "
-            f"retries at {judge.endpoint_label} (last: {error}); the endpoint is failing. Resume later with "
-            "--retry transport_exhausted")
+            f"retries at {judge.endpoint_label} (last: {error}); the endpoint is failing. Its tasks are recorded "
+            "transport_exhausted, to be judged again once it is back")
     return record
 
 

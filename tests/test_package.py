@@ -80,7 +80,8 @@ SOFT_LIMIT = 400
 """Lines past which a module is read again before it grows: size is a smell, not a rule."""
 REVIEWED: dict[str, int] = {
     # module: lines it may reach, after a read found it one concern (say why when you raise one)
-    "cli/display.py": 590,  # everything drawn with rich (now batches and status too); splitting it would give rich two homes
+    "cli/display.py": 830,  # everything drawn with rich (batches, status, and the one table printer every table goes
+    # through, with its long layouts); splitting it would give rich two homes
     "records.py": 890,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury): one definition
     "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)

@@ -3,7 +3,13 @@
 * a session as it runs (:class:`SessionView`, from another thread: the run directory first, the
   start line, then a live table per judge on a terminal, or a progress line every N seconds
   otherwise; what a Ctrl-C is doing);
+* every table, through one printer (:class:`FitTable`): drawn whole when it fits the terminal;
+  otherwise only its prose wraps; when even that cannot fit, drawn long (column groups that each
+  fit, the key columns repeated, or a block of "column  value" lines per row). A number or a
+  name is never broken or cut;
 * the end-of-run summary, the plan table, the ``stats``/``meta`` tables, the protocols table;
+* suggested commands and paths, each on a line of its own that no terminal width breaks
+  (:func:`command`);
 * the primitives ``show`` prints transcripts with (:func:`panel`, :func:`rule`).
 
 The engine never calls into this module (that would cost CPU on the hot path, and would make the
@@ -18,12 +24,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeAlias
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from rich.console import Console, Group
+from rich.box import HEAVY_HEAD
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.measure import Measurement
 from rich.panel import Panel
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -53,6 +63,214 @@ def make_console(*, stderr: bool = False) -> Console:
     if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         console = Console(stderr=stderr, width=PIPED_WIDTH)
     return console
+
+
+# --- tables -------------------------------------------------------------------------------------
+
+WRAP_LEAST = 20
+"""Narrowest a prose column with ``fold_long_words`` is given: a longer word (a URL, an exception
+name) folds there rather than pushing the whole table into its long layout."""
+
+Cell: TypeAlias = "str | Text"
+"""A table cell: a ``str`` is shown literally (never read as markup); a ``Text`` keeps its styles."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a :class:`FitTable`."""
+
+    header: str
+    justify: Literal["left", "right"] = "left"
+    wrap: bool = False
+    """Prose (a description, a list of names, a reason): may break between words. Every other
+    column's cells are never broken: a number, a name or a path is shown whole or the table is
+    drawn long."""
+    key: bool = False
+    """Names the row (a judge, a group): repeated in every part when the table is split into
+    column groups, shown first in bold in a block."""
+    fold_long_words: bool = False
+    """With ``wrap``: a word longer than :data:`WRAP_LEAST` may be folded (error text)."""
+
+
+class FitTable:
+    """A table that fits the width it is drawn in without breaking a number or a name.
+
+    Drawn as a plain rich table when its cells fit whole (the output is then what rich draws for
+    it); else, when the prose columns (``wrap``) can take the room left, with only those wrapped;
+    else long: split into column groups that each fit with the key columns repeated in each (a
+    title says which part), or one block of ``column  value`` lines per row, whichever takes
+    fewer lines. The layout is chosen when the table is rendered, so it follows the console it
+    is printed on."""
+
+    def __init__(self, columns: Sequence[Column | str], rows: Sequence[Sequence[Cell]], *, title: str = "",
+                 title_justify: Literal["left", "center"] = "center", show_lines: bool = False,
+                 box: bool = True) -> None:
+        self.columns = [c if isinstance(c, Column) else Column(c) for c in columns]
+        self.rows = [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
+        self.title = title
+        self.title_justify = title_justify
+        self.show_lines = show_lines
+        self.box = box
+        self._natural = [max([_widest(Text(c.header)), *(_widest(row[i]) for row in self.rows)])
+                         for i, c in enumerate(self.columns)]
+        self._least = [self._least_width(i) for i in range(len(self.columns))]
+        self._frames: dict[int, int] = {}
+
+    def _least_width(self, index: int) -> int:
+        column = self.columns[index]
+        if not column.wrap:
+            return self._natural[index]
+        header = max((len(word) for word in column.header.split()), default=0)
+        words = max((_longest_word(row[index]) for row in self.rows), default=0)
+        return max(1, header, min(words, WRAP_LEAST) if column.fold_long_words else words)
+
+    def _width(self, console: Console, indexes: Sequence[int], widths: Sequence[int]) -> int:
+        """The drawn width of these columns at these cell widths (borders and padding added)."""
+        if len(indexes) not in self._frames:  # rich's own count of borders and padding
+            frame = Table(show_lines=self.show_lines, box=HEAVY_HEAD if self.box else None)
+            for _ in indexes:
+                frame.add_column(width=1)
+            drawn = Measurement.get(console, console.options.update(max_width=10_000), frame).maximum
+            self._frames[len(indexes)] = drawn - len(indexes)
+        return sum(widths[i] for i in indexes) + self._frames[len(indexes)]
+
+    def _table(self, console: Console, indexes: Sequence[int], widths: Sequence[int] | None, *, title: str) -> Table:
+        table = Table(title=Text(title, style="table.title") if title else None, title_justify=self.title_justify,
+                      show_lines=self.show_lines, box=HEAVY_HEAD if self.box else None)
+        for position, i in enumerate(indexes):
+            column = self.columns[i]
+            # Prose that wraps reads from the left, whatever side its column keeps when it fits.
+            wrapped = widths is not None and column.wrap and widths[position] < self._natural[i]
+            table.add_column(column.header, justify="left" if wrapped else column.justify, no_wrap=not column.wrap,
+                             overflow="fold", width=None if widths is None else widths[position])
+        for row in self.rows:
+            table.add_row(*(row[i] for i in indexes))
+        return table
+
+    def _fitted(self, console: Console, indexes: Sequence[int], width: int, *, title: str) -> Table | None:
+        """These columns as one table within ``width``, or None when they cannot fit."""
+        if self._width(console, indexes, self._natural) <= width:
+            return self._table(console, indexes, None, title=title)
+        if self._width(console, indexes, self._least) > width:
+            return None
+        # Fixed widths for the prose columns: each its least, then the room left shared in
+        # proportion to what each still wants.
+        room = width - self._width(console, indexes, self._least)
+        wants = {i: self._natural[i] - self._least[i] for i in indexes if self.columns[i].wrap}
+        total = sum(wants.values()) or 1
+        extra = {i: min(want, room * want // total) for i, want in wants.items()}
+        for i in sorted(wants, key=lambda i: wants[i] - extra[i], reverse=True):
+            more = min(wants[i] - extra[i], room - sum(extra.values()))
+            extra[i] += max(0, more)
+        widths = [self._least[i] + extra[i] if self.columns[i].wrap else self._natural[i] for i in indexes]
+        return self._table(console, indexes, widths, title=title)
+
+    def _groups(self, console: Console, shown: Sequence[int], width: int) -> list[Table] | None:
+        """The column groups, each with the key columns, or None (no key, or no room for one).
+        As many groups as packing them in order takes, evened out so the last is not a stub."""
+        keys = [i for i in shown if self.columns[i].key]
+        others = [i for i in shown if not self.columns[i].key]
+        if not keys or not others:
+            return None
+
+        def pack(limit: int) -> list[list[int]]:
+            parts: list[list[int]] = [[]]
+            for i in others:
+                if parts[-1] and self._width(console, [*keys, *parts[-1], i], self._least) > limit:
+                    parts.append([])
+                parts[-1].append(i)
+            return parts
+
+        parts = pack(width)
+        low = max(self._width(console, [*keys, i], self._least) for i in others)
+        if low > width:
+            return None
+        high = width
+        while low < high:  # the narrowest limit that needs no more groups than the width does
+            middle = (low + high) // 2
+            if len(pack(middle)) <= len(parts):
+                high = middle
+            else:
+                low = middle + 1
+        parts = pack(high)
+        tables = []
+        for n, part in enumerate(parts, 1):
+            title = f"{self.title} ({n}/{len(parts)})" if self.title else ""
+            table = self._fitted(console, sorted([*keys, *part]), width, title=title)
+            if table is None:
+                return None
+            tables.append(table)
+        return tables
+
+    def _blocks(self, shown: Sequence[int]) -> list[RenderableType]:
+        """One block per row: a ``column  value`` line per column, the row's keys first."""
+        grid = Table.grid(padding=(0, 2), pad_edge=True)  # indented under the title
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
+        order = sorted(shown, key=lambda i: not self.columns[i].key)
+        for n, row in enumerate(self.rows):
+            if n:
+                grid.add_row("", "")
+            for i in order:
+                value = row[i].copy()
+                if self.columns[i].key:
+                    value.stylize("bold")
+                grid.add_row(Text(" ".join(self.columns[i].header.split())), value)
+        title = [Text(self.title, style="table.title")] if self.title else []
+        return [*title, grid]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = options.max_width
+        everything = list(range(len(self.columns)))
+        whole = self._fitted(console, everything, width, title=self.title)
+        if whole is None:  # the long layouts leave out columns empty in every row
+            shown = [i for i in everything if any(row[i].plain.strip() for row in self.rows)] or everything
+            whole = self._fitted(console, shown, width, title=self.title) if shown != everything else None
+        if whole is not None:
+            yield whole
+            return
+        layouts: list[list[RenderableType]] = [self._blocks(shown)]
+        groups = self._groups(console, shown, width)
+        if groups is not None:
+            layouts.insert(0, list(groups))
+        drawn = [console.render_lines(Group(*layout), options, pad=False) for layout in layouts]
+        for line in min(drawn, key=len):
+            yield from line
+            yield Segment.line()
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        everything = range(len(self.columns))
+        least = self._width(console, everything, self._least)
+        natural = self._width(console, everything, self._natural)
+        return Measurement(min(least, options.max_width), min(natural, options.max_width))
+
+
+def _widest(cell: Text) -> int:
+    return max((cell_len(line) for line in cell.plain.split("\n")), default=0)
+
+
+def _longest_word(cell: Text) -> int:
+    return max((cell_len(word) for word in cell.plain.split()), default=0)
+
+
+def print_table(title: str, columns: Sequence[Column | str], rows: Sequence[Sequence[Cell]], *,
+                console: Console | None = None, title_justify: Literal["left", "center"] = "center") -> None:
+    """A table of text cells (shown literally), fitted to the console (:class:`FitTable`)."""
+    (console or make_console()).print(FitTable(columns, rows, title=title, title_justify=title_justify))
+
+
+def path_line(console: Console, label: str, path: object) -> None:
+    """``label: path`` on a line of its own that the console never breaks (shown literally)."""
+    console.print(Text(f"{label}: {path}"), soft_wrap=True, highlight=False)
+
+
+def command(console: Console, text: str, *, lead: str = "") -> None:
+    """A suggested command or a path: ``lead`` (prose, wrapped as usual), then the command on a
+    line of its own, indented, never broken by the console (a narrow terminal soft-wraps it, so
+    a copy and paste still gives the whole command)."""
+    if lead:
+        console.print(Text(lead), highlight=False)
+    console.print(Text(f"  {text}"), soft_wrap=True, highlight=False)
 
 
 def _duration(seconds: float | None) -> str:
@@ -266,7 +484,10 @@ def status_report(report: RunStatusReport, console: Console) -> None:
     """``judge-engine status``: the run, then per judge its tasks and (batch mode) its batches."""
     manifest = report.manifest
     state = "a judge-engine process is writing it now" if report.writing else "no process is writing it"
-    console.print(packed([f"run {manifest.run_id}: {manifest.status}", state, f"updated {manifest.updated_at}"],
+    status: str = manifest.status
+    if status == "stopped" and manifest.stopped and manifest.stopped.get("reason"):
+        status += f": {manifest.stopped['reason']}"
+    console.print(packed([f"run {manifest.run_id}: {status}", state, f"updated {manifest.updated_at}"],
                          console.width - 1), highlight=False)
     if manifest.demo:
         console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
@@ -274,23 +495,22 @@ def status_report(report: RunStatusReport, console: Console) -> None:
         console.print(f"[yellow]{escape(note)}[/yellow]")
     for judge in report.judges:
         share = judge.done / judge.tasks if judge.tasks else 1.0
+        batches = [f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request"]
+        online = judge.mode == "online" and not (judge.in_batches or judge.waiting)  # nothing held by a batch
         console.print(packed([f"{judge.name} ({judge.mode}, {judge.model})", f"{judge.done:,}/{judge.tasks:,} done "
                               f"({share:.0%})", f"{judge.scored:,} scored", f"{judge.unscored:,} unscored",
-                              f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request",
-                              f"{judge.not_sent:,} not sent yet"], console.width - 1), highlight=False)
+                              *([] if online else batches), f"{judge.not_sent:,} not sent yet"], console.width - 1),
+                      highlight=False)
         if not judge.chunks:
             continue
-        table = Table(title_justify="left", box=None, padding=(0, 1))
-        for column in ("batch", "round", "state", "requests", "done", "failed", "expired", "age"):
-            table.add_column(column, justify="left" if column in ("batch", "state") else "right", no_wrap=True)
+        columns = [Column(c, justify="left" if c in ("batch", "state") else "right", key=c == "batch")
+                   for c in ("batch", "round", "state", "requests", "done", "failed", "expired", "age")]
+        rows = []
         for view in judge.chunks:
             age = view.age_s if view.open else None
-            table.add_row(view.chunk, str(view.round), view.status, f"{view.requests:,}", f"{view.completed:,}",
-                          f"{view.failed:,}", f"{view.expired:,}", _duration(age) if age is not None else "")
-        console.print(table)
-    if report.manifest.status != "completed" and not report.writing:
-        console.print(f"Go on (collects the batches that ended, sends what remains):\n  judge-engine resume "
-                      f"{report.run_dir}", highlight=False, soft_wrap=True)
+            rows.append([view.chunk, str(view.round), view.status, f"{view.requests:,}", f"{view.completed:,}",
+                         f"{view.failed:,}", f"{view.expired:,}", _duration(age) if age is not None else ""])
+        console.print(FitTable(columns, rows, title_justify="left", box=False))
 
 
 def start_line(progress: RunProgress) -> str:
@@ -351,7 +571,7 @@ class SessionView:
         progress, console = self._progress, self._console
         if not self._said_dir and progress.run_dir is not None:
             self._said_dir = True
-            console.print(f"Run directory: {progress.run_dir}", highlight=False, soft_wrap=True)
+            path_line(console, "Run directory", progress.run_dir)
             if progress.demo and not self._live_wanted:  # the live display shows it above its figures
                 console.print(f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
         if not self._said_start and progress.started:
@@ -387,19 +607,21 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
     manifest = result.manifest
     counts = manifest.counts.get("judges", {})
     spend = manifest.spend.get("judges", {})
-    table = Table(title=f"run {manifest.run_id}: {result.status} in {_duration(result.elapsed_s)}",
-                  title_justify="left")
-    for column in ("judge", "scored", "unscored", "calls", "tokens", "cost $"):
-        table.add_column(column, justify="left" if column == "judge" else "right", no_wrap=column != "judge")
+    columns = [Column("judge", key=True), *(Column(c, justify="right") for c in
+                                            ("scored", "unscored", "calls", "tokens", "cost $"))]
+    rows: list[list[Cell]] = []
     for judge in result.judges:
         per, paid = counts.get(judge.name, {}), spend.get(judge.name, {})
         label = Text(judge.name, style="bold")
         label.append(f"\n{judge.model}\n{judge.protocol}", style="dim")
-        table.add_row(label, f"{per.get('scored', 0):,}", f"{per.get('unscored', 0):,}", f"{paid.get('calls', 0):,}",
-                      f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}", _cost(paid, "\n"))
+        rows.append([label, f"{per.get('scored', 0):,}", f"{per.get('unscored', 0):,}", f"{paid.get('calls', 0):,}",
+                     f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}",
+                     _cost(paid, "\n")])
     for name in sorted(set(counts) - {judge.name for judge in result.judges}):  # juries: no calls of their own
-        table.add_row(Text(name, style="bold") + Text("\njury", style="dim"), f"{counts[name].get('scored', 0):,}",
-                      f"{counts[name].get('unscored', 0):,}", "", "", "")
+        rows.append([Text(name, style="bold") + Text("\njury", style="dim"), f"{counts[name].get('scored', 0):,}",
+                     f"{counts[name].get('unscored', 0):,}", "", "", ""])
+    table = FitTable(columns, rows, title=f"run {manifest.run_id}: {result.status} in {_duration(result.elapsed_s)}",
+                     title_justify="left")
     lines = [f"{judge.name}: " + ", ".join(f"{name} {what}" for name, what in judge.deployments.items())
              for judge in result.judges if judge.deployments]
     return Group(table, *(Text(packed(line.split(", "), width - 1, separator=", ")) for line in lines),
@@ -440,22 +662,24 @@ def _cost(spend: Mapping[str, Any], separator: str = " ") -> str:
     return cost if not unpriced else f"{cost}{separator}+ {unpriced:,} unpriced"
 
 
-def plan_table(plans: Sequence[JudgePlan]) -> Table:
-    """One row per judge, narrow enough for 80 columns: a range is two lines, low above high
-    ("to ..."); ``~`` marks a token count that is an estimate (the notes say why)."""
-    table = Table(title="plan (dry run: nothing sent)", title_justify="left", show_lines=len(plans) > 1)
-    table.add_column("judge\nmodel\nprotocol", overflow="fold")
-    for column in ("tasks", "prompt\ntokens", "completion\ntokens", "cost $", "wall\ntime"):
-        table.add_column(column, justify="right", no_wrap=True)  # figures whole; names fold
+def plan_table(plans: Sequence[JudgePlan]) -> FitTable:
+    """One row per judge, narrow enough for 80 columns with short model names: a range is two
+    lines, low above high ("to ..."); ``~`` marks a token count that is an estimate (the notes
+    say why). Names and figures are never broken: a long model name draws it long."""
+    columns = [Column("judge\nmodel\nprotocol", key=True),
+               *(Column(name, justify="right") for name in
+                 ("tasks", "prompt\ntokens", "completion\ntokens", "cost $", "wall\ntime"))]
+    rows: list[list[Cell]] = []
     for plan in plans:
         mark = "" if plan.tokens_exact else "~"
         tasks = f"{plan.tasks:,}" + (f"\n{plan.cached:,} cached" if plan.cached else "")
         paid = plan.batch.cost if plan.batch is not None and plan.batch.in_use else plan.cost
-        cost = "[yellow]no price[/yellow]" if paid is None else _span(paid, "{:.4f}")
-        table.add_row(f"{plan.judge}\n{plan.model}\n{plan.protocol}", tasks,
-                      _span(plan.prompt_tokens, mark + "{:,}"), _span(plan.completion_tokens, "{:,}"),
-                      cost, f"{_span(plan.wall_s, None)}\n{plan.bound_by}")
-    return table
+        cost = Text("no price", style="yellow") if paid is None else _span(paid, "{:.4f}")
+        rows.append([f"{plan.judge}\n{plan.model}\n{plan.protocol}", tasks,
+                     _span(plan.prompt_tokens, mark + "{:,}"), _span(plan.completion_tokens, "{:,}"),
+                     cost, f"{_span(plan.wall_s, None)}\n{plan.bound_by}"])
+    return FitTable(columns, rows, title="plan (dry run: nothing sent)", title_justify="left",
+                    show_lines=len(plans) > 1)
 
 
 def _span(span: Span[Any], fmt: str | None) -> str:
@@ -466,7 +690,7 @@ def _span(span: Span[Any], fmt: str | None) -> str:
     return low if low == high else f"{low}\nto {high}"
 
 
-def plan_lines(plans: Sequence[JudgePlan], *, items: int, run_dir: object) -> list[str]:
+def plan_lines(plans: Sequence[JudgePlan], *, items: int) -> list[str]:
     """What the table cannot say: estimates, warnings, assumptions and the totals."""
     lines = [f"~ {p.judge}: {p.token_note}" for p in plans if p.token_note]
     lines += [f"note: {note}" for p in plans for note in p.notes]
@@ -493,7 +717,7 @@ def plan_lines(plans: Sequence[JudgePlan], *, items: int, run_dir: object) -> li
     fastest, slowest = (_duration(max((getattr(p.wall_s, end) for p in plans), default=0.0)) for end in ("low", "high"))
     wall = fastest if fastest == slowest else f"{fastest} to {slowest}"
     lines.append(f"{items:,} items; every prompt rendered; {cost}; estimated wall time {wall} "
-                 f"(judges run in parallel); run dir {run_dir}")
+                 "(judges run in parallel)")
     return lines
 
 
@@ -526,16 +750,33 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
         if s.absent:  # one line saying why, instead of an empty table
             console.print(f"{s.title}: [yellow]not shown[/]: {s.absent}", highlight=False)
             continue
-        table = Table(title=s.title, title_justify="left")
-        for c in s.columns:
-            left = c in ("group", "judge", "human", "judges", "point", "statistic", "dimension", "field",
-                         "length_of", "family", "own_systems", "system", "reference", "beaten_by")
-            table.add_column(c, justify="left" if left else "right", overflow="fold")
-        for r in s.rows:
-            table.add_row(*(_cell(r.get(c), small=c in s.small_values) for c in s.columns))
-        console.print(table)
+        console.print(FitTable(section_columns(s.columns), [[_cell(r.get(c), small=c in s.small_values)
+                                                             for c in s.columns] for r in s.rows],
+                               title=s.title, title_justify="left"))
         for note in s.notes:
             console.print(f"  {note}", highlight=False)
+
+
+LABELS = frozenset({"group", "judge", "human", "judges", "point", "statistic", "dimension", "field", "length_of",
+                    "family", "own_systems", "system", "reference", "beaten_by", "by_code"})
+"""Section columns of names and labels (left-justified); the others hold figures."""
+ROW_NAMES = LABELS | {"temperature", "variant", "level", "t1", "t2", "jury", "juror", "candidate", "position",
+                      "metric", "versus"}
+"""Columns that say which row it is, when a section begins with them: the keys of its long layout."""
+LISTS = frozenset({"judges", "own_systems", "jurors", "beaten_by", "by_code"})
+"""Columns holding several names: they may wrap between names."""
+PROSE = frozenset({"top_reason"})
+"""Columns of sentences (a reason may be an error's text): they wrap, and fold a very long word."""
+
+
+def section_columns(names: Sequence[str]) -> list[Column]:
+    """A section's columns: labels on the left, figures on the right; its leading row names are
+    its keys."""
+    leading = 0
+    while leading < len(names) and names[leading] in ROW_NAMES:
+        leading += 1
+    return [Column(name, justify="left" if name in LABELS else "right", wrap=name in LISTS | PROSE,
+                   key=i < leading, fold_long_words=name in PROSE) for i, name in enumerate(names)]
 
 
 def _cell(value: Any, *, small: bool = False) -> str:
@@ -550,24 +791,17 @@ def _cell(value: Any, *, small: bool = False) -> str:
     return str(value)
 
 
-# --- protocols ----------------------------------------------------------------------------------
-
-
-def print_table(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]], *, console: Console | None = None) -> None:
-    """A plain table of text cells."""
-    table = Table(title=title)
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*row)
-    (console or make_console()).print(table)
-
-
 # --- show: transcripts ----------------------------------------------------------------------------
 
 
 def rule(console: Console, text: str) -> None:
-    console.rule(text)
+    """A heading line: ``text`` (literal) in a horizontal rule when it fits there whole; else the
+    rule, then ``text`` broken between its `` · `` parts, so nothing is cut."""
+    if cell_len(text) + 6 <= console.width:  # rich's rule: "── " and " ──" at least
+        console.rule(Text(text))
+        return
+    console.rule()
+    console.print(Text(packed(text.split(" · "), console.width - 1)), highlight=False)
 
 
 def panel(console: Console, text: str, *, title: str, style: str = "none") -> None:

@@ -22,7 +22,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def plan_command(args: argparse.Namespace) -> int:
     """Prepare the run as ``run`` would (nothing sent, no key needed), then estimate it."""
-    from judge_engine.cli.display import escape, make_console, plan_lines, plan_table
+    from judge_engine.cli.display import escape, make_console, path_line, plan_lines, plan_table
     from judge_engine.cli.run import override_values
     from judge_engine.estimate import budget_warnings, plan_rows, self_preference_lines
     from judge_engine.jury import jury_lines
@@ -32,8 +32,9 @@ def plan_command(args: argparse.Namespace) -> int:
     plans = plan_rows(prepared, latency_s=args.latency)
     console = make_console()
     console.print(plan_table(plans))
-    for line in plan_lines(plans, items=prepared.dataset.items, run_dir=prepared.run_dir):
+    for line in plan_lines(plans, items=prepared.dataset.items):
         console.print(line, highlight=False)
+    path_line(console, "run directory", prepared.run_dir)
     for warning in budget_warnings(plans, prepared.config):
         console.print(f"[yellow]budget: {warning}[/yellow]", highlight=False)
     for line in self_preference_lines(plans, items=prepared.dataset.items):

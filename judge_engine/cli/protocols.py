@@ -35,7 +35,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def protocols_command(args: argparse.Namespace) -> int:
-    from judge_engine.cli.display import print_table
+    from judge_engine.cli.display import Column, print_table
     from judge_engine.protocols import available, get_protocol
 
     if args.check is not None:
@@ -51,8 +51,10 @@ def protocols_command(args: argparse.Namespace) -> int:
         score_range = f"{low_high[0]:g} .. {low_high[1]:g}" if low_high else "not fixed (rubric, sentences or per candidate)"
         rows.append([name, cls.version, ", ".join(cls.output_model.model_fields), score_range,
                      ", ".join(cls.required_fields), cls.description])
-    print_table("judging protocols", ["name", "version", "output fields", "score range", "item fields", "description"],
-                rows)
+    # Names and versions are never broken; the lists and the description wrap between words.
+    columns = [Column("name", key=True), Column("version"), Column("output fields", wrap=True),
+               Column("score range", wrap=True), Column("item fields", wrap=True), Column("description", wrap=True)]
+    print_table("judging protocols", columns, rows)
     return EXIT_OK
 
 
@@ -72,7 +74,7 @@ def schemas_command(args: argparse.Namespace) -> int:
 def check_command(config_path: Path) -> int:
     """``protocols --check CONFIG``: every judge's options and the juries checked, and the first
     item's prompt per judge printed. Returns 2 on a problem (each named on stderr)."""
-    from judge_engine.cli.display import make_console, say
+    from judge_engine.cli.display import make_console, path_line, say
     from judge_engine.config import load_config
     from judge_engine.errors import ConfigError, DatasetError, TemplateError
     from judge_engine.jury import check_juries, jury_lines
@@ -103,7 +105,7 @@ def check_command(config_path: Path) -> int:
         return EXIT_USAGE
     for line in jury_lines(config, protocols):
         say(console, _escaped(line))
-    say(console, f"{config_path}: {len(config.judges)} judges checked, first item rendered for each")
+    path_line(console, f"{len(config.judges)} judges checked, first item rendered for each", config_path)
     return EXIT_OK
 
 

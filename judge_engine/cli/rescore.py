@@ -32,7 +32,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def rescore_command(args: argparse.Namespace) -> int:
-    from judge_engine.cli.display import escape, make_console, print_table, say
+    from judge_engine.cli.display import Column, escape, make_console, path_line, print_table, say
     from judge_engine.rescore import rescore
 
     result = rescore(args.run_dir, options=args.protocol_option, output=args.output, reask_online=args.reask_online)
@@ -42,16 +42,17 @@ def rescore_command(args: argparse.Namespace) -> int:
 
         say(console, f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
     codes = sorted(set(result.before) | set(result.after), key=lambda c: (c != "scored", c))
-    print_table(f"re-scored {result.tasks:,} tasks of {result.original.name}", ["outcome", "before", "after"],
+    print_table(f"re-scored {result.tasks:,} tasks of {result.original.name}",
+                [Column("outcome", key=True), "before", "after"],
                 [[c, f"{result.before.get(c, 0):,}", f"{result.after.get(c, 0):,}"] for c in codes], console=console)
     spend = result.run.manifest.spend.get("total", {})
     say(console, f"{len(result.changed):,} tasks changed score or status; {spend.get('replayed', 0):,} recorded "
                  f"answers replayed, {spend.get('calls', 0):,} calls made.")
     if result.changed:
         print_table("what changed" + (f" (first {SHOWN_CHANGES})" if len(result.changed) > SHOWN_CHANGES else ""),
-                    ["task", "before", "after"],
-                    [[escape(c.task), c.before, c.after] for c in result.changed[:SHOWN_CHANGES]], console=console)
-    say(console, f"New run directory: {escape(str(result.run.run_dir))}")
+                    [Column("task", wrap=True, key=True), "before", "after"],
+                    [[c.task, c.before, c.after] for c in result.changed[:SHOWN_CHANGES]], console=console)
+    path_line(console, "New run directory", result.run.run_dir)
     # Unscored tasks are what a re-score reports, not a failure of it; a judge that stopped
     # (asked online: bad key, unreachable endpoint) or a Ctrl-C is.
     if result.run.status == "cancelled":

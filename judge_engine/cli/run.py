@@ -11,6 +11,7 @@ Bad input raises before anything is sent and becomes exit 2 in :func:`judge_engi
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from judge_engine.cli import (
 from judge_engine.errors import ReasonCode
 
 if TYPE_CHECKING:
+    from judge_engine.budget import BudgetStop
     from judge_engine.cli.display import Terminal as Console
     from judge_engine.session import RunResult
 
@@ -132,35 +134,67 @@ def _watched(args: argparse.Namespace, start: Any) -> int:
 
 
 def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int:
-    from judge_engine.cli.display import summary
+    from judge_engine.cli.display import command, path_line, summary
     from judge_engine.records import DEMO_NOTE
 
     if result.already_complete:
         if result.started_by == "run":
-            console.print(f"This config already ran to completion: {result.run_dir}\n"
-                          "(use --new-run to judge again; cached answers cost nothing)", highlight=False)
+            command(console, str(result.run_dir), lead="This config already ran to completion (use --new-run to judge "
+                                                       "again; cached answers cost nothing):")
         else:
-            console.print(f"{result.run_dir} is already complete.", highlight=False)
+            command(console, str(result.run_dir), lead="This run is already complete:")
         return _completed_code(result, console, allow_unscored)
     console.print(summary(result, width=console.width))
     for message in result.failures.values():
         console.print(f"[red]{_escape(message)}[/red]")
     if result.demo:
         console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
-    console.print(f"Run directory: {result.run_dir}", highlight=False, soft_wrap=True)
+    path_line(console, "Run directory", result.run_dir)
     if result.status == "cancelled":
-        console.print(f"Cancelled. Finish it with:\n  judge-engine resume {result.run_dir}", highlight=False)
+        command(console, resume_command_line(result.run_dir, {}), lead="Cancelled. Finish it with:")
         return EXIT_CANCELLED
     if result.status == "failed":
-        console.print(f"Fix the cause above, then finish the run with:\n  judge-engine resume {result.run_dir}",
-                      highlight=False)
+        command(console, resume_command_line(result.run_dir, result.counts.unscored_by_code),
+                lead="Fix the cause above, then finish the run with:")
         return EXIT_FAILED
     if result.status == "stopped" and result.budget is not None:
-        more = "--budget USD" if result.budget.kind == "cost" else "--budget-hours HOURS"
-        console.print(f"[yellow]Stopped: {result.budget.message}.[/yellow] The tasks not sent are left for later; "
-                      f"continue with a larger budget:\n  judge-engine resume {result.run_dir} {more}", highlight=False)
+        console.print(f"[yellow]{_escape(sentence(result.budget.message))}[/yellow]", highlight=False)
+        lead, line = budget_advice(result.budget, result.run_dir)
+        command(console, line, lead=lead)
         return EXIT_BUDGET
     return _completed_code(result, console, allow_unscored)
+
+
+def sentence(text: str) -> str:
+    """``text`` as a sentence: capitalised, ending in a full stop."""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def shell_word(path: Path) -> str:
+    """A path as a shell word (quoted when it holds a space or a shell character)."""
+    import shlex
+
+    return shlex.quote(str(path))
+
+
+def resume_command_line(run_dir: Path, unscored_by_code: Mapping[str, int]) -> str:
+    """The command that finishes a run: with ``--retry transport_exhausted`` when a failing
+    endpoint left tasks recorded so (a plain resume leaves a recorded task as it is)."""
+    retry = " --retry transport_exhausted" if unscored_by_code.get(str(ReasonCode.TRANSPORT_EXHAUSTED)) else ""
+    return f"judge-engine resume {shell_word(run_dir)}{retry}"
+
+
+def budget_advice(stop: BudgetStop, run_dir: Path) -> tuple[str, str]:
+    """(what to do, the command) after a budget stopped a run: the run's budget is raised on the
+    command line (and recorded for later resumes); a judge's own budget is in the config."""
+    limit = f"${stop.limit:g}" if stop.kind == "cost" else f"{stop.limit:g} h"
+    if stop.scope == "run":
+        more = "--budget USD" if stop.kind == "cost" else "--budget-hours HOURS"
+        return (f"The tasks not sent are left for later; continue with a budget above {limit}:",
+                f"judge-engine resume {shell_word(run_dir)} {more}")
+    key = "max_cost_usd" if stop.kind == "cost" else "max_hours"
+    return (f"The tasks not sent are left for later; raise judges[{stop.scope}].budget.{key} ({limit}) in the "
+            "config, then continue with:", f"judge-engine resume {shell_word(run_dir)}")
 
 
 def _escape(text: str) -> str:
@@ -172,18 +206,24 @@ def _escape(text: str) -> str:
 def _completed_code(result: RunResult, console: Console, allow_unscored: bool) -> int:
     """0, or 3 when tasks are unscored (unless the user accepts that), saying how to retry them.
     Tasks held back on purpose (``self_preference: forbid``) are not a failure."""
+    from judge_engine.cli.display import command
+
     counts = result.counts
     if not counts.unscored - counts.unscored_by_code.get(str(ReasonCode.SELF_PREFERENCE), 0):
         return EXIT_OK
     # A method's own verdict (a word list with too few nouns) is the data: asking again would only
     # re-read the same cached answer, so it is not offered.
     retryable = sorted(c for c in counts.unscored_by_code if c not in FINAL_CODES)
-    advice = (f"Judge them again (cached answers are re-read, not bought again):\n"
-              f"  judge-engine resume {result.run_dir} --retry {','.join(retryable)}") if retryable else \
-        "They are the method's own verdicts (the answers are the data): there is nothing to judge again."
     console.print(f"{counts.unscored:,} of {counts.tasks:,} tasks are unscored "
-                  f"({', '.join(f'{c} {n:,}' for c, n in sorted(counts.unscored_by_code.items()))}). Why, per judge:\n"
-                  f"  judge-engine stats {result.run_dir}\n{advice}", highlight=False)
+                  f"({', '.join(f'{c} {n:,}' for c, n in sorted(counts.unscored_by_code.items()))}). Why, per judge:",
+                  highlight=False)
+    command(console, f"judge-engine stats {shell_word(result.run_dir)}")
+    if retryable:
+        command(console, f"judge-engine resume {shell_word(result.run_dir)} --retry {','.join(retryable)}",
+                lead="Judge them again (cached answers are re-read, not bought again):")
+    else:
+        console.print("They are the method's own verdicts (the answers are the data): there is nothing to judge "
+                      "again.", highlight=False)
     if allow_unscored:
         return EXIT_OK
     console.print(f"Exit code {EXIT_UNSCORED}: the run is complete but not every task is scored "

@@ -13,6 +13,7 @@ Run text (dataset fields, answers, errors) is always printed literally, never re
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,7 +71,7 @@ def show_command(args: argparse.Namespace) -> int:
             from judge_engine.errors import ConfigError
 
             raise ConfigError(f"--judge {args.judge!r}: this run has no such judge (it has: {', '.join(known)})")
-        if args.item is None and not filtered and not args.brief:
+        if args.item is None and not filtered and not args.brief and args.limit is None:
             first = index.tasks(Query(limit=1))
             if not first:
                 from judge_engine.errors import RunDirError
@@ -92,16 +93,22 @@ def show_command(args: argparse.Namespace) -> int:
             for row in rows:
                 records = [reader.transcript(offset, length) for offset, length in attempts.get(row.task_id, [])]
                 if row.outcome_offset is None or row.outcome_length is None:
-                    _print_undone(console, records)
+                    _print_undone(console, records, args.run_dir)
                 else:
                     _print_task(console, reader.outcome(row.outcome_offset, row.outcome_length), records)
-        if limit is not None and len(rows) == limit:
-            say(console, f"[dim]first {limit} tasks shown (--limit N for more)[/dim]")
+        if limit is not None and len(rows) == limit and query.limit is not None:
+            total = index.count(dataclasses.replace(query, limit=None))
+            if total > len(rows):
+                say(console, f"[dim]first {len(rows):,} of {total:,} tasks shown (--limit N for more)[/dim]")
     return EXIT_OK
 
 
+BRIEF_REASON = 160
+"""Characters of the reason ``--brief`` shows (``show --item`` shows it whole)."""
+
+
 def _print_brief(console: Console, rows: Sequence[TaskRow], reader: LineReader) -> None:
-    from judge_engine.cli.display import print_table
+    from judge_engine.cli.display import Column, print_table
 
     table = []
     for row in rows:
@@ -113,21 +120,25 @@ def _print_brief(console: Console, rows: Sequence[TaskRow], reader: LineReader) 
         score = "" if row.score is None else f"{row.score:g}"
         table.append([row.item_id, row.judge, f"{row.temperature:g}" if row.temperature is not None else "",
                       str(row.repeat if row.repeat is not None else ""), row.variant or "", status, score,
-                      why[:160]])
-    print_table("tasks", ["item", "judge", "T", "repeat", "variant", "status", "score", "why unscored"], table,
-                console=console)
+                      why if len(why) <= BRIEF_REASON else why[:BRIEF_REASON - 1] + "…"])
+    # The task's coordinates and figures are never broken; the reason wraps in the room left.
+    columns = [Column("item", key=True), Column("judge", key=True), Column("T"), Column("repeat"),
+               Column("variant"), Column("status"), Column("score"),
+               Column("why unscored", wrap=True, fold_long_words=True)]
+    print_table("tasks", columns, table, console=console)
 
 
-def _print_undone(console: Console, attempts: Sequence[TranscriptRecord]) -> None:
-    from judge_engine.cli.display import rule, say
+def _print_undone(console: Console, attempts: Sequence[TranscriptRecord], run_dir: Path) -> None:
+    from judge_engine.cli.display import command, rule, say
+    from judge_engine.cli.run import shell_word
 
     if not attempts:
         return
     first = attempts[0]
     rule(console, f"item {first.item_id} · judge {first.judge} · task {first.task_id[:15]}")
     _print_attempts(console, attempts)
-    say(console, "[yellow]no outcome[/yellow]: the run stopped before this task finished; "
-                 "judge-engine resume finishes it")
+    say(console, "[yellow]no outcome[/yellow]: the run stopped before this task finished; resume finishes it:")
+    command(console, f"judge-engine resume {shell_word(run_dir)}")
 
 
 def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[TranscriptRecord]) -> None:

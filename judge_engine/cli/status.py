@@ -1,11 +1,17 @@
-"""``judge-engine status RUN_DIR``: how far a run is, from its files, with or without its process."""
+"""``judge-engine status RUN_DIR``: how far a run is, from its files, with or without its process,
+and what goes on with it: why it stopped or failed, and the command that continues it."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from judge_engine.cli import EXIT_OK
+
+if TYPE_CHECKING:
+    from judge_engine.batch.status import RunStatusReport
+    from judge_engine.cli.display import Terminal as Console
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -22,5 +28,40 @@ def status_command(args: argparse.Namespace) -> int:
     from judge_engine.batch.status import run_status
     from judge_engine.cli.display import make_console, status_report
 
-    status_report(run_status(args.run_dir, poll=args.poll), make_console())
+    report = run_status(args.run_dir, poll=args.poll)
+    console = make_console()
+    status_report(report, console)
+    what_next(report, console)
     return EXIT_OK
+
+
+def what_next(report: RunStatusReport, console: Console) -> None:
+    """Why the run ended where it did, and the command that goes on with it (none while a process
+    holds it, or once it is complete)."""
+    from judge_engine.budget import BudgetStop
+    from judge_engine.cli.display import command, escape, say
+    from judge_engine.cli.run import budget_advice, resume_command_line, sentence
+
+    manifest = report.manifest
+    if report.writing or manifest.status == "completed":
+        return
+    stop = BudgetStop.from_dict(manifest.stopped or {}) if manifest.status == "stopped" else None
+    if stop is not None:
+        say(console, f"[yellow]{escape(sentence(stop.message))}[/yellow]")
+        lead, line = budget_advice(stop, report.run_dir)
+        command(console, line, lead=lead)
+        return
+    if manifest.status == "failed":
+        for message in manifest.failures.values():
+            say(console, f"[red]{escape(message)}[/red]")
+        codes = manifest.total_counts.unscored_by_code
+        command(console, resume_command_line(report.run_dir, codes), lead="Fix the cause above, then finish the run with:")
+        return
+    if any(judge.mode == "batch" for judge in report.judges):
+        lead = "Go on (collects the batches that ended, sends what remains):"
+    elif manifest.status == "running":  # a run is "running" until its session ends: this one's process is gone
+        lead = "Its process ended without closing it (killed?); finish it with:"
+    else:
+        lead = "Finish it (judges the tasks not done yet):"
+    command(console, resume_command_line(report.run_dir, {}), lead=lead)
+

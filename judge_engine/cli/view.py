@@ -55,7 +55,7 @@ async def _serve(args: argparse.Namespace, console: Console) -> None:
     import asyncio
     import webbrowser
 
-    from judge_engine.cli.display import escape, say
+    from judge_engine.cli.display import escape, path_line, say
     from judge_engine.viewer.server import Viewer, check
 
     viewer = Viewer(args.run_dirs, host=args.host, port=args.port)
@@ -69,7 +69,7 @@ async def _serve(args: argparse.Namespace, console: Console) -> None:
             timings = " · ".join(f"{name} {seconds * 1000:.0f} ms" for name, seconds in found["seconds"].items())
             say(console, f"viewer ok at {url}: {found['tasks']:,} tasks; judges {', '.join(found['judges'])}; {timings}")
             return
-        say(console, f"judge-engine view: [bold]{url}[/bold]  (Ctrl-C to stop)")
+        path_line(console, "judge-engine view (Ctrl-C to stop)", url)
         if args.open:
             webbrowser.open(url)
         await asyncio.Event().wait()

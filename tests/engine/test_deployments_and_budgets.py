@@ -99,7 +99,7 @@ def test_a_budget_stops_the_run_at_its_limit_and_resume_with_more_continues(
     done = len(read_lines(run / "outcomes.jsonl"))
     assert 10 < done < 150
     err = capsys.readouterr().err
-    assert "Stopped: stopped at the run's budget of $0.01" in err and f"judge-engine resume {run} --budget" in err
+    assert "Stopped at the run's budget of $0.01 (" in err and f"  judge-engine resume {run} --budget USD" in err.splitlines()
     assert manifest["overrides"]["max_cost_usd"] == 0.01  # kept for later resumes
     assert main(["resume", str(run), "--no-live", "--budget", "0.02"]) == 4  # more, but still not enough
     again = json.loads((run / "run.json").read_text())

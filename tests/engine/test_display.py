@@ -3,13 +3,15 @@ summary, and progress lines when there is no live display."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from rich.console import Console
+from rich.table import Table
 
 from judge_engine.cli import main
-from judge_engine.cli.display import LiveDisplay, packed, summary
+from judge_engine.cli.display import Column, FitTable, LiveDisplay, command, packed, summary
 from judge_engine.config import JudgeConfig
 from judge_engine.fake import FakeServer
 from judge_engine.lanes import Lane
@@ -91,3 +93,89 @@ def test_without_a_live_display_progress_lines_are_printed_periodically(
     progress = [line for line in err.splitlines() if line.startswith("[") and "] mqm: " in line]
     assert len(progress) >= 3  # ~3 s of work at one line per 0.5 s
     assert "/30 (" in progress[-1] and "req/min" in progress[-1] and "ETA" in progress[-1]
+
+
+# --- the one table printer (issue: terminal display at 80 columns) -------------------------------
+
+COEFFICIENTS = ["exact_agreement", "cohen_kappa", "kappa_quadratic", "alpha_ordinal", "alpha_interval", "icc_1_1",
+                "icc_2_1", "icc_3_1", "icc_1_k", "icc_2_k", "icc_3_k", "fleiss_kappa", "randolph_kappa"]
+
+
+def _agreement(rows: int) -> tuple[list[Column], list[list[str]]]:
+    columns = [Column("group", key=True), Column("judge", key=True),
+               *(Column(name, justify="right") for name in ["n", *COEFFICIENTS])]
+    table = [[f"g{r}", "mqm-mini", "20", *(f"{-0.1234 * (i + r) / 7:.3f}" for i in range(len(COEFFICIENTS)))]
+             for r in range(rows)]
+    return columns, table
+
+
+def test_a_table_that_fits_is_drawn_exactly_as_rich_draws_it() -> None:
+    columns, rows = _agreement(3)
+    plain = Table(title="Agreement", title_justify="left")
+    for column in columns:
+        plain.add_column(column.header, justify=column.justify)
+    for row in rows:
+        plain.add_row(*row)
+    assert _render(FitTable(columns, rows, title="Agreement", title_justify="left"), 240) == _render(plain, 240)
+
+
+def test_a_wide_table_is_split_into_column_groups_that_repeat_its_keys() -> None:
+    columns, rows = _agreement(6)
+    text = _render(FitTable(columns, rows, title="Agreement"), 80)
+    assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
+    parts = re.findall(r"Agreement \((\d)/(\d)\)", text)
+    assert len(parts) >= 2 and {total for _, total in parts} == {str(len(parts))}
+    header_lines = [line for line in text.splitlines() if "┃ group" in line]
+    assert len(header_lines) == len(parts) and all("┃ judge" in line for line in header_lines)
+    for header in ["n", *COEFFICIENTS]:
+        assert re.search(rf"┃ +{header} +┃", text), header  # every header whole, on one line
+    for row in rows:
+        for value in row[2:]:
+            assert re.search(rf"│ +{re.escape(value)} +│", text), value  # every figure whole
+
+
+def test_one_row_too_wide_for_its_table_becomes_a_block_of_column_value_lines() -> None:
+    columns, rows = _agreement(1)
+    text = _render(FitTable(columns, rows, title="Agreement"), 80)
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[0] == "Agreement"
+    assert lines[1].split() == ["group", "g0"] and lines[2].split() == ["judge", "mqm-mini"]  # the keys first
+    for header, value in zip(["n", *COEFFICIENTS], rows[0][2:], strict=True):
+        assert [header, value] in [line.split() for line in lines], header
+
+
+def test_prose_wraps_between_words_while_names_stay_whole() -> None:
+    columns = [Column("name", key=True), Column("description", wrap=True)]
+    rows = [["prometheus-relative", "Prometheus 2 pairwise grading: feedback + winner A/B; score 1 if A wins"]]
+    text = _render(FitTable(columns, rows), 50)
+    assert "prometheus-relative" in text and "…" not in text and all(len(line) <= 50 for line in text.splitlines())
+    assert "│ prometheus-relative │" in text  # a table still: only the description wrapped
+
+
+def test_a_command_is_one_line_whatever_the_width() -> None:
+    line = "judge-engine resume /a/very/long/path/to/runs/literary_mt-demo-99e5735605 --retry transport_exhausted"
+    console = Console(width=40, record=True, force_terminal=True, color_system=None)
+    command(console, line, lead="Judge them again (cached answers are re-read, not bought again):")
+    assert f"  {line}" in console.export_text().splitlines()
+
+
+def test_summary_never_breaks_a_model_name() -> None:
+    model = "anthropic/claude-sonnet-4-5-20250929"
+    manifest = {"format": "judge-engine-run", "version": 1, "run_id": "r-1", "status": "completed",
+                "counts": {"total": {"tasks": 10, "scored": 10}, "judges": {NAMES[1]: {"scored": 10}}},
+                "spend": {"total": {"calls": 10}, "judges": {NAMES[1]: {"calls": 10}}}, "sessions": [{}]}
+    result = RunResult(Path("runs/x"), "completed", Manifest.from_dict(manifest),
+                       [JudgeTotals(NAMES[1], model, "prometheus-absolute")], elapsed_s=12.0)
+    text = _render(summary(result, width=60), 60)
+    assert model in text and NAMES[1] in text and "prometheus-absolute" in text
+    assert all(len(line) <= 60 for line in text.splitlines())
+
+
+def test_wrapped_prose_reads_from_the_left() -> None:
+    reason = "unusable answer after 0 re-asks: 3 valid words (sun, planet, constellation); the method scores"
+    columns = [Column("judge", key=True), Column("rate", justify="right"),
+               Column("top_reason", justify="right", wrap=True, fold_long_words=True)]
+    text = _render(FitTable(columns, [["claude-haiku", "0.167", reason]]), 60)
+    assert all(len(line) <= 60 for line in text.splitlines())
+    assert "│ unusable answer after 0 re-asks:" in text
+    assert "│ 3 valid words (sun, planet," in text  # each line starts at the column's left edge

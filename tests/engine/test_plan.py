@@ -88,7 +88,9 @@ def test_plan_is_readable_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFi
     assert main(["plan", str(job.config)]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert max(len(line) for line in lines) <= 80 and "…" not in out
+    # The run directory is a line of its own the terminal folds, never broken by the output.
+    assert len([line for line in lines if line.startswith(f"run directory: {job.runs}/")]) == 1
+    assert max(len(line) for line in lines if not line.startswith("run directory: ")) <= 80 and "…" not in out
     from judge_engine.estimate import plan_rows
     from judge_engine.session import prepare
 

@@ -208,3 +208,21 @@ def test_headers_say_each_thing_once_and_nothing_empty(tab: Watched, demo_runs: 
         reversed_row = page.locator(".task-card table.questions tr", has_text="famous").first.inner_text()
         assert reversed_row.count("(reverse-scored)") == 1
         assert tab.errors == []
+
+
+def test_a_failed_run_names_each_stopped_judge_once(tab: Watched, demo_runs: dict[str, Path], served: Any,
+                                                     tmp_path: Path) -> None:
+    """The recorded failure already names its judge ("mqm-mini (model) stopped: ..."): the
+    overview shows it as it is, not under the judge's name again."""
+    import json
+    import shutil
+
+    run = tmp_path / "failed"
+    shutil.copytree(demo_runs["literary_mt"], run)
+    why = "mqm-mini (openai/gpt-4o-mini) stopped: cannot reach http://127.0.0.1:9/v1"
+    manifest = json.loads((run / "run.json").read_text(encoding="utf-8"))
+    (run / "run.json").write_text(json.dumps({**manifest, "status": "failed", "failures": {"mqm-mini": why}}),
+                                  encoding="utf-8")
+    page = tab.open(served([run]).ready().url, ".run p.error")
+    assert page.locator(".run p.error").all_inner_texts() == [why]
+    assert tab.errors == []

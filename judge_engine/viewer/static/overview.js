@@ -44,7 +44,8 @@ function runPanel(run) {
       run.rescored_from ? fact("rescored from", run.rescored_from) : null,
       derived.items_origin === "request" ? fact("items", "the dataset is gone: item text is the prompt as sent") : null,
       building.length ? fact("preparing", building.join(" · ")) : null),
-    Object.entries(run.failures || {}).map(([judge, why]) => el("p", {class: "error"}, `${judge} stopped: ${why}`)),
+    // Each message names its judge ("mqm-mini (openai/gpt-4o-mini) stopped: ..."): shown as it is.
+    Object.values(run.failures || {}).map((why) => el("p", {class: "error"}, why)),
     derived.problems.map((problem) => el("p", {class: "error"}, problem)));
 }
 
