@@ -301,7 +301,8 @@ def test_a_jury_of_three_gives_the_hand_computed_verdicts_agreement_and_stats(
     assert [round(juries[i]["verdict"]["agreement"], 4) for i in ("i1", "i2", "i3", "i4")] == [1, 0.3333, 0.3333, 1]
     assert juries["i2"]["verdict"]["jurors"]["b"]["vote"] == "fail"
     manifest = json.loads((run / "run.json").read_text())
-    assert manifest["counts"]["judges"]["panel"] == {"tasks": 4, "scored": 4, "unscored": 0, "unscored_by_code": {}}
+    assert manifest["counts"]["judges"]["panel"] == {"tasks": 4, "scored": 4, "unscored": 0, "unscored_by_code": {},
+                                                     "planned": 4}
 
     report = tmp_path / "stats.json"
     assert main(["stats", str(run), "--json", str(report), "--quiet"]) == 0

@@ -30,7 +30,7 @@ def test_end_to_end_job_scores_every_item_correctly(tmp_path: Path, fake_server:
     transcripts = read_transcripts(run)
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["status"] == "completed"
-    assert manifest["counts"]["total"] == {"tasks": 30, "scored": 30, "unscored": 0, "unscored_by_code": {}}
+    assert manifest["counts"]["total"] == {"tasks": 30, "scored": 30, "unscored": 0, "unscored_by_code": {}, "planned": 30}
     assert len(outcomes) == 30 and len({o["task_id"] for o in outcomes}) == 30
     assert len(transcripts) == 30 == fake_server.stats()["requests_total"]
     items = _items(tmp_path)

@@ -71,7 +71,7 @@ def test_resume_of_a_run_stopped_by_an_outage_judges_its_tasks(tmp_path: Path, f
     assert {o["reason_code"] for o in recorded} == {"transport_exhausted"}
     fake_server.update(error_503_rate=0.0)
     assert main(["resume", str(run), "--no-live", "--retry", "transport_exhausted"]) == 0
-    assert _manifest(run)["counts"]["total"] == {"tasks": 30, "scored": 30, "unscored": 0, "unscored_by_code": {}}
+    assert _manifest(run)["counts"]["total"] == {"tasks": 30, "scored": 30, "unscored": 0, "unscored_by_code": {}, "planned": 30}
 
 
 # --- reason codes, --retry, the unscored exit code ---------------------------------------------
