@@ -28,6 +28,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     rescore.add_argument("--output", type=Path, help="the new run directory (default: beside the run)")
     rescore.add_argument("--reask-online", action="store_true",
                          help="ask the provider for answers the run never recorded (re-asks the new rules make)")
+    rescore.add_argument("--changes", type=int, default=SHOWN_CHANGES, metavar="N",
+                         help=f"list at most N changed tasks (default {SHOWN_CHANGES}; 0 lists every one)")
     rescore.set_defaults(handler=rescore_command)
 
 
@@ -48,10 +50,12 @@ def rescore_command(args: argparse.Namespace) -> int:
     spend = result.run.manifest.spend.get("total", {})
     say(console, f"{len(result.changed):,} tasks changed score or status; {spend.get('replayed', 0):,} recorded "
                  f"answers replayed, {spend.get('calls', 0):,} calls made.")
-    if result.changed:
-        print_table("what changed" + (f" (first {SHOWN_CHANGES})" if len(result.changed) > SHOWN_CHANGES else ""),
-                    [Column("task", wrap=True, key=True), "before", "after"],
-                    [[c.task, c.before, c.after] for c in result.changed[:SHOWN_CHANGES]], console=console)
+    shown = len(result.changed) if args.changes <= 0 else min(args.changes, len(result.changed))
+    if shown:
+        more = f" (first {shown:,} of {len(result.changed):,}; --changes 0 lists every one)" \
+            if shown < len(result.changed) else ""
+        print_table("what changed" + more, [Column("task", wrap=True, key=True), "before", "after"],
+                    [[c.task, c.before, c.after] for c in result.changed[:shown]], console=console)
     path_line(console, "New run directory", result.run.run_dir)
     # Unscored tasks are what a re-score reports, not a failure of it; a judge that stopped
     # (asked online: bad key, unreachable endpoint) or a Ctrl-C is.

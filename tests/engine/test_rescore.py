@@ -66,6 +66,7 @@ def test_the_legacy_parser_changes_exactly_the_tasks_it_scores_differently(recor
                  "--output", str(recorded.parent / "legacy")]) == 0
     out = capsys.readouterr().out
     assert f"{len(expected):,} tasks changed" in out
+    assert ("--changes 0 lists every one" in out) == (len(expected) > 20)
     after = _by_ref(recorded.parent / "legacy")
     changed = {ref for ref, old in _by_ref(recorded).items()
                if (after[ref].status, after[ref].score) != (old.status, old.score)}
@@ -93,6 +94,16 @@ def test_an_answer_the_new_rules_reask_is_not_recorded_never_invented(tmp_path: 
         else:
             assert new.score == old.score
     assert result.after.get("not_recorded") == len(malformed) and len(result.changed) <= len(malformed)
+
+
+def test_every_change_is_listed_when_asked(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = recorded.parent / "legacy-all"
+    assert main(["rescore", str(recorded), "--protocol-option", "parser=legacy-gemba", "--output", str(out),
+                 "--changes", "0"]) == 0
+    text = capsys.readouterr().out
+    changed = sum(1 for ref, old in _by_ref(recorded).items()
+                  if (_by_ref(out)[ref].status, _by_ref(out)[ref].score) != (old.status, old.score))
+    assert changed > 0 and "--changes 0" not in text and text.count(" · T=") == changed
 
 
 def test_bad_options_are_bad_input(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
