@@ -120,10 +120,22 @@ def _jsonl_rows(path: Path, skip: int = 0) -> Iterator[tuple[int, dict[str, Any]
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     with path.open(newline="", encoding="utf-8-sig") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
-        _ = reader.fieldnames  # reads the header: line_num is now the header's last line
+        # strict: a quote left open at the end of the file is an error, not a value that
+        # silently swallows every line after it (the non-strict reader accepts it).
+        reader = csv.DictReader(handle, delimiter=delimiter, strict=True)
+        try:
+            _ = reader.fieldnames  # reads the header: line_num is now the header's last line
+        except csv.Error as exc:
+            raise DatasetError(f"{path}:1: the header is not valid CSV ({exc})") from None
         last = reader.line_num
-        for row in reader:
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                hint = ": is a closing quote missing?" if "end of data" in str(exc) else ""
+                raise DatasetError(f"{path}:{last + 1}: not valid CSV ({exc}){hint}") from None
             first, last = last + 1, reader.line_num  # a quoted value may hold line breaks
             if None in row:
                 raise DatasetError(f"{path}:{first}: more values than header columns")

@@ -253,6 +253,10 @@ def cost_per_token(model: str) -> tuple[float, float] | None:
         info = litellm.get_model_info(model)
     except Exception:
         return None
+    if info.get("key") not in litellm.model_cost:
+        # litellm makes up an entry, priced 0, for a name it does not list under some providers
+        # (anthropic/claude-<anything>): a made-up price is no price (ollama's listed 0 is one).
+        return None
     prompt = info.get("input_cost_per_token")
     completion = info.get("output_cost_per_token")
     if prompt is None or completion is None:

@@ -25,7 +25,7 @@ from judge_engine.providers.base import (
     parse_retry_after,
     redact,
 )
-from judge_engine.providers.catalog import load_litellm
+from judge_engine.providers.catalog import cost_per_token, load_litellm
 
 
 @lru_cache(maxsize=1)  # once per process, however many providers
@@ -113,7 +113,8 @@ class LiteLLMProvider:
             prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
             completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
             cost=float(hidden.get("response_cost") or 0.0),
-            priced=hidden.get("response_cost") is not None,
+            # litellm prices a model it does not list at 0 (a made-up entry): not a price.
+            priced=hidden.get("response_cost") is not None and cost_per_token(request.model) is not None,
             headers=kept_headers(hidden.get("headers")),
             model=str(getattr(response, "model", "") or ""),
         )

@@ -92,15 +92,28 @@ def test_a_value_given_on_the_command_line_is_blamed_on_its_flag_not_the_file(tm
     assert "--limit (dataset.limit)" in err and "config.yaml" not in err
 
 
-def test_a_csv_quote_left_open_names_the_line_it_opened_on(tmp_path: Path, capsys) -> None:
-    """An unclosed quote swallows the lines after it: the error names where the row began,
-    not the line where the damage ended, and says what probably happened."""
+@pytest.mark.parametrize("bad_row", ['b,"unterminated,hallo,en,de', 'b,hallo,hallo,en,"de'],
+                         ids=["middle column", "last column"])
+def test_a_csv_quote_left_open_names_the_line_it_opened_on(tmp_path: Path, capsys, bad_row: str) -> None:
+    """An unclosed quote swallows the lines after it (in the last column, silently: the row is
+    not even short of values): the error names where the row began and what probably happened."""
     job = make_job(tmp_path, None, items=3)
-    (tmp_path / "items.csv").write_text('id,src,tgt,src_lang,tgt_lang\na,hello,hallo,en,de\n'
-                                        'b,"unterminated,hallo,en,de\nc,x,y,en,de\n', encoding="utf-8")
+    (tmp_path / "items.csv").write_text(f'id,src,tgt,src_lang,tgt_lang\na,hello,hallo,en,de\n{bad_row}\n'
+                                        'c,x,y,en,de\nd,x,y,en,de\n', encoding="utf-8")
     _edit(job.config, lambda d: d["dataset"].update(path="items.csv"))
     assert main(["plan", str(job.config)]) == 2
-    assert "items.csv:3: a quoted value that runs on to line 4" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "items.csv:3: " in err and "closing quote missing?" in err
+
+
+def test_a_quoted_value_over_several_lines_is_one_value(tmp_path: Path) -> None:
+    from judge_engine.config import DatasetConfig
+    from judge_engine.dataset import iter_items
+
+    path = tmp_path / "items.csv"
+    path.write_text('id,src,tgt,sl,tl\n1,"two\nlines",b,en,de\n2,a,b,en,de\n', encoding="utf-8")
+    config = DatasetConfig(path=path, fields={"source": "src", "target": "tgt", "source_lang": "sl", "target_lang": "tl"})
+    assert [i["source"] for i in iter_items(config, ("source", "target"))] == ["two\nlines", "a"]
 
 
 def test_csv_dataset_and_language_codes(tmp_path: Path) -> None:

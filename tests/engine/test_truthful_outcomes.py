@@ -337,6 +337,21 @@ def test_calls_to_a_model_with_no_known_price_are_counted_unpriced_never_a_silen
     assert "+ 6 unpriced" in out.out + out.err
 
 
+def test_a_price_litellm_makes_up_is_no_price(tmp_path: Path, capsys) -> None:
+    """litellm answers an Anthropic name it does not list with an entry priced 0: plan warns
+    (--strict exits 2) and a demo of it counts every call unpriced, as for any unknown model;
+    a price listed as 0 (a local model) is a price."""
+    from judge_engine.providers.catalog import cost_per_token
+
+    assert cost_per_token("anthropic/claude-nonexistent-9") is None
+    assert cost_per_token("anthropic/claude-sonnet-4-5") is not None and cost_per_token("ollama/llama3") == (0.0, 0.0)
+    job = make_job(tmp_path, None, items=4, judge={"model": "anthropic/claude-nonexistent-9"})
+    assert main(["plan", str(job.config), "--strict"]) == 2
+    assert main(["run", str(job.config), "--demo", "--no-live"]) == 0
+    total = _manifest(job.only_run())["spend"]["total"]
+    assert total["cost"] == 0 and total["unpriced"] == total["calls"] == 4
+
+
 def test_a_demo_of_a_model_another_provider_prices_costs_that_providers_price(tmp_path: Path) -> None:
     """A demo sends Claude's requests to the fake server as openai/<name>: they are priced as
     the judge's model, as plan estimates them, not as an unknown OpenAI model's $0."""
