@@ -95,6 +95,15 @@ async def call_provider(
                     # body or a provider SDK that ignores the timeout.
                     async with asyncio.timeout(request.timeout_s * 1.5 + 1.0):
                         response = await deployment.provider.complete(sent)
+                except asyncio.CancelledError:
+                    # Abandoned in flight (a second Ctrl-C, or the first one's grace period ran
+                    # out): the request went out and may be charged, so the run records it as a
+                    # call with no answer rather than forgetting it.
+                    transcript(attempt_record(task, log, sent, latency=time.perf_counter() - started, error={
+                        "kind": "abandoned", "status": None,
+                        "message": "abandoned in flight at a stop: the provider may have answered (and charged)"}))
+                    counters.abandoned += 1
+                    raise
                 except Exception as exc:  # classified below; CancelledError is not an Exception
                     latency = time.perf_counter() - started
                     if isinstance(exc, TimeoutError):  # our own guard fired

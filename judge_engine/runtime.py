@@ -40,6 +40,8 @@ class JudgeCounters:
     retries: int = 0
     reasks: int = 0
     in_flight: int = 0
+    abandoned: int = 0
+    """Calls cut off in flight by a stop (recorded in the transcript, with no answer)."""
     cost: float = 0.0
 
 

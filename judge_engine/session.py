@@ -111,6 +111,8 @@ class JudgeTotals:
     deployments: dict[str, str] = field(default_factory=dict)
     """Deployment -> what it did this session (``1,234 calls``, ``left out: ...``), when the
     judge has several."""
+    abandoned: int = 0
+    """Calls cut off in flight by a stop: sent, so possibly charged, but never answered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,7 +441,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         manifest.stopped = outcome.budget.to_dict() if outcome.budget is not None else None
         store.write_manifest(manifest)
         totals = [JudgeTotals(j.config.name, j.config.model, j.protocol.name, j.counters.retries, j.counters.reasks,
-                              j.rate_limited, _deployment_totals(j)) for j in runtimes]
+                              j.rate_limited, _deployment_totals(j), j.counters.abandoned) for j in runtimes]
         return RunResult(run_dir, outcome.status, manifest, totals, dict(outcome.failures),
                          time.monotonic() - started, budget=outcome.budget)
     finally:

@@ -150,6 +150,11 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
     if result.demo:
         console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
     path_line(console, "Run directory", result.run_dir)
+    abandoned = sum(j.abandoned for j in result.judges)
+    if abandoned:
+        console.print(f"[yellow]{abandoned:,} call{'s were' if abandoned != 1 else ' was'} abandoned in flight: sent "
+                      "(the provider may charge them) but never answered; counted as calls, their tasks left "
+                      "undone.[/yellow]")
     if result.status == "cancelled":
         command(console, resume_command_line(result.run_dir, {}), lead="Cancelled. Finish it with:")
         return EXIT_CANCELLED

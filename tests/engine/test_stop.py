@@ -100,6 +100,11 @@ def test_calls_longer_than_the_grace_period_are_abandoned_and_the_run_ends(tmp_p
     manifest = json.loads((job.only_run() / "run.json").read_text())
     assert manifest["status"] == "cancelled"
     assert manifest["counts"]["total"]["planned"] == 200 and manifest["counts"]["total"]["tasks"] < 200
+    # The abandoned calls went out (and may be charged): recorded and counted, not forgotten.
+    sent = fake_server.stats()["requests_total"]
+    abandoned = [t for t in read_transcripts(job.only_run()) if (t.get("error") or {}).get("kind") == "abandoned"]
+    assert len(abandoned) == sent == manifest["spend"]["total"]["calls"] >= 4
+    assert "abandoned in flight" in (process.stderr.read() if process.stderr else "")
 
 
 def test_demo_fake_server_outlives_a_terminal_ctrl_c(tmp_path: Path) -> None:
