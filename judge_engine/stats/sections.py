@@ -87,7 +87,8 @@ def unscored_section(run: Run) -> Section:
         rows.append({
             "judge": judge, "temperature": temp, "n": len(group), "unscored": len(bad),
             "rate": len(bad) / len(group), "ci_low": low, "ci_high": high,
-            "by_code": ", ".join(f"{code} {n}" for code, n in sorted(codes.items(), key=lambda c: (-c[1], c[0]))),
+            # code=n, no space: a narrow table wraps between codes, never between a code and its count
+            "by_code": ", ".join(f"{code}={n}" for code, n in sorted(codes.items(), key=lambda c: (-c[1], c[0]))),
             "top_reason": reasons[0][0] if reasons else "",
         })  # fmt: skip
     cols = ["judge", "temperature", "n", "unscored", "rate", "ci_low", "ci_high", "by_code", "top_reason"]

@@ -47,7 +47,7 @@ def test_stats_run_dir(tmp_path: Path) -> None:
     assert t1["flip_rate"] == 0.75  # i1, i3, i4 change across repeats; i2 does not
     unscored = rows_by(s["unscored"], judge="a", temperature=1.0)[0]
     assert (unscored["unscored"], unscored["n"], unscored["top_reason"]) == (1, 12, "unparseable")
-    assert unscored["by_code"] == "unreadable 1"  # the count per reason code, not only a sample reason
+    assert unscored["by_code"] == "unreadable=1"  # the count per reason code, not only a sample reason
     dist = rows_by(s["distribution"], judge="b")[0]
     assert (dist["n"], dist["max"], dist["min"]) == (4, 0.0, -12.0)
     # T=0 item means: a (-1, -16/3, 0, -10), b (-2, -5, 0, -12): same order -> tau 1
