@@ -166,8 +166,10 @@ def guard_for(config: JobConfig, sessions: list[dict[str, Any]], spend: Callable
             continue
         price = cost_per_token(judge.model)
         if price is None:
-            raise ConfigError(f"judges[{judge.name}]: a cost budget needs {judge.model}'s price, and litellm "
-                              "knows none; use a model it prices, or set no max_cost_usd")
+            where = f"judges[{judge.name}].budget.max_cost_usd" if judge.budget.max_cost_usd is not None else \
+                "the run's budget (budget.max_cost_usd, or --budget)"
+            raise ConfigError(f"judges[{judge.name}]: {where} needs {judge.model}'s price, and litellm knows none; "
+                              "use a model it prices, or set no cost budget for it")
         prices[judge.name] = price
         if judge.mode == "batch" and (batch := batch_cost_per_token(judge.model)) is not None:
             batch_prices[judge.name] = batch[:2]

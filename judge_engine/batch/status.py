@@ -34,6 +34,8 @@ class JudgeStatus:
     waiting: int
     """Tasks waiting for their next request (a later batch round, or online)."""
     chunks: list[ChunkView] = field(default_factory=list)
+    unscored_by_code: dict[str, int] = field(default_factory=dict)
+    """Why those tasks are unscored: reason code -> tasks."""
 
     @property
     def done(self) -> int:
@@ -81,7 +83,9 @@ def run_status(run_dir: Path, *, poll: bool = False) -> RunStatusReport:
             name=entry.name, model=entry.model, mode=modes.get(entry.name, "online"),
             tasks=manifest.planned_tasks(entry.name) or 0, scored=counts.get((entry.name, "scored", None), 0),
             unscored=sum(n for (judge, status, _code), n in counts.items() if judge == entry.name and status == "unscored"),
-            in_batches=len(held), waiting=len(waiting), chunks=chunk_views(ledger)))
+            in_batches=len(held), waiting=len(waiting), chunks=chunk_views(ledger),
+            unscored_by_code={str(code): n for (judge, status, code), n in sorted(counts.items(), key=str)
+                              if judge == entry.name and status == "unscored"}))
     return RunStatusReport(run_dir, manifest, writer_active(run_dir), judges, notes)
 
 

@@ -148,6 +148,7 @@ def test_a_failed_run_names_its_judge_once_and_says_how_to_go_on(
     out = capsys.readouterr().out
     assert out.count("stopped:") == 1 and "Fix the cause above" in out
     assert f"  judge-engine resume {run} --retry transport_exhausted" in out.splitlines()
+    assert "3 unscored (transport_exhausted=3)" in out  # why, by reason code
     assert "batches" not in out  # an online run: nothing of batches
 
 

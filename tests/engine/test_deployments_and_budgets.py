@@ -157,5 +157,6 @@ def test_a_cost_budget_over_an_unpriced_model_is_bad_input(tmp_path: Path, fake_
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     job = make_job(tmp_path, fake_server, items=3, judge={"model": "openai/no-such-model-xyz"})
     assert main(["run", str(job.config), "--no-live", "--budget", "1"]) == 2
-    assert "price" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "price" in err and "--budget" in err  # names where the budget came from
     assert fake_server.stats()["requests_total"] == 0
