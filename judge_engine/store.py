@@ -245,7 +245,8 @@ class LineReader:
         self._handles: dict[str, Any] = {}
         self._blocks: dict[str, Any] | None = None
 
-    def _read(self, name: str, offset: int, length: int) -> dict[str, Any]:
+    def read_line(self, name: str, offset: int, length: int) -> dict[str, Any]:
+        """The JSON record at ``offset`` of the run's ``name`` file (one open handle per file)."""
         handle = self._handles.get(name)
         if handle is None:
             handle = self._handles[name] = (self.run_dir / name).open("rb")
@@ -258,13 +259,13 @@ class LineReader:
         return record
 
     def outcome(self, offset: int, length: int) -> OutcomeRecord:
-        return OutcomeRecord.from_dict(self._read(OUTCOMES, offset, length), where=str(self.run_dir / OUTCOMES))
+        return OutcomeRecord.from_dict(self.read_line(OUTCOMES, offset, length), where=str(self.run_dir / OUTCOMES))
 
     def transcript(self, offset: int, length: int, *, requests: bool = True) -> TranscriptRecord:
         """The transcript line at ``offset`` (``requests=False``: its request left encoded)."""
         if requests and self._blocks is None:
             self._blocks = read_blocks(self.run_dir)
-        return transcript_record(self._read(TRANSCRIPTS, offset, length), blocks=self._blocks,
+        return transcript_record(self.read_line(TRANSCRIPTS, offset, length), blocks=self._blocks,
                                  where=str(self.run_dir / TRANSCRIPTS), requests=requests)
 
     def close(self) -> None:

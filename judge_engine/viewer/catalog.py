@@ -19,14 +19,13 @@ from __future__ import annotations
 import sqlite3
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from judge_engine.blocks import BLOCKS
 from judge_engine.errors import RunDirError
 from judge_engine.index import INDEX
-from judge_engine.jsonio import loads
 from judge_engine.records import (
     DEMO_NOTE,
     MANIFEST,
@@ -36,7 +35,7 @@ from judge_engine.records import (
     Manifest,
     OutcomeRecord,
 )
-from judge_engine.store import open_index, read_blocks, read_manifest, writer_active
+from judge_engine.store import LineReader, open_index, read_blocks, read_manifest, writer_active
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +79,7 @@ class OpenRun:
     """Where the viewer's own tables go: the run's index, or a temporary file."""
     manifest: Manifest
     _manifest_stamp: float = 0.0
-    _handles: dict[str, Any] = field(default_factory=dict)
+    _lines: LineReader | None = None
     _blocks: dict[str, Any] | None = None
     _blocks_size: int = -1
 
@@ -123,16 +122,9 @@ class OpenRun:
 
     def read_line(self, name: str, offset: int, length: int) -> dict[str, Any]:
         """The JSON record at ``offset`` of the run's ``name`` file."""
-        handle = self._handles.get(name)
-        if handle is None:
-            handle = self._handles[name] = (self.run_dir / name).open("rb")
-        handle.seek(offset)
-        try:
-            record: dict[str, Any] = loads(handle.read(length))
-        except ValueError:
-            raise RunDirError(f"{self.run_dir / name}: no line at byte {offset} (rebuild the index: delete "
-                              f"{self.run_dir / INDEX})") from None
-        return record
+        if self._lines is None:
+            self._lines = LineReader(self.run_dir)
+        return self._lines.read_line(name, offset, length)
 
     def outcome(self, offset: int, length: int) -> OutcomeRecord:
         return OutcomeRecord.from_dict(self.read_line(OUTCOMES, offset, length), where=str(self.run_dir / OUTCOMES))
@@ -149,9 +141,8 @@ class OpenRun:
         return self._blocks
 
     def close(self) -> None:
-        for handle in self._handles.values():
-            handle.close()
-        self._handles.clear()
+        if self._lines is not None:
+            self._lines.close()
 
 
 class Catalog:
