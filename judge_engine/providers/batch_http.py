@@ -24,6 +24,7 @@ from judge_engine.providers.base import (
     parse_retry_after,
     redact,
 )
+from judge_engine.providers.openai_http import error_message
 
 _PIECE = 1 << 20
 _TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=300)
@@ -116,17 +117,4 @@ class BatchHTTP:
             raise MalformedResponseError(f"the batch API's 200 answer is not JSON ({len(raw)} bytes)") from exc
 
     def _error(self, status: int, raw: bytes, headers: Mapping[str, str]) -> HTTPStatusError:
-        return HTTPStatusError(status, redact(_error_message(raw), [self._secret]), kept_headers(headers))
-
-
-def _error_message(raw: bytes) -> str:
-    """The error text of an OpenAI (``{"error": {"message"}}``) or Anthropic
-    (``{"type": "error", "error": {"type", "message"}}``) error body, else the body's start."""
-    try:
-        error = jsonio.loads(raw).get("error")
-    except (jsonio.JSONDecodeError, AttributeError):
-        error = None
-    if isinstance(error, dict) and error.get("message"):
-        code = error.get("code") or error.get("type")
-        return f"{error['message']}" + (f" ({code})" if code else "")
-    return raw[:500].decode("utf-8", "replace") or "(empty body)"
+        return HTTPStatusError(status, redact(error_message(raw), [self._secret]), kept_headers(headers))

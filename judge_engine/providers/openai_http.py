@@ -78,7 +78,7 @@ class OpenAIHTTPProvider:
             status = response.status
             headers = response.headers
         if status != 200:
-            raise HTTPStatusError(status, redact(_error_message(raw), [self._api_key or ""]), kept_headers(headers))
+            raise HTTPStatusError(status, redact(error_message(raw), [self._api_key or ""]), kept_headers(headers))
         return self._response(request.model, raw, headers)
 
     def classify(self, error: BaseException) -> ErrorClass:
@@ -153,9 +153,10 @@ class OpenAIHTTPProvider:
         )
 
 
-def _error_message(raw: bytes) -> str:
-    """The provider's error text: ``error.message`` (+ code) of an OpenAI error body, else the
-    start of the body."""
+def error_message(raw: bytes) -> str:
+    """The provider's error text: ``error.message`` (+ code or type) of an OpenAI
+    (``{"error": {"message"}}``) or Anthropic (``{"type": "error", "error": {"type", "message"}}``)
+    error body, a bare ``error`` string, else the start of the body."""
     try:
         error = jsonio.loads(raw).get("error")
     except (jsonio.JSONDecodeError, AttributeError):
