@@ -186,6 +186,18 @@ def openai_route(model: str, api_base: str | None) -> OpenAIRoute | None:
     return OpenAIRoute(wire_model=str(wire_model), url=str(base).rstrip("/") + "/chat/completions")
 
 
+def _optional_kwargs(params: Mapping[str, Any], max_tokens: int | None,
+                     response_format: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What litellm's ``get_optional_params`` is given beside the model and temperature (the
+    response format copied: litellm may change it in place)."""
+    kwargs: dict[str, Any] = dict(params)
+    if response_format is not None:
+        kwargs["response_format"] = copy.deepcopy(dict(response_format))
+    if max_tokens is not None:
+        kwargs["max_tokens"] = max_tokens
+    return kwargs
+
+
 def openai_body_params(
     wire_model: str,
     *,
@@ -203,11 +215,7 @@ def openai_body_params(
     load_litellm()
     from litellm.utils import get_optional_params
 
-    kwargs: dict[str, Any] = dict(params)
-    if response_format is not None:
-        kwargs["response_format"] = copy.deepcopy(dict(response_format))
-    if max_tokens is not None:
-        kwargs["max_tokens"] = max_tokens
+    kwargs = _optional_kwargs(params, max_tokens, response_format)
     mapped = dict(get_optional_params(model=wire_model, custom_llm_provider="openai",
                                       temperature=temperature, drop_params=True, **kwargs))
     mapped.pop("stream", None)  # a non-streamed call sends no stream key at all
@@ -271,10 +279,10 @@ def priced_as(response: ProviderResponse, model: str, *, batch: bool = False) ->
     unpriced when no price is known for ``model`` either."""
     if response.priced or response.replayed:
         return response
-    online = None if batch else cost_per_token(model)
-    prices = online if not batch else (batch_cost_per_token(model) or (None, None, False))[:2]
-    if prices is None or prices[0] is None or prices[1] is None:
+    found = batch_cost_per_token(model) if batch else cost_per_token(model)
+    if found is None:
         return response
+    prices = found[:2]
     cost = response.prompt_tokens * prices[0] + response.completion_tokens * prices[1]
     return replace(response, cost=cost, priced=True)
 
@@ -387,11 +395,7 @@ def _mapped_params(wire_model: str, provider: str, temperature: float, max_token
         from litellm.types.utils import LlmProviders
         from litellm.utils import ProviderConfigManager, get_optional_params
 
-        kwargs: dict[str, Any] = dict(params)
-        if response_format is not None:
-            kwargs["response_format"] = copy.deepcopy(dict(response_format))
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
+        kwargs = _optional_kwargs(params, max_tokens, response_format)
         optional = dict(get_optional_params(model=wire_model, custom_llm_provider=provider,
                                             temperature=temperature, drop_params=True, **kwargs))
         optional.pop("json_mode", None)  # litellm's handler takes it out before building the body
