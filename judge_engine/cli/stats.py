@@ -24,13 +24,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge_engine.cli import EXIT_USAGE
+
 if TYPE_CHECKING:
     from judge_engine.protocols.cdat_report import GenerationReport
     from judge_engine.stats.plots import Chart
     from judge_engine.stats.runs import Run
     from judge_engine.stats.sections import Section
-
-EXIT_BAD_INPUT = 2
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -102,7 +102,7 @@ def output_args(parser: argparse.ArgumentParser) -> None:
 
 def fail(command: str, message: str) -> int:
     print(f"judge-engine {command}: error: {message}", file=sys.stderr)
-    return EXIT_BAD_INPUT
+    return EXIT_USAGE
 
 
 def handle_stats(args: argparse.Namespace) -> int:
