@@ -15,6 +15,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from judge_engine.fake import FakeServer
@@ -145,13 +146,24 @@ def _read_for(master: int, seconds: float) -> bytes:
     return out
 
 
+def _read_until(master: int, condition: Callable[[], bool], *, timeout: float) -> bytes:
+    out = b""
+    deadline = time.monotonic() + timeout
+    while not condition() and time.monotonic() < deadline:
+        out += _read_for(master, 0.2)
+    assert condition(), "the run never got its calls in flight"
+    return out
+
+
 def test_live_display_at_80_columns_stays_live_after_ctrl_c(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(latency_s=3.0)
     job = make_job(tmp_path, fake_server, items=100, judge={"name": "mqm-gpt-4o-mini-judge",
                                                             "limits": {"rpm": 600, "concurrency": 4}})
     process, master = _pty_run(job.config)
     try:
-        before = _read_for(master, 2.5)
+        # Until calls are on the wire (start-up takes seconds more on a loaded machine), then a beat.
+        before = _read_until(master, lambda: fake_server.stats()["requests_total"] >= 4, timeout=30.0)
+        before += _read_for(master, 0.5)
         process.send_signal(signal.SIGINT)
         after = _read_for(master, 2.0)  # the calls in flight take ~3 s: the display must keep drawing
         rest = _read_for(master, 8.0)
