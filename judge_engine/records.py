@@ -20,7 +20,8 @@ attempt line  1        no ``v`` key; the whole request repeated in every line
                        ``usage`` once (not also inside ``response``); ``response.cost``
                        dropped (the line's ``cost`` is what the attempt cost); empty
                        ``headers`` and ``model`` left out; later ``batch`` (the batch
-                       id and custom id of a batch API result), absent online
+                       id and custom id of a batch API result), absent online, and
+                       ``error.code`` (a failure's reason code, when it has one)
 batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunks and the
                        tasks they carry to the next round (:class:`BatchEvent`,
                        :class:`BatchCarry`)
@@ -224,7 +225,8 @@ class AttemptRecord:
     """The provider answered, but no price is known for the model: ``cost`` is 0 and is not a
     price. Counted apart (:attr:`Spend.unpriced`), so a total never passes for complete."""
     error: Mapping[str, Any] | None = None
-    """``{kind, status, message}`` of a failed attempt (redacted), or None."""
+    """``{kind, status, message}`` of a failed attempt (redacted; ``code``: its reason code, when
+    it has one), or None."""
     replayed: bool = False
     """Answered from another run's transcript (``rescore``): no call was made."""
     batch: Mapping[str, str] | None = None
@@ -570,6 +572,8 @@ class Spend:
         if record.replayed:
             self.replayed += 1
             return
+        if record.error is not None and record.error.get("code") == ReasonCode.NOT_RECORDED:
+            return  # a replay found no recorded answer (rescore): nothing was sent
         self.calls += 1
         self.unpriced += record.unpriced
         if record.usage:
