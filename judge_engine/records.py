@@ -25,7 +25,9 @@ attempt line  1        no ``v`` key; the whole request repeated in every line
 batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunks and the
                        tasks they carry to the next round (:class:`BatchEvent`,
                        :class:`BatchCarry`)
-manifest      1        ``"format": "judge-engine-run", "version": 1``
+manifest      1        ``"format": "judge-engine-run", "version": 1``; later
+                       ``rescored_versions`` (a re-scored run: each judge's protocol
+                       version before and after), absent otherwise
 ============  =======  ==================================================================
 
 A file written by a *newer* judge-engine is refused with a :class:`~judge_engine.errors.RunDirError`
@@ -755,6 +757,9 @@ class Manifest:
     """Judge -> why it stopped, when the last session failed."""
     rescored_from: str | None = None
     """The run whose recorded answers this run re-scored (``judge-engine rescore``), if any."""
+    rescored_versions: dict[str, dict[str, str]] = field(default_factory=dict)
+    """A re-scored run's judge -> ``{"protocol", "from", "to"}``: the protocol version the
+    original run recorded (``""`` when it recorded none) and the one that re-scored it."""
     stopped: dict[str, Any] | None = None
     """Why the last session stopped before the end (``status: stopped``): the budget reached,
     its limit and what was spent; ``resume --budget`` continues."""
@@ -828,6 +833,8 @@ class Manifest:
             document["failures"] = self.failures
         if self.rescored_from:
             document["rescored_from"] = self.rescored_from
+        if self.rescored_versions:
+            document["rescored_versions"] = self.rescored_versions
         if self.stopped:
             document["stopped"] = self.stopped
         return document
@@ -865,6 +872,8 @@ class Manifest:
                 sessions=list(raw.get("sessions") or []),
                 failures=dict(raw.get("failures") or {}),
                 rescored_from=None if raw.get("rescored_from") is None else str(raw["rescored_from"]),
+                rescored_versions={str(judge): {str(k): str(v) for k, v in dict(move).items()}
+                                   for judge, move in (raw.get("rescored_versions") or {}).items()},
                 stopped=None if not raw.get("stopped") else dict(raw["stopped"]),
                 version=version,
             )
