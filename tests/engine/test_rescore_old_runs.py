@@ -19,7 +19,7 @@ import pytest
 from judge_engine.cli import main
 from judge_engine.errors import DatasetError
 from judge_engine.plan import task_ref
-from judge_engine.records import AttemptRecord, OutcomeRecord
+from judge_engine.records import AttemptRecord, OutcomeRecord, Spend
 from judge_engine.rescore import rescore
 from judge_engine.store import iter_transcript, latest_outcome_records, read_manifest
 
@@ -100,6 +100,20 @@ def test_a_run_from_before_compact_transcripts_rescores_at_todays_protocol_versi
     assert changed == set(CHANGED)
     attempts = [a for a in iter_transcript(new) if isinstance(a, AttemptRecord)]
     assert all(a.replayed or (a.error or {}).get("code") == "not_recorded" for a in attempts)
+
+
+def test_show_stats_and_export_read_the_old_run(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What re-scoring stands on: today's readers take the old lines as they are."""
+    run = _run(project)
+    assert main(["show", str(run), "--item", "lit-002", "--judge", "mqm"]) == 0
+    assert "answer · attempt 1" in capsys.readouterr().out
+    assert main(["stats", str(run), "--quiet", "--json", str(project / "stats.json")]) == 0
+    assert main(["export", str(run), "--output", str(project / "outcomes.csv")]) == 0
+    assert len((project / "outcomes.csv").read_text().splitlines()) == 25  # a header and 24 tasks
+    spend = Spend()
+    for attempt in iter_transcript(run):
+        spend.add(attempt)
+    assert spend.to_dict() == {k: v for k, v in read_manifest(run).spend["total"].items() if k != "covers_bytes"}
 
 
 def test_the_judges_are_the_manifests_not_the_config_files(project: Path) -> None:
