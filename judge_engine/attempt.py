@@ -112,7 +112,8 @@ async def call_provider(
                         failure = deployment.provider.classify(exc)
                     log.reached = log.reached or not failure.unreachable
                     transcript(attempt_record(task, log, sent, latency=latency, error={
-                        "kind": failure.kind.value, "status": failure.status, "message": failure.message}))
+                        "kind": failure.kind.value, "status": failure.status, "message": failure.message,
+                        **({"code": str(failure.code)} if failure.code else {})}))
                     if failure.kind is ErrorKind.RATE_LIMITED:
                         lane.on_rate_limited(failure.retry_after_s)
                         rate_limited += 1

@@ -385,6 +385,16 @@ def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None)
     return _resolve_paths(config, file.resolve().parent)
 
 
+def recorded_config(raw: Mapping[str, Any], *, where: Path, overrides: Mapping[str, Any] | None = None) -> JobConfig:
+    """A config as a run recorded it (``run.json``: resolved, no secrets), validated by today's
+    rules with ``overrides`` applied as :func:`load_config` applies them; a ConfigError names
+    ``where`` and the key."""
+    try:
+        return JobConfig.model_validate(_apply_overrides(dict(raw), dict(overrides or {})))
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, where)) from None
+
+
 def _apply_env(raw: dict[str, Any]) -> dict[str, Any]:
     merged = dict(raw)
     if value := os.environ.get("JUDGE_ENGINE_OUTPUT_DIR"):

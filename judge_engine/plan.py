@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from judge_engine.config import DatasetConfig, JobConfig, JudgeConfig
-from judge_engine.dataset import DatasetSummary, iter_items
+from judge_engine.dataset import DatasetSummary, iter_items, scan
 from judge_engine.errors import ConfigError
 from judge_engine.jsonio import content_hash
 from judge_engine.protocols import Protocol, get_protocol
@@ -63,6 +63,19 @@ def build_protocol(judge: JudgeConfig) -> Protocol:
     except ConfigError as exc:
         raise ConfigError(f"judges[{judge.name}].protocol: {exc}") from None
     return cls.from_options(judge.protocol_options, where=f"judges[{judge.name}].protocol_options")
+
+
+def scan_for(config: JobConfig, protocols: Mapping[str, Protocol]) -> DatasetSummary:
+    """:func:`~judge_engine.dataset.scan` of the config's dataset for its judges' protocols: every
+    row has the fields they require and passes their checks; variants counted per judge.
+
+    Raises:
+        DatasetError: the first bad row, naming the file and line.
+    """
+    required = sorted({f for p in protocols.values() for f in p.required_fields})
+    ordered = [protocols[j.name] for j in config.judges]
+    return scan(config.dataset, required, [p.check_item for p in ordered],
+                [lambda item, p=p: len(p.variants(item)) for p in ordered])  # type: ignore[misc]
 
 
 def judge_identity(judge: JudgeConfig, protocol: Protocol) -> dict[str, Any]:

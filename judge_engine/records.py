@@ -20,11 +20,14 @@ attempt line  1        no ``v`` key; the whole request repeated in every line
                        ``usage`` once (not also inside ``response``); ``response.cost``
                        dropped (the line's ``cost`` is what the attempt cost); empty
                        ``headers`` and ``model`` left out; later ``batch`` (the batch
-                       id and custom id of a batch API result), absent online
+                       id and custom id of a batch API result), absent online, and
+                       ``error.code`` (a failure's reason code, when it has one)
 batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunks and the
                        tasks they carry to the next round (:class:`BatchEvent`,
                        :class:`BatchCarry`)
-manifest      1        ``"format": "judge-engine-run", "version": 1``
+manifest      1        ``"format": "judge-engine-run", "version": 1``; later
+                       ``rescored_versions`` (a re-scored run: each judge's protocol
+                       version before and after), absent otherwise
 ============  =======  ==================================================================
 
 A file written by a *newer* judge-engine is refused with a :class:`~judge_engine.errors.RunDirError`
@@ -224,7 +227,8 @@ class AttemptRecord:
     """The provider answered, but no price is known for the model: ``cost`` is 0 and is not a
     price. Counted apart (:attr:`Spend.unpriced`), so a total never passes for complete."""
     error: Mapping[str, Any] | None = None
-    """``{kind, status, message}`` of a failed attempt (redacted), or None."""
+    """``{kind, status, message}`` of a failed attempt (redacted; ``code``: its reason code, when
+    it has one), or None."""
     replayed: bool = False
     """Answered from another run's transcript (``rescore``): no call was made."""
     batch: Mapping[str, str] | None = None
@@ -570,6 +574,8 @@ class Spend:
         if record.replayed:
             self.replayed += 1
             return
+        if record.error is not None and record.error.get("code") == ReasonCode.NOT_RECORDED:
+            return  # a replay found no recorded answer (rescore): nothing was sent
         self.calls += 1
         self.unpriced += record.unpriced
         if record.usage:
@@ -751,6 +757,9 @@ class Manifest:
     """Judge -> why it stopped, when the last session failed."""
     rescored_from: str | None = None
     """The run whose recorded answers this run re-scored (``judge-engine rescore``), if any."""
+    rescored_versions: dict[str, dict[str, str]] = field(default_factory=dict)
+    """A re-scored run's judge -> ``{"protocol", "from", "to"}``: the protocol version the
+    original run recorded (``""`` when it recorded none) and the one that re-scored it."""
     stopped: dict[str, Any] | None = None
     """Why the last session stopped before the end (``status: stopped``): the budget reached,
     its limit and what was spent; ``resume --budget`` continues."""
@@ -824,6 +833,8 @@ class Manifest:
             document["failures"] = self.failures
         if self.rescored_from:
             document["rescored_from"] = self.rescored_from
+        if self.rescored_versions:
+            document["rescored_versions"] = self.rescored_versions
         if self.stopped:
             document["stopped"] = self.stopped
         return document
@@ -861,6 +872,8 @@ class Manifest:
                 sessions=list(raw.get("sessions") or []),
                 failures=dict(raw.get("failures") or {}),
                 rescored_from=None if raw.get("rescored_from") is None else str(raw["rescored_from"]),
+                rescored_versions={str(judge): {str(k): str(v) for k, v in dict(move).items()}
+                                   for judge, move in (raw.get("rescored_versions") or {}).items()},
                 stopped=None if not raw.get("stopped") else dict(raw["stopped"]),
                 version=version,
             )

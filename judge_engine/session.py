@@ -37,11 +37,11 @@ from judge_engine import __version__
 from judge_engine.budget import BudgetStop, guard_for
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
-from judge_engine.dataset import DatasetSummary, fingerprint, scan
+from judge_engine.dataset import DatasetSummary, fingerprint
 from judge_engine.engine import Engine, EngineResult
 from judge_engine.errors import ConfigError, RunDirError
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
-from judge_engine.plan import build_protocol, run_id, template_hashes
+from judge_engine.plan import build_protocol, run_id, scan_for, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import (
     Endpoint,
@@ -177,13 +177,10 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     except ConfigError as exc:  # name the file, as every other config error does
         raise ConfigError(f"{config_path.name}: {exc}") from None
     check_juries(config, protocols)
-    required = sorted({f for p in protocols.values() for f in p.required_fields})
-    ordered = [protocols[j.name] for j in config.judges]
     if dataset is None and run_dir is not None:
         dataset = _recorded_dataset(run_dir, config)
     if dataset is None:
-        dataset = scan(config.dataset, required, [p.check_item for p in ordered],
-                       [lambda item, p=p: len(p.variants(item)) for p in ordered])  # type: ignore[misc]
+        dataset = scan_for(config, protocols)
     stem = config_path.stem if config_path.stem != "config" else config_path.resolve().parent.name or "run"
     # A demo's run says so in its name: its answers are synthetic, never to be mistaken for a model's.
     identity = run_id(config, protocols, dataset, stem=f"{stem}-demo" if demo else stem)

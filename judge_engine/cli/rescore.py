@@ -1,8 +1,9 @@
 """``judge-engine rescore RUN_DIR``: the current parser and scoring over a run's recorded answers.
 
 No connection and no spend (a replay of the transcripts: :mod:`judge_engine.rescore`); the result
-is a new run directory, and what changed is printed: the tasks whose score or status moved, and
-the counts per reason code before and after. Exit 0 when every task was re-scored (unscored
+is a new run directory, and what changed is printed: the tasks whose score or status moved, the
+counts per reason code before and after, and each judge's protocol version in the run and today
+(``gemba-mqm 1 -> 2``: a run an earlier version wrote). Exit 0 when every task was re-scored (unscored
 ones included: they are the report), 1 when a judge stopped (``--reask-online`` only), 130 on
 Ctrl-C.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from judge_engine.cli import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
 
@@ -28,6 +30,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     rescore.add_argument("--output", type=Path, help="the new run directory (default: beside the run)")
     rescore.add_argument("--reask-online", action="store_true",
                          help="ask the provider for answers the run never recorded (re-asks the new rules make)")
+    rescore.add_argument("--dataset", type=Path, metavar="PATH",
+                         help="the run's dataset, when it is no longer where the run recorded it (the same file)")
     rescore.add_argument("--changes", type=int, default=SHOWN_CHANGES, metavar="N",
                          help=f"list at most N changed tasks (default {SHOWN_CHANGES}; 0 lists every one)")
     rescore.set_defaults(handler=rescore_command)
@@ -37,7 +41,8 @@ def rescore_command(args: argparse.Namespace) -> int:
     from judge_engine.cli.display import Column, escape, make_console, path_line, print_table, say
     from judge_engine.rescore import rescore
 
-    result = rescore(args.run_dir, options=args.protocol_option, output=args.output, reask_online=args.reask_online)
+    result = rescore(args.run_dir, options=args.protocol_option, output=args.output, reask_online=args.reask_online,
+                     dataset=args.dataset)
     console = make_console()
     if result.run.demo:
         from judge_engine.records import DEMO_NOTE
@@ -47,6 +52,7 @@ def rescore_command(args: argparse.Namespace) -> int:
     print_table(f"re-scored {result.tasks:,} tasks of {result.original.name}",
                 [Column("outcome", key=True), "before", "after"],
                 [[c, f"{result.before.get(c, 0):,}", f"{result.after.get(c, 0):,}"] for c in codes], console=console)
+    _versions(console, result.versions)
     spend = result.run.manifest.spend.get("total", {})
     say(console, f"{len(result.changed):,} tasks changed score or status; {spend.get('replayed', 0):,} recorded "
                  f"answers replayed, {spend.get('calls', 0):,} calls made.")
@@ -68,3 +74,14 @@ def rescore_command(args: argparse.Namespace) -> int:
         say(console, "The re-score did not finish (see above): the new run directory is incomplete.")
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _versions(console: Any, versions: dict[str, dict[str, str]]) -> None:
+    """Each judge's protocol version in the run and today's (``gemba-mqm 1 -> 2``)."""
+    from judge_engine.cli.display import escape, say
+
+    say(console, "Protocol versions (the run's -> today's, which re-scored it):")
+    for judge, move in versions.items():
+        before, after = move.get("from") or "(not recorded)", move.get("to", "")
+        moved = f"{before} -> {after}" if before != after else f"{after} (unchanged)"
+        say(console, f"  {escape(judge)}: {escape(move.get('protocol', ''))} {escape(moved)}")

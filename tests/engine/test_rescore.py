@@ -94,6 +94,7 @@ def test_an_answer_the_new_rules_reask_is_not_recorded_never_invented(tmp_path: 
         else:
             assert new.score == old.score
     assert result.after.get("not_recorded") == len(malformed) and len(result.changed) <= len(malformed)
+    assert result.run.manifest.spend["total"]["calls"] == 0  # a miss in the recording sent nothing
 
 
 def test_every_change_is_listed_when_asked(recorded: Path, capsys: pytest.CaptureFixture[str]) -> None:
