@@ -276,3 +276,37 @@ def _fleiss_by_hand(lines: list[dict[str, Any]], temperature: float) -> dict[str
     p_e = sum((n / (3 * len(rows))) ** 2 for n in shares.values())
     fleiss = (p_bar - p_e) / (1 - p_e) if p_e < 1 else math.nan
     return {"agreement": p_bar, "fleiss_kappa": fleiss, "randolph_kappa": (p_bar - 0.5) / 0.5}
+
+
+def test_bws_picks_are_read_by_candidate_id_with_k_the_candidates_shown(tmp_path: Path) -> None:
+    # Three BWS judges (seeds differ, so the orders shown differ: ids, not labels, are compared).
+    # i1 shows 4 candidates, all pick best "s1": P 1; i2 shows 5, best s2 s2 s3: P 1/3. P-bar 2/3;
+    # Randolph's chance (1/4 + 1/5) / 2 = 9/40: (2/3 - 9/40) / (31/40) = 53/93.
+    orders = {"i1": ["s1", "s2", "s3", "s4"], "i2": ["s1", "s2", "s3", "s4", "s5"]}
+    best = {"a": {"i1": "s1", "i2": "s2"}, "b": {"i1": "s1", "i2": "s2"}, "c": {"i1": "s1", "i2": "s3"}}
+    records = []
+    for judge, picks in best.items():
+        for item, pick in picks.items():
+            order = orders[item][::-1] if judge == "c" else orders[item]
+            verdict = {"best": "A", "worst": "B", "best_id": pick, "worst_id": "s4", "order": order}
+            records.append(outcome(item, judge, 0.0, 0, 0.0, protocol="bws", verdict=verdict) | {"score": None})
+    root = write_run(tmp_path / "run", records)
+    manifest = json.loads((root / "run.json").read_text(encoding="utf-8"))
+    for entry in manifest["judges"]:
+        entry |= {"protocol": "bws", "protocol_options": {"seed": ord(entry["name"])}}
+    (root / "run.json").write_text(json.dumps(manifest), encoding="utf-8")
+    section = run_json(["stats", str(root)], tmp_path)["panel_agreement"]
+    got = {(r["field"], r["statistic"]): r for r in section["rows"]}
+    assert got[("best", "randolph_kappa")]["value"] == pytest.approx(53 / 93)
+    assert got[("best", "randolph_kappa")]["k"] is None  # 4 for one item, 5 for the other
+    assert any("k varies with the candidates shown (4-5)" in note for note in section["notes"])
+    # Every worst pick is s4: full agreement, and Fleiss' kappa undefined (chance agreement 1; null in JSON).
+    assert got[("worst", "agreement")]["value"] == 1.0 and got[("worst", "fleiss_kappa")]["value"] is None
+
+
+def test_boolean_and_candidate_fields_give_labels() -> None:
+    flag = CategoricalField("flag", "flag", ("false", "true"))
+    assert (flag.label({"flag": True}), flag.label({"flag": False}), flag.label({}), flag.label(None)) == ("true", "false", None, None)
+    pick = CategoricalField("pick", "pick_id")
+    assert pick.label({"pick": "A", "pick_id": "sysB", "order": ["sysA", "sysB"]}) == "sysB"
+    assert pick.choices({"order": ["sysA", "sysB"]}) == 2 and pick.choices({}) is None and flag.choices({}) == 2
