@@ -169,7 +169,7 @@ def _panels(judges: Sequence[str], juries: Mapping[str, Sequence[str]]) -> list[
 
 def _rows(f: CategoricalField, temperature: float, jury: str, judges: tuple[str, ...], cell: _Labels,
           *, bootstrap: int, seed: int) -> tuple[list[dict[str, Any]], str | None]:
-    """The panel's rows, and a note when Randolph's k is unknown or varies."""
+    """The panel's rows, and a note when Randolph's k varies from unit to unit."""
     seen = [u for u, given in cell.by_unit.items() if any(j in given for j in judges)]
     complete = sorted(u for u in seen if all(cell.by_unit[u].get(j) is not None for j in judges))
     labels = [[cell.by_unit[u][j] for j in judges] for u in complete]
