@@ -1,6 +1,6 @@
 """Reproduce the paper's stored CDAT scores from the word lists alone.
 
-    python benchmarks/cdat_baselines.py [--data ../shared/data/cdat] [--no-embeddings] [--show N]
+    python benchmarks/cdat_baselines.py [--data ../shared/data/cdat] [--no-embeddings] [--nltk]
 
 For every Random, Common and human list in ``../shared/data/cdat`` (the paper's files), the
 words are checked and scored as a run scores a model's answer (packaged WordNet 3.0 + perceptron
@@ -14,8 +14,12 @@ tagger, all-MiniLM-L6-v2), then compared with the stored ``sbert_valid_count``,
   scored with the same valid count (where the counts differ, so do the seven scored words);
 * the baselines' mean and 95% interval (mean +- 1.96 SEM), stored and recomputed.
 
-Then the first ``--show`` disagreements on valid counts, each with the words the tagger decided.
-Needs ``judge-engine[embeddings]`` unless ``--no-embeddings``.
+Then the noun check against the original's: the valid counts that agree over all lists and over
+the lists where the original rejected a word as a non-noun, and every disagreement with the
+words the tagger decides (no WordNet noun) and this tagger's tag for each; with ``--nltk``, where
+NLTK and its ``averaged_perceptron_tagger_eng`` and ``wordnet`` data are installed, NLTK's tag
+beside it and the agreement of the original code itself. Needs ``judge-engine[embeddings]``
+unless ``--no-embeddings``.
 """
 
 from __future__ import annotations
@@ -27,13 +31,13 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from judge_engine.lexicon import PackagedLexicon  # noqa: E402
+from judge_engine.lexicon import NOUN_TAGS, PackagedLexicon  # noqa: E402
 from judge_engine.protocols.cdat_baselines import ScoredList, WordList, score_lists  # noqa: E402
 from judge_engine.protocols.word_lists import clean_word  # noqa: E402
 from judge_engine.stats.creativity import mean_ci  # noqa: E402
@@ -129,7 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--no-embeddings", action="store_true", help="valid counts only")
-    parser.add_argument("--show", type=int, default=40, help="disagreements to list")
+    parser.add_argument("--nltk", action="store_true",
+                        help="also tag each disagreement's words with nltk.pos_tag (needs NLTK's data installed)")
     args = parser.parse_args(argv)
     lists = load_lists(args.data)
     lexicon, wordnet = PackagedLexicon(), PackagedLexicon(tagger=False)
@@ -156,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "differences of novelty and appropriateness are taken)\n")
     if embedder is not None:
         _print_statistics(lists, recomputed)
-    _print_disagreements(lists, recomputed, lexicon, args.show)
+    _print_noun_check(lists, recomputed, lexicon, args.nltk)
     return 0
 
 
@@ -171,17 +176,68 @@ def _print_statistics(lists: dict[str, list[StoredList]], recomputed: dict[str, 
     print()
 
 
-def _print_disagreements(lists: dict[str, list[StoredList]], recomputed: dict[str, list[ScoredList]],
-                         lexicon: PackagedLexicon, show: int) -> None:
-    shown = 0
-    for name in SETS:
-        for stored, ours in zip(lists[name], recomputed[name], strict=True):
-            if stored.valid_count == ours.valid_count or shown >= show:
-                continue
-            shown += 1
-            decided = [f"{w}:{lexicon.tag(w)}" for w in map(clean_word, stored.words) if len(w) > 1 and not lexicon.wordnet.lemmas(w)]
-            print(f"  {name:7} {stored.cue:14} stored {stored.valid_count:2d} ours {ours.valid_count:2d}  "
-                  f"tagger decided: {' '.join(dict.fromkeys(decided))}")
+def rejected_a_word(stored: StoredList) -> bool:
+    """The original code rejected a word of this list as a non-noun: its stored valid count is
+    below the list's distinct words of two letters or more (the other reasons to drop a word)."""
+    words = [w for w in map(clean_word, stored.words) if len(w) > 1]
+    return stored.valid_count < len(dict.fromkeys(words[:10]))
+
+
+def decided_by_the_tagger(stored: StoredList, lexicon: PackagedLexicon) -> list[str]:
+    """The list's words WordNet has no noun for: the tagger alone decides them."""
+    words = (w for w in map(clean_word, stored.words) if len(w) > 1 and not lexicon.wordnet.lemmas(w))
+    return list(dict.fromkeys(words))
+
+
+def _print_noun_check(lists: dict[str, list[StoredList]], recomputed: dict[str, list[ScoredList]],
+                      lexicon: PackagedLexicon, nltk: bool) -> None:
+    """Valid counts against the stored ones, on every list and on the lists where the original
+    rejected a word; then each disagreement, its words the tagger decides with this tagger's tag
+    (and NLTK's, with --nltk), and which way the original went."""
+    pairs = [(name, s, o) for name in SETS for s, o in zip(lists[name], recomputed[name], strict=True)]
+    rejecting = [(n, s, o) for n, s, o in pairs if rejected_a_word(s)]
+    agree = sum(s.valid_count == o.valid_count for _, s, o in pairs)
+    print(f"noun check: {agree} of {len(pairs)} lists agree ({agree / len(pairs):.1%}); where the original "
+          f"rejected a word as a non-noun: {sum(s.valid_count == o.valid_count for _, s, o in rejecting)} of "
+          f"{len(rejecting)}")
+    tagger = _nltk_tags() if nltk else None
+    print("disagreements: set, cue, stored -> this valid count, the words the tagger decides (no WordNet noun) "
+          "with this tagger's tag" + (" / NLTK's" if tagger else ""))
+    for name, stored, ours in pairs:
+        if stored.valid_count == ours.valid_count:
+            continue
+        # The words that can explain the difference: where the original rejected more, the ones
+        # this tagger calls nouns; where it accepted more, the ones this tagger does not.
+        more = ours.valid_count > stored.valid_count
+        words = [w for w in decided_by_the_tagger(stored, lexicon) if (lexicon.tag(w) in NOUN_TAGS) == more]
+        tags = [f"{w}:{lexicon.tag(w)}" + (f"/{tagger(w)}" if tagger else "") for w in words]
+        way = "the original rejected" if more else "the original accepted"
+        print(f"  {name:7} {stored.cue:13} {stored.valid_count:2d} -> {ours.valid_count:2d}  {way} "
+              f"{abs(ours.valid_count - stored.valid_count)} more of: {' '.join(tags)}")
+    if tagger:
+        ours_nltk = sum(s.valid_count == o.valid_count for _, s, o in _nltk_counts(lists))
+        print(f"with NLTK's own tagger and WordNet (lexicon: nltk): {ours_nltk} of {len(pairs)} lists agree")
+    print()
+
+
+def _nltk_tags() -> Callable[[str], str] | None:
+    """``nltk.pos_tag([word])``'s tag, where NLTK and its data are installed (None otherwise)."""
+    from judge_engine.lexicon import LexiconUnavailable, NltkLexicon
+
+    try:
+        return NltkLexicon().tag
+    except LexiconUnavailable as exc:
+        print(f"--nltk: {exc}")
+        return None
+
+
+def _nltk_counts(lists: dict[str, list[StoredList]]) -> list[tuple[str, StoredList, ScoredList]]:
+    from judge_engine.lexicon import NltkLexicon
+
+    lexicon = NltkLexicon()
+    return [(name, s, o) for name in SETS for s, o in zip(
+        lists[name], score_lists([WordList(s.cue, s.words) for s in lists[name]], lexicon=lexicon, embedder=None),
+        strict=True)]
 
 
 if __name__ == "__main__":

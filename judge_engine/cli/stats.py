@@ -2,8 +2,9 @@
 :mod:`judge_engine.cli.meta`): how far can the judge be trusted?
 
 ``stats SOURCE``: consistency across repeats and temperatures, each score and dimension across
-repeats, reliability (``--reliability``), score distribution, unscored rate and agreement
-between judges for a run directory (or consistency across repeat columns of any table); for CDAT
+repeats, reliability (``--reliability``), score distribution, unscored rate, agreement
+between judges and within a panel of 3+ judges on one label for a run directory (or
+consistency across repeat columns of any table); for CDAT
 and DAT runs also valid responses, novelty and appropriateness, and with ``--baselines`` the
 gate, the CDAT score, the elbow distance and the Pareto front
 (:mod:`judge_engine.protocols.cdat_report`). Both commands print rich tables and can write JSON,
@@ -62,7 +63,7 @@ def _register_stats(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                             "literary MQM's aspects)")  # fmt: skip
     stats.add_argument("--reliability", action="store_true",
                        help="repeats as raters: alpha, the six ICC forms, Fleiss' and Randolph's kappa")  # fmt: skip
-    interval_args(stats, "for --reliability")
+    interval_args(stats, "for --reliability and the panel's kappas")
     bias = stats.add_argument_group("biases (from the run's items)")
     bias.add_argument("--system-field", default="system", metavar="NAME",
                       help="item field naming the system that produced the judged text (default system)")  # fmt: skip
@@ -131,6 +132,7 @@ def handle_stats(args: argparse.Namespace) -> int:
             from judge_engine.protocols.reports import protocol_sections
 
             sections += protocol_sections(run)
+            sections += _panel_sections(run, args)
             sections += _bias_sections(run, args)
             from judge_engine.stats.jury import jury_sections
 
@@ -165,6 +167,16 @@ def handle_stats(args: argparse.Namespace) -> int:
     except ValueError as exc:  # TableError included
         return fail("stats", str(exc))
     return 0
+
+
+def _panel_sections(run: Run, args: argparse.Namespace) -> list[Section]:
+    """Fleiss' and Randolph's kappa of 3+ judges writing one categorical field (none when no
+    judge writes one)."""
+    from judge_engine.protocols.reports import categorical_fields
+    from judge_engine.stats.panel import panel_section
+
+    section = panel_section(run, categorical_fields(run.manifest), bootstrap=args.bootstrap, seed=args.seed)
+    return [section] if section is not None else []
 
 
 def _bias_sections(run: Run, args: argparse.Namespace) -> list[Section]:

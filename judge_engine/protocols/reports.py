@@ -1,17 +1,22 @@
 """Protocol-specific figures for ``judge-engine stats RUN_DIR``, built on each protocol's own
 pure helpers: BWS scores per candidate and the BWS position-bias figure; A/B position
 consistency for pairwise judging in both orders; for custom judges shown candidates in several
-orders, how often a candidate field picks the same candidate in every order.
+orders, how often a candidate field picks the same candidate in every order; which fields of a
+judge's verdicts are labels from a closed set (the panel agreement of :mod:`judge_engine.stats.panel`).
 
 This lives beside the command layer, not in ``stats/``: ``stats`` knows tables, not protocols.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from judge_engine.stats.panel import CategoricalField
 from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
+
+if TYPE_CHECKING:
+    from judge_engine.records import Manifest
 
 
 def dimensions() -> dict[str, tuple[str, ...]]:
@@ -138,3 +143,48 @@ def _candidate_consistency(outcomes: list[Outcome]) -> Section:
     return Section("candidate_consistency", "Candidate position consistency: the same pick in every order shown",
                    ["judge", "temperature", "field", "items", "position_consistency"], rows,
                    absent="" if rows else "no candidate field judged in 2+ orders")
+
+
+def categorical_fields(manifest: Manifest | None) -> dict[str, list[CategoricalField]]:
+    """The categorical fields each judge of a run writes, from its manifest (``stats``' panel
+    agreement): Prometheus relative's ``winner`` (its vote scale's labels), BWS's ``best`` and
+    ``worst`` (candidate ids), a custom judge's ``label``, ``boolean`` and ``candidate`` fields.
+    Judges writing none are left out; so is a custom judge whose recorded fields do not read."""
+    if manifest is None:
+        return {}
+    out = {entry.name: fields for entry in manifest.judges
+           if (fields := _categorical(entry.protocol, entry.protocol_options))}  # fmt: skip
+    return out
+
+
+def _categorical(protocol: str, options: dict[str, Any]) -> list[CategoricalField]:
+    if protocol == "prometheus-relative":
+        from judge_engine.protocols.prometheus import PrometheusRelative
+
+        return [CategoricalField("winner", "winner", tuple(sorted(PrometheusRelative().vote_scale().values)))]
+    if protocol == "bws":
+        return [CategoricalField("best", "best_id"), CategoricalField("worst", "worst_id")]
+    if protocol != "custom":
+        return []
+    from pydantic import TypeAdapter, ValidationError
+
+    from judge_engine.protocols.custom_fields import (
+        BooleanField,
+        CandidateField,
+        FieldSpec,
+        LabelField,
+    )
+
+    try:
+        specs = TypeAdapter(dict[str, FieldSpec]).validate_python(options.get("fields") or {})
+    except ValidationError:
+        return []
+    fields = []
+    for name, spec in specs.items():
+        if isinstance(spec, LabelField):
+            fields.append(CategoricalField(name, name, tuple(sorted(spec.choices))))
+        elif isinstance(spec, BooleanField):
+            fields.append(CategoricalField(name, name, ("false", "true")))
+        elif isinstance(spec, CandidateField):
+            fields.append(CategoricalField(name, f"{name}_id"))
+    return fields

@@ -56,6 +56,7 @@ from judge_engine.stats.correlation import (
     system_means,
     wilson_interval,
 )
+from judge_engine.stats.panel import CategoricalField, panel_coefficients
 from judge_engine.stats.reliability import coefficients
 from judge_engine.stats.runs import Outcome, Run, read_run, run_table, score_matrices
 from judge_engine.stats.spans import (
@@ -72,6 +73,7 @@ from judge_engine.stats.temperature import TemperaturePair, compare_temperatures
 __all__ = [
     "AdequacyResult",
     "Alpha",
+    "CategoricalField",
     "Fleiss",
     "ICC_FORMS",
     "Icc",
@@ -112,6 +114,7 @@ __all__ = [
     "length_correlations",
     "mean_pairwise_spearman",
     "mqm_span_agreement",
+    "panel_coefficients",
     "parse_list",
     "pearson",
     "percent_agreement",

@@ -8,7 +8,8 @@ few matrix products instead of a Python loop: 1,000 resamples of 2,000 items tak
 second (:func:`judge_engine.stats.correlation.bootstrap_ci` loops, which suits correlations).
 
 Items are those the statistic counts: pairs with both labels (kappa), units with two or more
-ratings (alpha), complete rows (ICC), rows of the count table (Fleiss, Randolph). Resamples whose
+ratings (alpha), complete rows (ICC), rows of the count table (Fleiss, Randolph), or with
+``groups`` the items those rows belong to (a row per item, variant and repeat). Resamples whose
 statistic is undefined (one category left, a zero denominator) are left out of the percentiles.
 Weighted kappa keeps the full sample's category scale in every resample.
 
@@ -261,32 +262,66 @@ class Icc:
 
 
 class _Multirater:
-    """Per-item observed agreement and category counts of a Fleiss-design count table."""
+    """Per-unit observed agreement and category counts of a Fleiss-design count table, summed per
+    item.
 
-    def __init__(self, table: Any) -> None:
+    A unit is a row of the table (the ratings of one thing). With ``groups`` (each unit's item),
+    the bootstrap resamples items and an item's units go together: a judge's repeats or variants
+    of one item are not independent draws. Every figure is a ratio of sums over units, so the
+    sums are taken per item once and a resample weighs items; without ``groups`` each unit is
+    its own item.
+    """
+
+    def __init__(self, table: Any, *, groups: Sequence[Hashable] | None = None) -> None:
         t = as_float_array(table, name="table")
         if t.size and t.ndim != 2:
             raise ValueError("table must be items x categories counts")
         t = t.reshape(-1, t.shape[-1] if t.ndim == 2 else 0)
-        per_item = t.sum(axis=1)
-        if per_item.size and np.any(per_item != per_item[0]):
+        per_unit = t.sum(axis=1)
+        if per_unit.size and np.any(per_unit != per_unit[0]):
             raise ValueError("every item must have the same number of ratings (Fleiss' design)")
-        self._raters = float(per_item[0]) if per_item.size else 0.0
-        self.n_items = len(t) if self._raters >= 2 else 0
-        r = self._raters
-        self._table = t
-        self._agreement = (t * (t - 1)).sum(axis=1) / (r * (r - 1)) if self.n_items else np.zeros(0)
+        if groups is not None and len(groups) != len(t):
+            raise ValueError(f"groups: {len(groups)} labels for {len(t)} rows")
+        self._raters = r = float(per_unit[0]) if per_unit.size else 0.0
+        units = len(t) if r >= 2 else 0
+        index = {g: i for i, g in enumerate(dict.fromkeys(groups))} if groups is not None else {}
+        self._item = (np.array([index[g] for g in groups], dtype=int) if groups is not None
+                      else np.arange(len(t)))[:units]  # fmt: skip
+        self.n_items = int(self._item.max()) + 1 if units else 0
+        agreement = (t * (t - 1)).sum(axis=1) / (r * (r - 1)) if units else np.zeros(0)
+        self._agreement = self.per_item(agreement)
+        self._units = self.per_item(np.ones(units))
+        self._table = np.zeros((self.n_items, t.shape[1]))
+        np.add.at(self._table, self._item, t[:units])
+
+    def per_item(self, per_unit: FloatArray) -> FloatArray:
+        """A per-unit figure summed over each item's units."""
+        return np.bincount(self._item, weights=per_unit, minlength=self.n_items).astype(float)
+
+    def units(self, weights: FloatArray) -> FloatArray:
+        """How many units each resample holds."""
+        result: FloatArray = weights @ self._units
+        return result
 
     def observed(self, weights: FloatArray) -> FloatArray:
-        result: FloatArray = weights @ self._agreement / self.n_items
+        """P-bar: the mean over units of the share of rater pairs that agree."""
+        result: FloatArray = weights @ self._agreement / self.units(weights)
         return result
+
+
+class Observed(_Multirater):
+    """Observed agreement P-bar of a count table (the share of agreeing rater pairs, averaged over
+    units): what Fleiss' and Randolph's kappa correct for chance."""
+
+    def values(self, weights: FloatArray) -> FloatArray:
+        return self.observed(weights)
 
 
 class Fleiss(_Multirater):
     """Fleiss' kappa from an items x categories count table, as :func:`~.agreement.fleiss_kappa`."""
 
     def values(self, weights: FloatArray) -> FloatArray:
-        shares = (weights @ self._table) / (self.n_items * self._raters)
+        shares = (weights @ self._table) / (self.units(weights) * self._raters)[:, None]
         chance = (shares**2).sum(axis=1)
         return _ratio(
             self.observed(weights) - chance, np.where(chance < 1 - 1e-12, 1 - chance, 0.0)
@@ -294,13 +329,26 @@ class Fleiss(_Multirater):
 
 
 class Randolph(_Multirater):
-    """Randolph's free-marginal kappa, as :func:`~.agreement.randolph_kappa`."""
+    """Randolph's free-marginal kappa, as :func:`~.agreement.randolph_kappa`.
 
-    def __init__(self, table: Any, *, n_categories: int | None = None) -> None:
-        super().__init__(table)
-        self._k = n_categories if n_categories is not None else self._table.shape[1]
+    ``n_categories`` is k, the categories a rater could choose: one number, or one per unit when
+    it varies (a pick among the candidates shown, 4 for one item and 5 for another); chance
+    agreement is then the mean of 1/k over units, which is 1/k when k is the same everywhere.
+    """
+
+    def __init__(self, table: Any, *, n_categories: int | Sequence[int] | None = None,
+                 groups: Sequence[Hashable] | None = None) -> None:
+        super().__init__(table, groups=groups)
+        k = np.asarray(self._table.shape[1] if n_categories is None else n_categories, dtype=float)
+        if k.ndim and len(k) != len(self._item) and self.n_items:
+            raise ValueError(f"n_categories: {len(k)} values for {len(self._item)} rows")
+        self._constant = float(k) if k.ndim == 0 else None
+        self._chance = self.per_item(1 / np.maximum(k, 1)) if k.ndim and self.n_items else np.zeros(self.n_items)
+        self._degenerate = bool(k.size == 0 or np.any(k < 2))
 
     def values(self, weights: FloatArray) -> FloatArray:
-        if self._k < 2:
+        if self._degenerate:
             return np.full(len(weights), math.nan)
-        return (self.observed(weights) - 1 / self._k) / (1 - 1 / self._k)
+        chance = 1 / self._constant if self._constant is not None else weights @ self._chance / self.units(weights)
+        result: FloatArray = (self.observed(weights) - chance) / (1 - chance)
+        return result

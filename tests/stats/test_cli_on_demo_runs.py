@@ -67,6 +67,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
 NO_LENGTH = "no judge with a length to measure"
 for _name in ("cdat", "bws", "close_reading", "prometheus_relative"):
     EXPECTED[_name]["absent"]["verbosity"] = NO_LENGTH
+for _name in ("bws", "prometheus_relative"):  # labels (best/worst, winner), but fewer than 3 judges
+    EXPECTED[_name]["absent"]["panel_agreement"] = "needs 3+ judges writing the same categorical field"
 COMMON_ABSENT = {"self_preference": "the items have no 'system' field"}
 """Most examples' datasets do not name the system that produced each judged text ("shown" lists
 the sections an example shows although they are here)."""
