@@ -133,22 +133,38 @@ def fit_stage(confidence: ArrayLike, error: ArrayLike, *, risk: float, delta: fl
     n_at = last + 1
     k_at = np.cumsum(e)[last] if c.size else np.empty(0, dtype=int)
     candidates = np.flatnonzero(n_at >= start)
-    nothing = StageFit(None, int(c.size), 0, 0, None, delta, start, 0, None)
-    if candidates.size == 0:
-        return nothing
-    bounds = clopper_pearson_upper(k_at[candidates], n_at[candidates], delta)
-    failing = np.flatnonzero(bounds > risk)
-    passed = int(failing[0]) if failing.size else int(candidates.size)
+    passed, bounds = _sequence(k_at[candidates], n_at[candidates], risk=risk, delta=delta)
     stop = None
     if passed < candidates.size:
         at = candidates[passed]
-        stop = Test(float(c[last[at]]), int(n_at[at]), int(k_at[at]), float(bounds[passed]))
+        stop = Test(float(c[last[at]]), int(n_at[at]), int(k_at[at]), bounds[passed])
     tested = min(passed + 1, int(candidates.size))
     if passed == 0:
         return StageFit(None, int(c.size), 0, 0, None, delta, start, tested, stop)
     chosen = candidates[passed - 1]
     return StageFit(float(c[last[chosen]]), int(c.size), int(n_at[chosen]), int(k_at[chosen]),
-                    float(bounds[passed - 1]), delta, start, tested, stop)
+                    bounds[passed - 1], delta, start, tested, stop)
+
+
+def _sequence(errors: NDArray[np.int_], items: NDArray[np.int_], *, risk: float, delta: float
+              ) -> tuple[int, dict[int, float]]:
+    """Fixed-sequence testing over thresholds in order: how many pass before the first failure,
+    and the bounds computed (by position). The bounds are computed a block at a time, doubling,
+    since the sequence usually ends long before the lowest threshold (the Beta quantile is most
+    of calibration's time)."""
+    done, block = 0, 16
+    while done < errors.size:
+        part = slice(done, done + block)
+        bounds = clopper_pearson_upper(errors[part], items[part], delta)
+        failing = np.flatnonzero(bounds > risk)
+        ends = done + (int(failing[0]) if failing.size else bounds.size)
+        if failing.size or ends == errors.size:
+            kept = {done + i: float(b) for i, b in enumerate(bounds) if done + i in (ends - 1, ends)}
+            if ends and ends - 1 < done:  # the last pass was the previous block's last
+                kept[ends - 1] = float(clopper_pearson_upper(errors[ends - 1], items[ends - 1], delta))
+            return ends, kept
+        done, block = ends, block * 2
+    return 0, {}
 
 
 def items_needed(error_rate: float, *, risk: float, delta: float, min_items: int) -> int | None:

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from judge_engine.stats.calibration import (
@@ -286,3 +288,76 @@ def test_cascade_cost() -> None:
 def test_cascade_shapes_are_checked() -> None:
     with pytest.raises(ValueError, match="items x stages"):
         calibrate_cascade(np.zeros(5), np.zeros(5, bool), risk=0.1, delta=0.1)
+
+
+# --- the rule read directly -------------------------------------------------------------------
+
+
+def _naive(c: np.ndarray, e: np.ndarray, risk: float, delta: float, min_items: int) -> tuple[float | None, int, int]:
+    """The rule as written: distinct confidences from the highest down, skipping those with fewer
+    than the start's items, stopping at the first bound above risk; one threshold at a time."""
+    start = max(min_items, math.ceil(math.log(delta) / math.log(1 - risk) - 1e-9))
+    chosen: tuple[float | None, int, int] = (None, 0, 0)
+    for level in sorted(set(c.tolist()), reverse=True):
+        n = int((c >= level).sum())
+        k = int(e[c >= level].sum())
+        if n < start:
+            continue
+        bound = float(stats.beta.ppf(1 - delta, k + 1, n - k)) if k < n else 1.0
+        if bound > risk:
+            break
+        chosen = (level, n, k)
+    return chosen
+
+
+@given(st.sampled_from([12, 400]), st.lists(st.tuples(st.integers(0, 400), st.integers(0, 9)), max_size=400),
+       st.sampled_from([0, 1, 3, 5]), st.sampled_from([0.05, 0.1, 0.2, 0.3]), st.sampled_from([0.05, 0.1, 0.3]),
+       st.sampled_from([1, 5, 30]))
+@settings(max_examples=300, deadline=None)
+def test_fit_stage_is_the_rule_read_directly(grid: int, items: list[tuple[int, int]], wrong: int, risk: float,
+                                             delta: float, min_items: int) -> None:
+    # confidences on a coarse grid (many ties) or a fine one (sequences long enough to cross the
+    # blocks fit_stage computes bounds in); errors at a rate of wrong / 10
+    c = np.array([(level % (grid + 1)) / grid for level, _ in items])
+    e = np.array([draw < wrong for _, draw in items], dtype=bool)
+    fit = fit_stage(c, e, risk=risk, delta=delta, min_items=min_items)
+    assert (fit.threshold, fit.answered, fit.errors) == _naive(c, e, risk, delta, min_items)
+    if fit.threshold is not None:
+        assert fit.bound is not None and fit.bound <= risk
+        assert fit.answered == int((c >= fit.threshold).sum())
+    if fit.stopped_at is not None:
+        n = int((c >= fit.stopped_at.threshold).sum())
+        k = int(e[c >= fit.stopped_at.threshold].sum())
+        assert (fit.stopped_at.items, fit.stopped_at.errors) == (n, k)
+        assert fit.stopped_at.bound == pytest.approx(float(clopper_pearson_upper(k, n, delta))) and \
+            fit.stopped_at.bound > risk
+
+
+@pytest.mark.parametrize("failing", [0, 1, 15, 16, 17, 47, 48, 49, 111, 112, 113, None])
+def test_the_first_failure_anywhere_in_the_sequence(failing: int | None) -> None:
+    # risk 0.5, delta 0.1, min_items 1: start ceil(ln 0.1 / ln 0.5 = 3.32) = 4. Four correct
+    # items at 1.0 (the first candidate, n = 4), then one correct item per lower level (candidate
+    # j holds 4 + j items, 0 errors: every bound < 0.5), except candidate `failing`, a tie of 300
+    # errors (bound > 0.5). The threshold is the candidate before it (fit_stage computes bounds in
+    # blocks of 16, 32, 64...: a failure at a block's first position is the case to get right).
+    levels = 130
+    c, e = [1.0] * 4, [False] * 4
+    for j in range(1, levels):
+        wrong = j == failing
+        c += [1.0 - j / 1000] * (300 if wrong else 1)
+        e += [wrong] * (300 if wrong else 1)
+    if failing == 0:
+        e[:4] = [True] * 4
+    fit = fit_stage(np.array(c), np.array(e), risk=0.5, delta=0.1, min_items=1)
+    assert fit.start == 4
+    if failing == 0:
+        assert fit.threshold is None and fit.stopped_at is not None and fit.stopped_at.items == 4
+        return
+    last = (levels if failing is None else failing) - 1
+    assert fit.threshold == 1.0 - last / 1000 and (fit.answered, fit.errors) == (4 + last, 0)
+    assert fit.bound == pytest.approx(1 - 0.1 ** (1 / (4 + last)))
+    if failing is None:
+        assert fit.stopped_at is None
+    else:
+        assert fit.stopped_at is not None and (fit.stopped_at.items, fit.stopped_at.errors) == (4 + last + 300, 300)
+        assert fit.tested == failing + 1
