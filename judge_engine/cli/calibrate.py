@@ -186,9 +186,8 @@ def render_calibration(document: Mapping[str, Any], console: Terminal) -> None:
              str(s["answered"]), str(s["errors"]), _share(1 - s["errors"] / s["answered"]) if s["answered"] else "-",
              _number(s["bound"]), *([f"{s['cost_per_item']:.4g}"] if costs else [])] for s in stages]
     level = stages[0]["delta"]
-    rule = (f"Bonferroni, delta {level:.3g} per stage" if document["delta_rule"] == "bonferroni"
-            else f"delta {level:.3g} per stage, each on its own")
-    print_table(f"calibration: risk {document['risk']:g}, delta {document['delta']:g} ({rule})", columns, rows,
+    rule = f" ({level:.3g} per stage, Bonferroni)" if document["delta_rule"] == "bonferroni" else " per stage"
+    print_table(f"calibration: risk {document['risk']:g}, delta {document['delta']:g}{rule}", columns, rows,
                 console=console, title_justify="left")
     for stage in stages:
         if stage["threshold"] is None:
