@@ -3,7 +3,7 @@ a guarantee of agreement with humans (the document).
 
 **Rows.** One row per item and stage: ``item``, ``stage``, ``prediction``, ``confidence`` (in
 [0, 1]; None or NaN when the stage has no judgment for the item), ``label`` (the human's). Extra
-keys are ignored. A prediction agrees with the label when they are equal, numbers compared as
+keys are ignored; item ids are compared as text. A prediction agrees with the label when they are equal, numbers compared as
 numbers (``"1"``, ``1`` and ``1.0`` agree; CSV cells are text). Every item needs a label, the
 same in each of its rows; an item with no row for a stage, or no confidence there, cannot be
 answered by that stage and goes on to the next. :class:`~judge_engine.errors.CalibrationError`

@@ -125,6 +125,8 @@ def fit_stage(confidence: ArrayLike, error: ArrayLike, *, risk: float, delta: fl
     """
     c = np.asarray(confidence, dtype=float)
     e = np.asarray(error, dtype=bool)
+    if c.shape != e.shape or c.ndim != 1 or not np.isfinite(c).all():
+        raise ValueError("confidence and error must be one value per item, every confidence finite")
     start = start_size(risk, delta, min_items)
     order = np.argsort(-c, kind="stable")
     c, e = c[order], e[order]

@@ -361,3 +361,10 @@ def test_the_first_failure_anywhere_in_the_sequence(failing: int | None) -> None
     else:
         assert fit.stopped_at is not None and (fit.stopped_at.items, fit.stopped_at.errors) == (4 + last + 300, 300)
         assert fit.tested == failing + 1
+
+
+def test_fit_stage_refuses_what_the_cascade_leaves_out() -> None:
+    with pytest.raises(ValueError, match="every confidence finite"):
+        fit_stage([0.9, np.nan], [False, False], risk=0.1, delta=0.1, min_items=1)
+    with pytest.raises(ValueError, match="one value per item"):
+        fit_stage([0.9, 0.8], [False], risk=0.1, delta=0.1, min_items=1)
