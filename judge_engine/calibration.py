@@ -79,7 +79,7 @@ def calibrate(rows: Iterable[Mapping[str, Any]] | Any, *, stages: Sequence[str],
             its own only, the weaker statement).
         costs: per-item cost of each stage (by name, or in stage order): adds the cascade's
             expected cost per item against the last stage alone.
-        output: write the thresholds file here (:func:`write_thresholds`).
+        output: write the thresholds file here (:func:`judge_engine.thresholds.write_thresholds`).
 
     Returns:
         The document (module docstring): ``{"risk", "delta", "coverage", "stages": [{"stage",
@@ -91,11 +91,8 @@ def calibrate(rows: Iterable[Mapping[str, Any]] | Any, *, stages: Sequence[str],
     """
     from judge_engine.frames import frame_rows, is_frame
 
-    if is_frame(rows):
-        return calibrate_rows(frame_rows(rows), stages=stages, risk=risk, delta=delta, min_items=min_items,
-                              delta_rule=delta_rule, costs=costs, output=output)
-    return calibrate_rows(rows, stages=stages, risk=risk, delta=delta, min_items=min_items, delta_rule=delta_rule,
-                          costs=costs, output=output)
+    return calibrate_rows(frame_rows(rows) if is_frame(rows) else rows, stages=stages, risk=risk, delta=delta,
+                          min_items=min_items, delta_rule=delta_rule, costs=costs, output=output)
 
 
 def calibrate_rows(rows: Iterable[Mapping[str, Any]], *, stages: Sequence[str], risk: float, delta: float,

@@ -312,6 +312,12 @@ def test_cli_bad_flags_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert message in capsys.readouterr().err
 
 
+def test_cli_rows_need_stages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _rows_file(tmp_path, "jsonl")
+    assert main(["calibrate", "--rows", str(path), "--risk", "0.1", "--delta", "0.1"]) == 2
+    assert "--rows needs --stages A,B,C" in capsys.readouterr().err
+
+
 def test_cli_run_dir_is_reserved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", str(tmp_path), "--stages", "a", "--risk", "0.1", "--delta", "0.1"]) == 2
     assert "calibrating a run directory comes with cascaded runs" in capsys.readouterr().err

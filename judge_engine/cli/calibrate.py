@@ -38,7 +38,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                            help="(coming with cascaded runs) a run whose judgments to calibrate; use --rows now")
     calibrate.add_argument("--rows", type=Path, metavar="FILE",
                            help="judgments as CSV, TSV or JSONL: item, stage, prediction, confidence, label")
-    calibrate.add_argument("--stages", required=True, metavar="A,B,C", help="the stages' names, cheapest first")
+    calibrate.add_argument("--stages", metavar="A,B,C", help="the stages' names, cheapest first (with --rows)")
     calibrate.add_argument("--risk", type=float, required=True, metavar="ALPHA",
                            help="guarantee agreement >= 1 - ALPHA on answered items (e.g. 0.15)")
     calibrate.add_argument("--delta", type=float, required=True, metavar="DELTA",
@@ -74,6 +74,8 @@ def calibrate_command(args: argparse.Namespace) -> int:
         return fail("give the judgments to calibrate on: --rows FILE")
     if args.run_dir is not None:
         return fail("give either RUN_DIR or --rows, not both")
+    if not args.stages:
+        return fail("--rows needs --stages A,B,C: the stages' names in the rows, cheapest first")
     stages = [s.strip() for s in args.stages.split(",") if s.strip()]
     costs = _costs(args.costs) if args.costs else None
     if isinstance(costs, str):
