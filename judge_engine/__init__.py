@@ -1,7 +1,8 @@
 """judge-engine: run LLM judges at scale, and measure how far they can be trusted.
 
 The public surface: configuration, the protocol contract and registry, the error tree, the
-functions that run a job programmatically, and :func:`load_run` (a run as a pandas DataFrame).
+functions that run a job programmatically, :func:`load_run` (a run as a pandas DataFrame) and
+:func:`calibrate` (a cascade's confidence thresholds with a guarantee of agreement with humans).
 Heavy parts (litellm, the engine, pandas) load on first use.
 """
 
@@ -13,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from judge_engine.calibration import calibrate
     from judge_engine.config import JobConfig, JudgeConfig, load_config
     from judge_engine.errors import (
+        CalibrationError,
         ConfigError,
         DatasetError,
         FatalProviderError,
@@ -39,11 +42,12 @@ if TYPE_CHECKING:
 # does for its version, then costs no pydantic (~0.1 s of a 0.2 s start-up).
 _LAZY = {
     **dict.fromkeys(("JobConfig", "JudgeConfig", "load_config"), "judge_engine.config"),
-    **dict.fromkeys(("ConfigError", "DatasetError", "FatalProviderError", "JudgeEngineError", "ProviderError",
-                     "RunDirError", "TemplateError", "VerdictError"), "judge_engine.errors"),
+    **dict.fromkeys(("CalibrationError", "ConfigError", "DatasetError", "FatalProviderError", "JudgeEngineError",
+                     "ProviderError", "RunDirError", "TemplateError", "VerdictError"), "judge_engine.errors"),
     **dict.fromkeys(("Protocol", "ProtocolOptions", "Score", "available", "get_protocol", "register"),
                     "judge_engine.protocols"),
     "RunResult": "judge_engine.session",
+    "calibrate": "judge_engine.calibration",
     "load_run": "judge_engine.frames",
 }
 
@@ -95,6 +99,7 @@ def resume(run_dir: str | Path, *, retry: str | None = None, batch: bool = False
 
 
 __all__ = [
+    "CalibrationError",
     "ConfigError",
     "DatasetError",
     "FatalProviderError",
@@ -111,6 +116,7 @@ __all__ = [
     "VerdictError",
     "__version__",
     "available",
+    "calibrate",
     "get_protocol",
     "load_config",
     "load_run",

@@ -7,6 +7,7 @@ JudgeEngineError                  root; catch this to catch everything we raise
 ├── TemplateError                 a prompt template failed to render (names template and variable)
 ├── RunDirError                   a run directory is missing, foreign, locked or unreadable
 ├── TableError (also ValueError)  a stats/meta input table: unreadable, missing column, no join match
+│   └── CalibrationError          calibrate's rows (row and field named), its settings, a thresholds file
 ├── ProviderError                 "the provider did this": carries model, status, body (secrets redacted)
 │   ├── FatalProviderError        auth / bad request / not found: stop this judge, do not retry
 │   │   └── EndpointUnreachable   no attempt of a task ever connected: the endpoint, not the item
@@ -117,6 +118,11 @@ class RunDirError(JudgeEngineError):
 
 class TableError(JudgeEngineError, ValueError):
     """Bad tabular input to ``stats`` or ``meta``: unreadable file, missing column, no join matches."""
+
+
+class CalibrationError(TableError):
+    """Bad input to ``calibrate``: a row (named by position or line, with the field), a stage,
+    risk, delta or a cost out of range; or a thresholds file that cannot be read (named)."""
 
 
 class ProviderError(JudgeEngineError):

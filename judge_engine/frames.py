@@ -1,4 +1,5 @@
-"""The one home of pandas: a run as a DataFrame (:func:`load_run`).
+"""The one home of pandas: a run as a DataFrame (:func:`load_run`), and a caller's DataFrame
+as rows (:func:`frame_rows`, for ``calibrate``).
 
 The columns are the long form of :mod:`judge_engine.layout` (what ``judge-engine export``
 writes), built through Arrow (:mod:`judge_engine.parquet`) batch by batch, so a run of a
@@ -7,6 +8,7 @@ million tasks is never a million Python rows. pandas and pyarrow are the ``data`
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,3 +104,16 @@ def _typed(pd: Any, frame: Any, columns: Columns) -> Any:
         frame["at"] = pd.to_datetime(frame["at"].where(frame["at"] != ""), utc=True, format="ISO8601",
                                      errors="coerce")
     return frame
+
+
+def is_frame(value: Any) -> bool:
+    """Whether ``value`` is a pandas DataFrame. pandas is never imported for the question: a
+    caller holding a DataFrame has imported it already."""
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(value, pandas.DataFrame)
+
+
+def frame_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A DataFrame's rows as dicts, its missing values (NaN, None, ``pd.NA``, NaT) as None."""
+    cleaned = frame.astype(object).where(frame.notna(), None)
+    return [dict(row) for row in cleaned.to_dict(orient="records")]

@@ -22,7 +22,7 @@ HOMES = {
     "rich": {"cli/display.py"},
     "yaml": {"config.py"},
     "sentencex": {"protocols/gemba_mqm_literary.py"},
-    "scipy": {"stats/correlation.py", "stats/creativity.py"},
+    "scipy": {"stats/correlation.py", "stats/creativity.py", "stats/calibration.py"},
     "krippendorff": {"stats/agreement.py"},
     "rapidfuzz": {"stats/spans.py"},
     "matplotlib": {"stats/plots.py"},
@@ -46,10 +46,10 @@ stats' and the models' common language, imported wherever they are used)."""
 def test_public_api_is_pinned_and_sorted() -> None:
     assert judge_engine.__all__ == sorted(judge_engine.__all__)
     assert judge_engine.__all__ == [
-        "ConfigError", "DatasetError", "FatalProviderError", "JobConfig", "JudgeConfig", "JudgeEngineError",
-        "Protocol", "ProtocolOptions", "ProviderError", "RunDirError", "RunResult", "Score", "TemplateError",
-        "VerdictError", "__version__", "available", "get_protocol", "load_config", "load_run", "register", "resume",
-        "run",
+        "CalibrationError", "ConfigError", "DatasetError", "FatalProviderError", "JobConfig", "JudgeConfig",
+        "JudgeEngineError", "Protocol", "ProtocolOptions", "ProviderError", "RunDirError", "RunResult", "Score",
+        "TemplateError", "VerdictError", "__version__", "available", "calibrate", "get_protocol", "load_config",
+        "load_run", "register", "resume", "run",
     ]
     for name in judge_engine.__all__:
         assert getattr(judge_engine, name) is not None

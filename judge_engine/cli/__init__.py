@@ -7,6 +7,7 @@
 ``cli/rescore.py``        ``rescore``: the current parser and scoring over recorded answers
 ``cli/stats.py``          ``stats``: trust measurements of a run (:mod:`judge_engine.stats`)
 ``cli/meta.py``           ``meta``: a judge against human judgments (:mod:`judge_engine.stats`)
+``cli/calibrate.py``      ``calibrate``: a cascade's confidence thresholds (:mod:`judge_engine.calibration`)
 ``cli/export.py``         ``export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.export`)
 ``cli/status.py``         ``status``: how far a run is, its batches' states, without its process
 ``cli/protocols.py``      ``protocols`` and ``schemas``: what the judging protocols are
@@ -45,6 +46,7 @@ EPILOG = ("exit codes: 0 done, every task scored; 1 a judge stopped (provider er
 def parser() -> argparse.ArgumentParser:
     """The ``judge-engine`` argument parser, with every command registered."""
     from judge_engine.cli import (
+        calibrate,
         cdat,
         export,
         meta,
@@ -62,7 +64,7 @@ def parser() -> argparse.ArgumentParser:
                                    description="Run LLM judges at scale, and measure how far they can be trusted.")
     root.add_argument("--version", action="version", version=f"judge-engine {__version__}")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run, plan, status, show, view, rescore, export, protocols, stats, meta, cdat):
+    for module in (run, plan, status, show, view, rescore, export, protocols, stats, meta, calibrate, cdat):
         module.register(commands)
     return root
 

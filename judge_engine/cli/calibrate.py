@@ -1,0 +1,234 @@
+"""``judge-engine calibrate``: each cascade stage's confidence threshold, with a guarantee of
+agreement with humans (:func:`judge_engine.calibration.calibrate`), from judgments made
+anywhere: ``--rows FILE`` (CSV, TSV or JSONL; one row per item and stage: ``item, stage,
+prediction, confidence, label``).
+
+Prints the guarantee in words and a table per stage (:func:`render_calibration`, drawn by
+:mod:`judge_engine.cli.display`); ``--json`` prints the document instead (or writes it to a
+path); ``--output`` writes the thresholds file a cascade's config names. Bad input (a row, a
+flag) exits 2 with a message naming the file's line and the field.
+
+The positional ``RUN_DIR`` is reserved for calibrating a run's judgments against a human table
+(``--human-table``), which comes with cascaded runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from judge_engine.cli import EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from judge_engine.cli.display import Terminal
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    calibrate = commands.add_parser(
+        "calibrate", help="confidence thresholds of a cascade of judges, with a guarantee of agreement with humans",
+        description="Calibrate each stage's confidence threshold on human-labelled items so that agreement "
+                    "with humans on the answered items is >= 1 - RISK with probability >= 1 - DELTA.")
+    calibrate.add_argument("run_dir", nargs="?", type=Path, metavar="RUN_DIR",
+                           help="(coming with cascaded runs) a run whose judgments to calibrate; use --rows now")
+    calibrate.add_argument("--rows", type=Path, metavar="FILE",
+                           help="judgments as CSV, TSV or JSONL: item, stage, prediction, confidence, label")
+    calibrate.add_argument("--stages", metavar="A,B,C", help="the stages' names, cheapest first (with --rows)")
+    calibrate.add_argument("--risk", type=float, required=True, metavar="ALPHA",
+                           help="guarantee agreement >= 1 - ALPHA on answered items (e.g. 0.15)")
+    calibrate.add_argument("--delta", type=float, required=True, metavar="DELTA",
+                           help="with probability >= 1 - DELTA (e.g. 0.1)")
+    calibrate.add_argument("--min-items", type=int, default=30, metavar="N",
+                           help="fewest items at or above a threshold before it is tested (default 30)")
+    calibrate.add_argument("--per-stage-delta", action="store_true",
+                           help="test each stage at DELTA, as the reference code does: each stage is guaranteed "
+                                "on its own only (the weaker statement; default: DELTA / stages, the whole cascade)")
+    calibrate.add_argument("--costs", metavar="A=X,B=Y", help="each stage's cost per item: adds the cascade's "
+                                                               "expected cost against the last stage alone")
+    calibrate.add_argument("--json", nargs="?", const="-", metavar="PATH",
+                           help="the report as JSON, on standard output (no table) or to PATH")
+    calibrate.add_argument("--output", type=Path, metavar="THRESHOLDS",
+                           help="write the thresholds file a cascade's config names")
+    calibrate.set_defaults(handler=calibrate_command)
+
+
+def fail(message: str) -> int:
+    print(f"judge-engine calibrate: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def calibrate_command(args: argparse.Namespace) -> int:
+    """Run ``calibrate``; returns the exit code (2 on bad input)."""
+    from judge_engine.calibration import calibrate_rows
+    from judge_engine.cli.display import make_console, path_line
+
+    if args.rows is None:
+        if args.run_dir is not None:
+            return fail("calibrating a run directory comes with cascaded runs; for now give its judgments as "
+                        "--rows FILE (item, stage, prediction, confidence, label)")
+        return fail("give the judgments to calibrate on: --rows FILE")
+    if args.run_dir is not None:
+        return fail("give either RUN_DIR or --rows, not both")
+    if not args.stages:
+        return fail("--rows needs --stages A,B,C: the stages' names in the rows, cheapest first")
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    costs = _costs(args.costs) if args.costs else None
+    if isinstance(costs, str):
+        return fail(costs)
+    rows, where = read_rows(args.rows)
+    document = calibrate_rows(rows, stages=stages, risk=args.risk, delta=args.delta, min_items=args.min_items,
+                              delta_rule="per_stage" if args.per_stage_delta else "bonferroni", costs=costs,
+                              output=args.output, where=where)
+    text = json.dumps(document, indent=2) + "\n"
+    if args.json == "-":
+        sys.stdout.write(text)
+        return EXIT_OK
+    console = make_console()
+    render_calibration(document, console)
+    if args.json:
+        Path(args.json).write_text(text, encoding="utf-8")
+        path_line(console, "json", args.json)
+    if args.output:
+        path_line(console, "thresholds", args.output)
+    return EXIT_OK
+
+
+def _costs(text: str) -> dict[str, float] | str:
+    """``--costs cheap=0.001,strong=0.03`` as a mapping, or the message saying what is wrong."""
+    costs: dict[str, float] = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        try:
+            costs[name.strip()] = float(value)
+        except ValueError:
+            return f"--costs: {part.strip()!r} is not STAGE=COST (e.g. cheap=0.001)"
+    return costs
+
+
+# --- the rows file ------------------------------------------------------------------------------
+
+
+def read_rows(path: Path) -> tuple[list[dict[str, Any]], Any]:
+    """A rows file's rows, and how to name the i-th one in a message (``FILE: line N``).
+
+    Raises:
+        CalibrationError: the file cannot be read, or a line is not a row.
+    """
+    from judge_engine.errors import CalibrationError
+
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".tsv", ".jsonl"):
+        raise CalibrationError(f"{path}: rows are read from .csv, .tsv or .jsonl (got {suffix or 'no suffix'})")
+    lines: list[int] = []
+    rows: list[dict[str, Any]] = []
+    try:
+        for line, row in (_jsonl(path) if suffix == ".jsonl" else _csv(path, "\t" if suffix == ".tsv" else ",")):
+            lines.append(line)
+            rows.append(row)
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise CalibrationError(f"{path}: cannot parse ({exc})") from None
+    return rows, lambda i: f"{path}: line {lines[i]}"
+
+
+def _csv(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    from judge_engine.errors import CalibrationError
+
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        if reader.fieldnames is None:
+            raise CalibrationError(f"{path}: empty file, expected a header row")
+        for row in reader:
+            if None in row:  # more cells than the header has
+                raise CalibrationError(f"{path}: line {reader.line_num}: more cells than the header's "
+                                       f"{len(reader.fieldnames)} columns")
+            if any(v is not None and v != "" for v in row.values()):
+                yield reader.line_num, row
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    from judge_engine.errors import CalibrationError
+
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CalibrationError(f"{path}: line {number} is not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise CalibrationError(f"{path}: line {number} is not a JSON object")
+            yield number, row
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def render_calibration(document: Mapping[str, Any], console: Terminal) -> None:
+    """Print a :func:`~judge_engine.calibration.calibrate` document: the guarantee in words, a
+    table per stage, why each stage that answers nothing does (with the items it would need),
+    coverage and cost."""
+    from judge_engine.cli.display import Column, escape, print_table, say
+
+    say(console, f"[bold]guaranteed:[/] {escape(document['guarantee'])}")
+    stages = document["stages"]
+    costs = any("cost_per_item" in s for s in stages)
+    columns = [Column("stage", key=True), *(Column(h, justify="right") for h in (
+        "threshold", "offered", "answered", "errors", "agreed", "bound"))]
+    if costs:
+        columns.append(Column("cost", justify="right"))
+    rows = [[s["stage"], "-" if s["threshold"] is None else f"{s['threshold']:.4g}", str(s["offered"]),
+             str(s["answered"]), str(s["errors"]), _share(1 - s["errors"] / s["answered"]) if s["answered"] else "-",
+             _number(s["bound"]), *([f"{s['cost_per_item']:.4g}"] if costs else [])] for s in stages]
+    level = stages[0]["delta"]
+    rule = f" ({level:.3g} per stage, Bonferroni)" if document["delta_rule"] == "bonferroni" else " per stage"
+    print_table(f"calibration: risk {document['risk']:g}, delta {document['delta']:g}{rule}", columns, rows,
+                console=console, title_justify="left")
+    for stage in stages:
+        if stage["threshold"] is None:
+            say(console, escape(f"  {stage['stage']}: {silent_reason(stage, document['risk'])}"))
+    answered, items = document["answered"], document["items"]
+    agreement = f"; observed agreement {_share(document['agreement'])}" if answered else ""
+    say(console, escape(f"coverage {_share(document['coverage'])} ({answered:,} of {items:,} items answered)"
+                        f"{agreement}"))
+    if document.get("cost"):
+        cost = document["cost"]
+        ratio = f" ({_share(cost['ratio'])})" if cost["ratio"] is not None else ""
+        say(console, escape(f"cost per item {cost['per_item']:.4g} against {cost['last_stage_alone']:.4g} for "
+                            f"{stages[-1]['stage']} alone{ratio}"))
+
+
+def silent_reason(stage: Mapping[str, Any], risk: float) -> str:
+    """Why a stage answers nothing, and what would let it answer, in one sentence."""
+    needed, tested = stage.get("needed"), stage.get("stopped_at")
+    if not stage["judged"]:
+        return "answers nothing: no item reached it with a judgment"
+    if needed is None:
+        return "answers nothing"
+    where = f"at confidence >= {needed['confidence']:.3g}"
+    if tested is not None:
+        errors = f"{tested['errors']} error{'' if tested['errors'] == 1 else 's'}"
+        head = f"answers nothing: {where}, {errors} in {tested['items']} items, bound {tested['bound']:.3f} > {risk:g}"
+    else:
+        head = (f"answers nothing: {stage['judged']} items reached it with a judgment, fewer than the "
+                f"{stage['start']} a threshold is tested with")
+    if needed["items"] is None:
+        return (f"{head}; its error rate there, {_share(needed['error_rate'])}, is at or above the risk: no "
+                f"number of calibration items lets it answer")
+    return (f"{head}; at its error rate there ({_share(needed['error_rate'])}) it needs {needed['items']:,} "
+            f"items {where}, about {needed['calibration_items']:,} calibration items")
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}" if not math.isnan(value) else "-"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{100 * value:.1f}%"
