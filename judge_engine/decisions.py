@@ -147,18 +147,19 @@ def decide_item(parts: Sequence[OutcomeRecord], rule: ItemRule) -> ItemDecision:
         return _jury_decision(parts)
     assert rule.protocol is not None, "a judge's rule carries its protocol"
     kept, left_out, groups_out, blocking = _kept(parts, rule.protocol)
-    counted = {"requests": len(parts), "used": len(kept), "left_out": left_out, "groups_left_out": groups_out}
+    counted: dict[str, Any] = {"requests": len(parts), "used": len(kept), "left_out": left_out,
+                               "groups_left_out": groups_out}
     if blocking:
         codes = Counter(str(p.reason_code) for p in blocking)
         only_recused = set(codes) == {ReasonCode.SELF_PREFERENCE}
         shown = ", ".join(f"{n} {code}" for code, n in sorted(codes.items()))
         return ItemDecision(None, None, rule.method, ReasonCode.SELF_PREFERENCE if only_recused else
                             ReasonCode.ITEM_INCOMPLETE, f"requests ended without an answer to decide with ({shown})",
-                            **counted)  # type: ignore[arg-type]
+                            **counted)
     if not kept:
         return ItemDecision(None, None, rule.method, ReasonCode.NONE_READABLE,
                             f"no request left to decide with: all {len(parts)} were left out ({_shown(left_out)})",
-                            **counted)  # type: ignore[arg-type]
+                            **counted)
     if rule.method == "logprobs":
         return _by_probability(kept, rule, counted)
     return _by_agreement(kept, rule, counted)
@@ -191,7 +192,7 @@ def _by_probability(kept: Sequence[OutcomeRecord], rule: ItemRule, counted: Mapp
         return ItemDecision(None, None, rule.method, ReasonCode.ITEM_INCOMPLETE,
                             f"{missing} of {len(kept)} requests have no probabilities of a single verdict "
                             "(their log-probs were not kept, or the verdict has several values)",
-                            **counted)  # type: ignore[arg-type]
+                            **counted)
     keys = sorted({str(k) for d in distributions if isinstance(d, Mapping) for k in d})
     average = {key: sum(float(d.get(key, 0.0)) for d in distributions if isinstance(d, Mapping)) / len(kept)
                for key in keys}
@@ -203,18 +204,17 @@ def _by_probability(kept: Sequence[OutcomeRecord], rule: ItemRule, counted: Mapp
 
 def _by_agreement(kept: Sequence[OutcomeRecord], rule: ItemRule, counted: Mapping[str, Any]) -> ItemDecision:
     assert rule.protocol is not None
-    votes = [rule.protocol.vote(p.verdict, p.score) for p in kept]
-    votes = [v for v in votes if v is not None]
+    votes = [v for p in kept if (v := rule.protocol.vote(p.verdict, p.score)) is not None]
     if not votes:
-        return ItemDecision(None, None, rule.method, ReasonCode.NONE_READABLE, "no request gave a vote", **counted)  # type: ignore[arg-type]
+        return ItemDecision(None, None, rule.method, ReasonCode.NONE_READABLE, "no request gave a vote", **counted)
     if rule.scale.kind == "interval":
-        numbers = [float(v) for v in votes]
+        numbers = [float(v) for v in votes if not isinstance(v, str)]
         mean = statistics.fmean(numbers)
         bounds = rule.scale.bounds
         confidence = None
         if bounds is not None and bounds[1] > bounds[0]:
             confidence = max(0.0, 1.0 - statistics.pstdev(numbers) / ((bounds[1] - bounds[0]) / 2))
-        return ItemDecision(mean, confidence, rule.method, **counted)  # type: ignore[arg-type]
+        return ItemDecision(mean, confidence, rule.method, **counted)
     shares = {_key(v): n / len(votes) for v, n in Counter(votes).items()}
     return _top(shares, rule, counted, None)
 

@@ -38,9 +38,15 @@ from judge_engine.budget import BudgetStop, guard_for
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint, scan
+from judge_engine.decisions import (
+    ItemCollector,
+    check_confidence,
+    item_judge,
+    item_rule,
+    write_item_outcomes,
+)
 from judge_engine.engine import Engine, EngineResult
 from judge_engine.errors import ConfigError, RunDirError
-from judge_engine.decisions import ItemCollector, check_confidence, item_judge, item_rule, write_item_outcomes
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
 from judge_engine.plan import build_protocol, run_id, template_hashes, with_protocol_defaults
 from judge_engine.protocols import Protocol

@@ -66,7 +66,7 @@ class ProviderResponse:
     (:func:`kept_tokens`): an empty tuple is "given, none kept", never "none given"."""
 
     def to_record(self) -> dict[str, Any]:
-        record = {
+        record: dict[str, Any] = {
             "content": self.content,
             "finish_reason": self.finish_reason,
             "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from judge_engine import jsonio
-from judge_engine.logprobs import token_logprobs
 from judge_engine.errors import ReasonCode
+from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ITEM_MARKERS,
     ErrorClass,

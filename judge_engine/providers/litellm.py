@@ -13,8 +13,8 @@ import copy
 from functools import lru_cache
 from typing import Any
 
-from judge_engine.logprobs import token_logprobs
 from judge_engine.errors import ReasonCode
+from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,

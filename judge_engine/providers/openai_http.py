@@ -22,8 +22,8 @@ from typing import Any
 import aiohttp
 
 from judge_engine import jsonio
-from judge_engine.logprobs import token_logprobs
 from judge_engine.errors import HTTPStatusError, MalformedResponseError
+from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ITEM_MARKERS,
     ErrorClass,
