@@ -20,6 +20,8 @@ jury's. A judge with one request per item needs none: its outcome line carries i
   terms, or a scale's scores), averaged over the requests kept; the prediction is the value
   with the largest average, the confidence that average (``pairwise-annotators``: exactly the
   reference's p(output 1), p(output 2)). The weighted scores (G-Eval) are averaged beside it.
+  A verdict of several values (TTCT) has no one distribution: its prediction is the requests'
+  vote (as ``agreement``) and its confidence the mean of the requests' confidences.
 - ``agreement``: the requests' votes; for labels and short ordinal scales the prediction is the
   most common vote and the confidence the share of requests that gave it; for an interval
   scale the prediction is the mean and the confidence ``1 - sd / (half the scale's width)``,
@@ -187,12 +189,14 @@ def _kept(parts: Sequence[OutcomeRecord], protocol: Protocol) -> tuple[list[Outc
 
 def _by_probability(kept: Sequence[OutcomeRecord], rule: ItemRule, counted: Mapping[str, Any]) -> ItemDecision:
     distributions = [(p.confidence or {}).get("probs") for p in kept]
-    if any(not isinstance(d, Mapping) for d in distributions):
-        missing = sum(1 for d in distributions if not isinstance(d, Mapping))
+    values = [(p.confidence or {}).get("value") for p in kept]
+    if any(v is None for v in values):
+        missing = sum(1 for v in values if v is None)
         return ItemDecision(None, None, rule.method, ReasonCode.ITEM_INCOMPLETE,
-                            f"{missing} of {len(kept)} requests have no probabilities of a single verdict "
-                            "(their log-probs were not kept, or the verdict has several values)",
-                            **counted)
+                            f"{missing} of {len(kept)} requests have no confidence (their log-probs at the verdict "
+                            "were not kept)", **counted)
+    if any(not isinstance(d, Mapping) for d in distributions):
+        return _by_mean_confidence(kept, rule, counted, [float(v) for v in values if v is not None])
     keys = sorted({str(k) for d in distributions if isinstance(d, Mapping) for k in d})
     average = {key: sum(float(d.get(key, 0.0)) for d in distributions if isinstance(d, Mapping)) / len(kept)
                for key in keys}
@@ -200,6 +204,19 @@ def _by_probability(kept: Sequence[OutcomeRecord], rule: ItemRule, counted: Mapp
     weighted = sum(float(w) for w in weights if w is not None) / len(kept) if all(w is not None for w in weights) \
         else None
     return _top(average, rule, counted, weighted)
+
+
+def _by_mean_confidence(kept: Sequence[OutcomeRecord], rule: ItemRule, counted: Mapping[str, Any],
+                        values: Sequence[float]) -> ItemDecision:
+    """A verdict of several values (TTCT's twelve ratings): no one distribution to average, so
+    the prediction is the requests' vote (the mean of numbers, the most common label) and the
+    confidence the mean of theirs."""
+    decided = _by_agreement(kept, ItemRule("agreement", rule.scale, rule.protocol), counted)
+    weights = [(p.confidence or {}).get("weighted") for p in kept]
+    weighted = statistics.fmean(float(w) for w in weights if w is not None) if all(w is not None for w in weights) \
+        else None
+    return ItemDecision(decided.prediction, statistics.fmean(values) if decided.decided else None, rule.method,
+                        decided.code, decided.reason, {}, weighted, **counted)
 
 
 def _by_agreement(kept: Sequence[OutcomeRecord], rule: ItemRule, counted: Mapping[str, Any]) -> ItemDecision:

@@ -88,7 +88,7 @@ REVIEWED: dict[str, int] = {
     "session.py": 560,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
     "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
     "store.py": 490,
-    "decisions.py": 460,  # one concern: an item's decision over its requests (the rule, the pure decision, its outcome
+    "decisions.py": 480,  # one concern: an item's decision over its requests (the rule, the pure decision, its outcome
     # line, made as requests finish and caught up at a session's end, and what a judge's confidence needs up front)
     "protocols/custom.py": 420,  # a config-defined judge: render, read, score, and where its closed fields are  # the run directory's one writer and every reader of it (by stream or by offset)
     "config.py": 540,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence), beside the one merge and its errors naming the flag a value came from

@@ -39,11 +39,11 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from judge_engine.errors import ReasonCode, VerdictError
+from judge_engine.errors import ConfigError, ReasonCode, VerdictError
 from judge_engine.jsonio import text_hash
 from judge_engine.protocols.base import (
     Item,
@@ -84,7 +84,7 @@ class Example(BaseModel):
 class AnnotatorOptions(ProtocolOptions):
     """Options of ``pairwise-annotators``."""
 
-    examples_file: Path = Field(exclude=True)
+    examples_file: Path | None = Field(default=None, exclude=True)
     """The pool of human-labelled examples (JSON lines; see the module docstring). Not in task
     ids: the pool's content is (its hash goes into the run id and cache keys), so moving the
     project changes nothing."""
@@ -99,6 +99,8 @@ class AnnotatorOptions(ProtocolOptions):
 
     @model_validator(mode="after")
     def _read_pool(self) -> AnnotatorOptions:
+        if self.examples_file is None:  # the registry's listing builds the protocol bare; a judge cannot
+            return self
         try:
             data = self.examples_file.read_bytes()
         except OSError as exc:
@@ -169,6 +171,15 @@ class PairwiseAnnotators(Protocol):
         "max_tokens": 10, "confidence": {"method": "logprobs", "top_logprobs": 10}}
 
     options: AnnotatorOptions
+
+    @classmethod
+    def from_options(cls, raw: Mapping[str, Any] | None, *, where: str = "protocol_options") -> Self:
+        """As every protocol's, and an ``examples_file`` is required: the annotators are its examples."""
+        protocol = super().from_options(raw, where=where)
+        if protocol.options.examples_file is None:
+            raise ConfigError(f"protocol {cls.name}: {where}.examples_file: required: the pool of human-labelled "
+                              "examples the simulated annotators are made of (JSON lines, relative to the config)")
+        return protocol
 
     def templates(self) -> Sequence[str]:
         """The prompt texts, and the example pool (hashed as it was read)."""

@@ -124,3 +124,18 @@ def test_agreement_of_scores_on_a_closed_scale_is_one_minus_their_spread() -> No
     decided = decide_item(parts, rule)
     # mean 2, population sd 1, half the scale's width (5 - 1) / 2 = 2: confidence 1 - 1/2
     assert decided.prediction == 2.0 and decided.confidence == pytest.approx(0.5)
+
+
+def test_a_verdict_of_several_values_averages_its_requests_confidences() -> None:
+    judge = JudgeConfig(name="t", model="openai/gpt-4o", protocol="ttct", repeats=2,
+                        confidence="logprobs")  # type: ignore[arg-type]
+    rule = item_rule(judge, build_protocol(judge))
+    assert rule is not None
+    parts = [OutcomeRecord(task_id=f"t{n}", item_id="i", judge="t", protocol="ttct", protocol_version="1", model="m",
+                           temperature=0.0, repeat=n, variant="", status="scored", score=score, row_tasks=2,
+                           confidence={"method": "logprobs", "value": value, "weighted": score + 0.5,
+                                       "fields": {"q1": {"value": value}}})
+             for n, (score, value) in enumerate([(3.0, 0.6), (4.0, 0.8)])]
+    decided = decide_item(parts, rule)
+    # twelve ratings, no one distribution: the mean score, the mean confidence (.6 + .8) / 2
+    assert decided.prediction == 3.5 and decided.confidence == pytest.approx(0.7) and decided.weighted == 4.0
