@@ -99,6 +99,9 @@ class AnnotatorOptions(ProtocolOptions):
 
     @model_validator(mode="after")
     def _read_pool(self) -> AnnotatorOptions:
+        if self.output != "text":
+            raise ValueError("output: the simulated annotators answer [[A]] or [[B]] as the reference asks; "
+                             "there is no JSON mode")
         if self.examples_file is None:  # the registry's listing builds the protocol bare; a judge cannot
             return self
         try:
