@@ -139,3 +139,19 @@ def test_a_verdict_of_several_values_averages_its_requests_confidences() -> None
     decided = decide_item(parts, rule)
     # twelve ratings, no one distribution: the mean score, the mean confidence (.6 + .8) / 2
     assert decided.prediction == 3.5 and decided.confidence == pytest.approx(0.7) and decided.weighted == 4.0
+
+
+def test_the_collector_decides_an_item_when_its_last_request_is_written(tmp_path: Path) -> None:
+    from judge_engine.config import JobConfig
+    from judge_engine.decisions import ItemCollector
+
+    judge = annotator_judge(tmp_path)
+    config = JobConfig.model_validate({"dataset": {"path": "items.jsonl"}, "judges": [judge.model_dump()]})
+    collector = ItemCollector(config, {judge.name: build_protocol(judge)})
+    parts = [part(v, 0.8) for v in ("a1-AB", "a1-BA", "a2-AB", "a2-BA", "a3-AB")]
+    assert [collector.offer(p) for p in parts] == [None] * 5  # five of six: not yet
+    assert collector.offer(parts[0]) is None  # a request written again (--retry) is one request
+    item = collector.offer(part("a3-BA", 0.2))
+    assert item is not None and item.judge == "ann:item" and item.confidence is not None
+    assert item.confidence["value"] == pytest.approx((0.8 * 5 + 0.2) / 6)  # A: (5 x .8 + .2) / 6 = .7
+    assert collector.offer(item) is None  # its own lines are not requests

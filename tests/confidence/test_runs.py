@@ -152,3 +152,23 @@ def test_a_transcript_keeps_only_the_logprobs_at_the_verdict(tmp_path: Path, fak
         record = json.loads(line)
         kept = record["response"]["logprobs"]
         assert len(kept) == 2 and kept[-1][1] in (" A", " B")  # "]" before the verdict, and the verdict
+
+
+def test_the_weighted_score_is_beside_the_judges_own_unless_asked_in_its_place(
+        tmp_path: Path, fake_server: FakeServer) -> None:
+    absolute = {"model": "openai/gpt-4o", "protocol": "prometheus-absolute", "protocol_options": {"rubric": "helpfulness"}}
+    config = job(tmp_path, fake_server, [{**absolute, "name": "beside", "confidence": "logprobs"},
+                                         {**absolute, "name": "instead",
+                                          "confidence": {"method": "logprobs", "score": "weighted"}}], items=4)
+    (tmp_path / "items.jsonl").write_text("".join(json.dumps({"id": f"i{n}", "instruction": f"Explain {n}.",
+                                                              "response": f"Because {n}."}) + "\n" for n in range(4)))
+    assert main(["run", str(config), "--no-live"]) == 0
+    outcomes = latest_outcome_records((tmp_path / "runs" / "latest").resolve()).values()
+    beside = {o.item_id: o for o in outcomes if o.judge == "beside"}
+    instead = {o.item_id: o for o in outcomes if o.judge == "instead"}
+    assert len(beside) == len(instead) == 4
+    for item_id, own in beside.items():
+        assert own.confidence is not None and own.score == own.verdict["score"]  # type: ignore[index]
+        assert own.scores["weighted"] == own.confidence["weighted"] and own.scores["weighted"] != own.score
+        other = instead[item_id]
+        assert other.score == own.scores["weighted"] and other.scores["raw"] == own.score
