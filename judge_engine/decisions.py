@@ -122,19 +122,28 @@ class ItemDecision:
 
 
 def item_rule(judge: JudgeConfig, protocol: Protocol) -> ItemRule | None:
-    """The rule of ``judge``'s item decisions, or None when its outcome lines are its items'
-    (one request per item and temperature, or no confidence measured)."""
+    """How ``judge``'s requests for one item make its decision (any number of them: a cascade
+    decides a judge of one request per item by its outcome line), or None when the judge
+    measures no confidence or its verdict is no vote (BWS)."""
     confidence = judge.confidence
     scale = protocol.vote_scale()
     if confidence is None or scale is None:
+        return None
+    return ItemRule("logprobs" if confidence.method == "logprobs" else "agreement", scale, protocol)
+
+
+def decides_items(judge: JudgeConfig, protocol: Protocol) -> ItemRule | None:
+    """``judge``'s rule when it writes item outcome lines: its rule, and several requests per item
+    and temperature (variants x repeats); a judge of one request has its confidence on its
+    outcome lines already."""
+    rule = item_rule(judge, protocol)
+    if rule is None:
         return None
     try:
         variants = len(protocol.variants({"id": ""}))
     except Exception:  # variants that need a real item: take them as several
         variants = 2
-    if judge.repeats * variants < 2:
-        return None
-    return ItemRule("logprobs" if confidence.method == "logprobs" else "agreement", scale, protocol)
+    return rule if judge.repeats * variants > 1 else None
 
 
 def item_judge(judge: str) -> str:
@@ -338,7 +347,7 @@ class ItemCollector:
 
     def __init__(self, config: JobConfig, protocols: Mapping[str, Protocol]) -> None:
         self._rules = {judge.name: (judge, rule) for judge in config.judges
-                       if (rule := item_rule(judge, protocols[judge.name])) is not None}
+                       if (rule := decides_items(judge, protocols[judge.name])) is not None}
         self._open: OrderedDict[tuple[str, str, float], dict[str, OutcomeRecord]] = OrderedDict()
 
     @property
@@ -369,7 +378,8 @@ def write_item_outcomes(store: RunStore, config: JobConfig, protocols: Mapping[s
     """Write each item outcome whose requests are all done and whose line is missing or older
     than one of them (requests finished in earlier sessions, or judged again); returns how many
     lines were written. Reads the index (a snapshot) and the requests' outcome lines."""
-    rules = [(judge, rule) for judge in config.judges if (rule := item_rule(judge, protocols[judge.name])) is not None]
+    rules = [(judge, rule) for judge in config.judges
+             if (rule := decides_items(judge, protocols[judge.name])) is not None]
     if not rules:
         return 0
     _ = store.index  # flushed: the snapshot sees every outcome written so far
@@ -422,7 +432,8 @@ def item_lines(config: JobConfig, protocols: Mapping[str, Protocol]) -> list[str
             how += "; the score is the probability-weighted one (the judge's own kept as scores.raw)"
         elif confidence.method == "logprobs" and protocols[judge.name].weighs_scores():
             how += "; a probability-weighted score beside the judge's own (scores.weighted)"
-        items = f"; an outcome per item as {item_judge(judge.name)}" if item_rule(judge, protocols[judge.name]) else ""
+        items = f"; an outcome per item as {item_judge(judge.name)}" if decides_items(judge, protocols[judge.name]) \
+            else ""
         lines.append(f"{judge.name}: confidence from {how}{items}")
     return lines
 
@@ -454,7 +465,7 @@ def check_confidence(config: JobConfig, protocols: Mapping[str, Protocol]) -> No
         if confidence.score == "weighted" and not protocol.weighs_scores():
             raise ConfigError(f"{where}.score: weighted needs a score made of closed integer scales "
                               f"({protocol.name}'s is not); use score: raw")
-        if confidence.method == "agreement" and (protocol.vote_scale() is None or item_rule(judge, protocol) is None):
+        if confidence.method == "agreement" and decides_items(judge, protocol) is None:
             raise ConfigError(f"{where}: agreement needs several requests per item to agree and a verdict that is a "
                               f"vote: set repeats to 3 or more (now {judge.repeats})")
         if confidence.method == "logprobs":

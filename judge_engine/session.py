@@ -41,8 +41,8 @@ from judge_engine.dataset import DatasetSummary, fingerprint, scan
 from judge_engine.decisions import (
     ItemCollector,
     check_confidence,
+    decides_items,
     item_judge,
-    item_rule,
     write_item_outcomes,
 )
 from judge_engine.engine import Engine, EngineResult
@@ -254,7 +254,7 @@ def new_manifest(config: JobConfig, protocols: Mapping[str, Protocol], dataset: 
             temperatures=list(judge.temperatures), repeats=judge.repeats,
             score_range=list(r) if (r := protocol.score_range()) else None,
             tasks_per_item_variant=len(judge.temperatures) * judge.repeats,
-            item_outcomes=item_rule(judge, protocol) is not None,
+            item_outcomes=decides_items(judge, protocol) is not None,
         ))  # fmt: skip
     now = utc_now()
     return Manifest(

@@ -155,3 +155,28 @@ def test_the_collector_decides_an_item_when_its_last_request_is_written(tmp_path
     assert item is not None and item.judge == "ann:item" and item.confidence is not None
     assert item.confidence["value"] == pytest.approx((0.8 * 5 + 0.2) / 6)  # A: (5 x .8 + .2) / 6 = .7
     assert collector.offer(item) is None  # its own lines are not requests
+
+
+def test_a_judge_of_one_request_per_item_is_decided_by_its_outcome_and_writes_no_item_lines() -> None:
+    from judge_engine.decisions import decides_items
+
+    judge = JudgeConfig(name="rel", model="openai/gpt-4o-mini", protocol="prometheus-relative",
+                        protocol_options={"rubric": "helpfulness"}, confidence="logprobs")  # type: ignore[arg-type]
+    protocol = build_protocol(judge)
+    rule = item_rule(judge, protocol)
+    assert rule is not None and decides_items(judge, protocol) is None
+    decided = decide_item([part("", 0.3)], rule)  # p(A) .3, p(B) .7: B, as sure as that request
+    assert decided.prediction == "B" and decided.confidence == pytest.approx(0.7)
+
+
+def test_a_jurys_outcome_is_decided_by_the_share_of_its_jurors_that_gave_its_value() -> None:
+    from judge_engine.decisions import ItemRule
+    from judge_engine.protocols import VoteScale
+
+    jurors = {name: {"vote": vote, "score": None, "status": "scored", "reason_code": None, "task_id": name}
+              for name, vote in (("a", "A"), ("b", "A"), ("c", "B"))}
+    line = OutcomeRecord(task_id="j", item_id="i", judge="panel", protocol="jury", protocol_version="1", model="m",
+                         temperature=0.0, repeat=0, variant="", status="scored", score=1.0,
+                         verdict={"value": "A", "jurors": jurors})
+    decided = decide_item([line], ItemRule("jury", VoteScale("categorical", ("A", "B"))))
+    assert decided.prediction == "A" and decided.confidence == pytest.approx(2 / 3)  # two of three jurors
