@@ -85,7 +85,7 @@ REVIEWED: dict[str, int] = {
     "records.py": 905,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury, an outcome's confidence): one definition
     "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
-    "session.py": 560,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
+    "session.py": 570,  # one lifecycle (prepare, resume selection, endpoints, execute, signals; item decisions as requests finish) top to bottom
     "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
     "store.py": 490,
     "decisions.py": 480,  # one concern: an item's decision over its requests (the rule, the pure decision, its outcome
