@@ -140,7 +140,7 @@ async def call_provider(
             log.reached = True
             judge.exhausted_in_row = 0
             latency = time.perf_counter() - started
-            response = priced_as(response, judge.config.model)
+            response = judge.kept(priced_as(response, judge.config.model), task)
             lane.on_success(admission, response.prompt_tokens, response.completion_tokens, response.headers)
             log.cost += response.cost
             counters.cost += response.cost

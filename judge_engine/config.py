@@ -132,6 +132,46 @@ class BatchConfig(BaseModel):
     out instead). Estimated without a tokenizer (UTF-8 bytes / 4)."""
 
 
+class ConfidenceConfig(BaseModel):
+    """How sure a judge is of each verdict (``confidence: logprobs``, or the mapping):
+    :mod:`judge_engine.protocols.confidence` reads it per answer, :mod:`judge_engine.decisions`
+    per item."""
+
+    model_config = _FROZEN
+
+    method: Literal["logprobs", "agreement"]
+    """``logprobs``: the provider's token probabilities at the position the parser reads the
+    verdict (OpenAI chat models, Gemini, vLLM and OpenAI-compatible servers; not Anthropic's
+    models nor OpenAI's reasoning models: refused before anything is sent where litellm's
+    catalog knows it, else the judge stops at the first answer without them). ``agreement``:
+    per item, how far the judge's answers agree (its ``repeats``, or the simulated annotators
+    of ``pairwise-annotators``): for any provider, at the price of several requests per item."""
+    top_logprobs: int = Field(default=10, ge=1, le=20)
+    """``logprobs``: alternatives asked for at each position (OpenAI allows up to 20); a value
+    absent from them counts as probability 0."""
+    score: Literal["raw", "weighted"] = "raw"
+    """``raw``: the score is the judge's own, and the probability-weighted score (G-Eval) of a
+    closed integer scale is kept beside it (``scores.weighted``). ``weighted``: the weighted
+    score is the score, the judge's own kept as ``scores.raw``."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"method": value} if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _weighted_needs_logprobs(self) -> ConfidenceConfig:
+        if self.score == "weighted" and self.method != "logprobs":
+            raise ValueError("score: weighted weighs scores by their token probabilities: it needs method: logprobs")
+        return self
+
+    def request_params(self) -> dict[str, Any]:
+        """What it adds to every request (and so to the cache key)."""
+        if self.method != "logprobs":
+            return {}
+        return {"logprobs": True, "top_logprobs": self.top_logprobs}
+
+
 class JudgeConfig(BaseModel):
     """One judge: a model, a protocol and how to call it."""
 
@@ -186,6 +226,9 @@ class JudgeConfig(BaseModel):
     :class:`BatchConfig`. Neither the run id nor the cache key depends on it: an answer is an
     answer, and a run may change mode when it is resumed."""
     batch: BatchConfig = Field(default_factory=BatchConfig)
+    confidence: ConfidenceConfig | None = None
+    """How sure the judge is of each verdict (:class:`ConfidenceConfig`); None: not measured
+    (a protocol may default it: ``pairwise-annotators`` reads log-probs)."""
 
     @field_validator("temperatures")
     @classmethod
@@ -203,6 +246,9 @@ class JudgeConfig(BaseModel):
         clash = sorted(reserved & set(value))
         if clash:
             raise ValueError(f"set {', '.join(clash)} with its own key, not in params")
+        if logprobs := sorted({"logprobs", "top_logprobs"} & set(value)):
+            raise ValueError(f"{', '.join(logprobs)}: ask for token probabilities with confidence: logprobs "
+                             "(confidence.top_logprobs), which reads them at the verdict")
         return value
 
 

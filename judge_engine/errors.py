@@ -42,7 +42,8 @@ class ReasonCode(StrEnum):
     The first four are verdicts about the judge's answer (re-asked first, then recorded); the
     next seven say the answer never came or could not be used for a reason outside the answer;
     then two belong to generation protocols, whose first answer is the data, one to
-    ``rescore``, one to a judge kept from its own family's systems, and the last two to juries.
+    ``rescore``, one to a judge kept from its own family's systems, two to juries and the last
+    three to an item's outcome over its requests (:mod:`judge_engine.decisions`).
     """
 
     UNREADABLE = "unreadable"
@@ -94,6 +95,17 @@ class ReasonCode(StrEnum):
     """A jury's outcome for an item: the votes tied and the jury's ``tie`` rule is ``abstain``
     (the default of an odd-sized panel, whose ties come only from three or more values or a
     missing vote)."""
+    NONE_READABLE = "none_readable"
+    """An item's outcome over its requests (``pairwise-annotators``' annotators, a judge's
+    repeats: :mod:`judge_engine.decisions`): every request's answer was unreadable (or refused
+    by the provider), so no annotator or repeat is left to decide with."""
+    ITEM_INCOMPLETE = "item_incomplete"
+    """An item's outcome over its requests: a request ended for a reason that is not about its
+    answer (transport retries used up, a protocol error, not recorded): deciding without it
+    would change the item's confidence, so it waits for ``--retry`` of that request."""
+    ITEM_TIE = "item_tie"
+    """An item's outcome over its requests: two predictions share the highest probability or
+    the most votes (never broken by order)."""
 
 
 class JudgeEngineError(Exception):

@@ -128,7 +128,7 @@ def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, l
             cached += 1
             continue
         prompt += count_prompt_tokens(judge.model, ready.messages)
-    sent, budget = tasks - cached - recused, judge.retries.reasks
+    sent, budget = tasks - cached - recused, judge.retries.reasks if protocol.reasks else 0
     answer = min(protocol.typical_completion_tokens, judge.max_tokens or protocol.typical_completion_tokens)
     # Re-ask k resends the conversation plus k (answer, re-ask) turns: the prompt grows by
     # `growth` per turn, so a task re-asked R times sends (R + 1) P + growth R (R + 1) / 2.

@@ -19,6 +19,10 @@ column                      type   what
 ``verdict.<list>.count``    int    the list's length (MQM errors, expressions, words...)
 ``verdict.<list>.<sev>``    int    ``critical``, ``major``, ``minor``: for a list of objects
                                    with a ``severity`` (MQM errors), how many of each
+``confidence``              float  when some outcome has one: how sure the judge is (0..1;
+                                   :mod:`judge_engine.protocols.confidence`)
+``confidence.method``       str    ``logprobs``, ``agreement`` or ``jury``
+``confidence.p.<value>``    float  each value's probability (or share of votes), sorted
 ``item.<field>``            \\-    ``--with-items``: the item's fields after the config's field
                                    mapping (as the prompts saw them), ``id`` left out
 ==========================  =====  ==============================================================
@@ -170,13 +174,21 @@ class Layout:
     severity_lists: set[str] = field(default_factory=set)
     """Verdict lists of objects with a ``severity``: they get a count per severity."""
     items: ItemTable | None = None
+    confidence: bool = False
+    """Some outcome has a confidence: the ``confidence`` columns are there."""
+    probabilities: list[str] = field(default_factory=list)
+    """The values whose probabilities some confidence gives (``confidence.p.<value>``), sorted."""
 
     @classmethod
     def survey(cls, records: Iterable[OutcomeRecord], items: ItemTable | None = None) -> Layout:
         layout = cls(items=items)
         names: set[str] = set()
+        values: set[str] = set()
         for record in records:
             names.update(record.scores)
+            if record.confidence is not None:
+                layout.confidence = True
+                values.update(str(v) for v in record.confidence.get("probs") or {})
             for key, value in (record.verdict or {}).items():
                 layout.verdict[key] = merge_kinds(layout.verdict.get(key), kind_of(value))
                 if isinstance(value, list):
@@ -185,11 +197,15 @@ class Layout:
                             isinstance(v, Mapping) and "severity" in v for v in value):
                         layout.severity_lists.add(key)
         layout.score_names = sorted(names)
+        layout.probabilities = sorted(values)
         return layout
 
     @property
     def columns(self) -> Columns:
         columns = list(OUTCOME_COLUMNS) + [(f"scores.{name}", "float") for name in self.score_names]
+        if self.confidence:
+            columns += [("confidence", "float"), ("confidence.method", "str")]
+            columns += [(f"confidence.p.{value}", "float") for value in self.probabilities]
         for key, kind in self.verdict.items():
             columns.append((f"verdict.{key}", kind or "str"))
             if key in self.lists:
@@ -208,6 +224,10 @@ class Layout:
         ]  # fmt: skip
         scores = record.scores
         row += [scores.get(name) for name in self.score_names]
+        if self.confidence:
+            confidence = record.confidence or {}
+            probs = confidence.get("probs") or {}
+            row += [confidence.get("value"), confidence.get("method"), *(probs.get(v) for v in self.probabilities)]
         verdict = record.verdict or {}
         for key, kind in self.verdict.items():
             value = verdict.get(key)

@@ -79,8 +79,9 @@ def scan_for(config: JobConfig, protocols: Mapping[str, Protocol]) -> DatasetSum
 
 
 def judge_identity(judge: JudgeConfig, protocol: Protocol) -> dict[str, Any]:
-    """What defines a judge's answers (not its limits or timeouts)."""
-    return {
+    """What defines a judge's answers (not its limits or timeouts). ``confidence`` only when
+    set, so the ids of every run before it stay as they were."""
+    identity = {
         "name": judge.name,
         "model": judge.model,
         "protocol": protocol.name,
@@ -89,6 +90,20 @@ def judge_identity(judge: JudgeConfig, protocol: Protocol) -> dict[str, Any]:
         "max_tokens": judge.max_tokens,
         "params": judge.params,
     }
+    if judge.confidence is not None:
+        identity["confidence"] = judge.confidence.model_dump(mode="json")
+    return identity
+
+
+def with_protocol_defaults(config: JobConfig, protocols: Mapping[str, Protocol]) -> JobConfig:
+    """The config with each protocol's request defaults (:attr:`Protocol.request_defaults`:
+    ``pairwise-annotators`` asks for 10 tokens and log-probs) where the judge does not set them."""
+    judges = []
+    for judge in config.judges:
+        defaults = {key: value for key, value in protocols[judge.name].request_defaults.items()
+                    if key not in judge.model_fields_set}
+        judges.append(JudgeConfig.model_validate({**judge.model_dump(), **defaults}) if defaults else judge)
+    return config.model_copy(update={"judges": judges}) if judges != list(config.judges) else config
 
 
 def template_hashes(protocol: Protocol) -> list[str]:

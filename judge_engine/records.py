@@ -12,6 +12,8 @@ document      version  what changed
 outcome line  1        no ``v`` key; lines before reason codes lack ``reason_code``
               2        ``"v": 2``; otherwise as version 1; later ``row`` and ``row_tasks``
                        (the item's position, its task count) were added, None when absent
+              3        ``"v": 3``: ``confidence`` (how sure the judge is of the verdict, and
+                       how that was obtained), written only when measured; None when absent
 attempt line  1        no ``v`` key; the whole request repeated in every line
               2        ``"v": 2``; otherwise as version 1 (still written by :meth:`AttemptRecord.to_dict`,
                        the expanded form, e.g. for export)
@@ -20,8 +22,10 @@ attempt line  1        no ``v`` key; the whole request repeated in every line
                        ``usage`` once (not also inside ``response``); ``response.cost``
                        dropped (the line's ``cost`` is what the attempt cost); empty
                        ``headers`` and ``model`` left out; later ``batch`` (the batch
-                       id and custom id of a batch API result), absent online, and
-                       ``error.code`` (a failure's reason code, when it has one)
+                       id and custom id of a batch API result), absent online;
+                       ``error.code`` (a failure's reason code, when it has one); and
+                       ``response.logprobs`` (the tokens at the verdict: ``[offset, token,
+                       logprob, [[token, logprob], ...]]``), only when log-probs were asked
 batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunks and the
                        tasks they carry to the next round (:class:`BatchEvent`,
                        :class:`BatchCarry`)
@@ -44,7 +48,7 @@ from typing import Any, Literal
 from judge_engine.blocks import Encoder, decode_request
 from judge_engine.errors import ReasonCode, RunDirError
 
-OUTCOME_VERSION = 2
+OUTCOME_VERSION = 3
 ATTEMPT_VERSION = 3
 EXPANDED_ATTEMPT_VERSION = 2
 """The version of :meth:`AttemptRecord.to_dict`'s self-contained form (requests written out)."""
@@ -120,14 +124,21 @@ class OutcomeRecord:
     row_tasks: int | None = None
     """How many tasks the judge has for that item: a resumed run skips, unread, the leading
     items whose tasks are all done."""
+    confidence: Mapping[str, Any] | None = None
+    """How sure the judge is of the verdict (None: not measured): ``method`` (``logprobs``,
+    ``agreement``, ``jury``), ``value`` (0..1, None when it could not be read, with a
+    ``problem``), and for log-probs ``verdict``, ``probs`` (each accepted value's probability
+    at the verdict's position), ``mass``, ``weighted`` (the probability-weighted score) or, for
+    a verdict of several values, ``fields`` (:mod:`judge_engine.protocols.confidence`,
+    :mod:`judge_engine.decisions`)."""
 
     @property
     def scored(self) -> bool:
         return self.status == "scored"
 
     def to_dict(self) -> dict[str, Any]:
-        """The line as written (current version)."""
-        return {
+        """The line as written (current version; ``confidence`` only when measured)."""
+        line = {
             "v": OUTCOME_VERSION,
             "task_id": self.task_id,
             "item_id": self.item_id,
@@ -153,6 +164,9 @@ class OutcomeRecord:
             "row": self.row,
             "row_tasks": self.row_tasks,
         }
+        if self.confidence is not None:
+            line["confidence"] = dict(self.confidence)
+        return line
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], *, where: str = OUTCOMES) -> OutcomeRecord:
@@ -191,6 +205,7 @@ class OutcomeRecord:
                 at=str(raw.get("at") or ""),
                 row=None if raw.get("row") is None else int(raw["row"]),
                 row_tasks=None if raw.get("row_tasks") is None else int(raw["row_tasks"]),
+                confidence=raw.get("confidence") if isinstance(raw.get("confidence"), Mapping) else None,
             )
         except KeyError as exc:
             raise RunDirError(f"{where}: an outcome line without {exc.args[0]!r}") from None
@@ -290,6 +305,8 @@ class AttemptRecord:
                 response["model"] = self.response["model"]
             if self.response.get("headers"):
                 response["headers"] = self.response["headers"]
+            if self.response.get("logprobs") is not None:
+                response["logprobs"] = self.response["logprobs"]
             record["response"] = response
             record["usage"] = dict(self.usage or {})
             record["cost"] = self.cost
@@ -361,7 +378,8 @@ def transcript_record(raw: Mapping[str, Any], *, blocks: Mapping[str, Any] | Non
             if response is not None:  # the expanded shape every reader knows
                 response = {"content": response.get("content"), "finish_reason": response.get("finish_reason"),
                             "usage": dict(usage or {}), "cost": cost or 0.0,
-                            "headers": dict(response.get("headers") or {}), "model": str(response.get("model") or "")}
+                            "headers": dict(response.get("headers") or {}), "model": str(response.get("model") or ""),
+                            **({"logprobs": response["logprobs"]} if response.get("logprobs") is not None else {})}
         return AttemptRecord(
             task_id=str(raw["task_id"]),
             judge=str(raw.get("judge") or ""),
@@ -696,12 +714,18 @@ class JudgeEntry:
     repeats: int
     score_range: list[float] | None
     tasks_per_item_variant: int
+    item_outcomes: bool = False
+    """The judge also writes one outcome line per item and temperature, judge ``<name>:item``
+    (its requests' decision: :mod:`judge_engine.decisions`)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "model": self.model, "protocol": self.protocol,
-                "protocol_version": self.protocol_version, "protocol_options": self.protocol_options,
-                "templates": self.templates, "temperatures": self.temperatures, "repeats": self.repeats,
-                "score_range": self.score_range, "tasks_per_item_variant": self.tasks_per_item_variant}
+        entry = {"name": self.name, "model": self.model, "protocol": self.protocol,
+                 "protocol_version": self.protocol_version, "protocol_options": self.protocol_options,
+                 "templates": self.templates, "temperatures": self.temperatures, "repeats": self.repeats,
+                 "score_range": self.score_range, "tasks_per_item_variant": self.tasks_per_item_variant}
+        if self.item_outcomes:
+            entry["item_outcomes"] = True
+        return entry
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> JudgeEntry:
@@ -712,6 +736,7 @@ class JudgeEntry:
             temperatures=[float(t) for t in raw.get("temperatures") or []], repeats=int(raw.get("repeats") or 1),
             score_range=None if raw.get("score_range") is None else [float(x) for x in raw["score_range"]],
             tasks_per_item_variant=int(raw.get("tasks_per_item_variant") or 1),
+            item_outcomes=bool(raw.get("item_outcomes")),
         )  # fmt: skip
 
 
@@ -781,11 +806,15 @@ class Manifest:
         """How many tasks the run plans for judge ``name`` over the whole dataset: its item-variants
         (the scan's count, ``dataset.variants``, else the items) x temperatures x repeats. For a
         jury, the coordinates all its jurors share (one protocol, so the same variants; the
-        temperatures they all have, the repeats they all reach). None when the manifest does not
-        know ``name``."""
+        temperatures they all have, the repeats they all reach). For a judge's item outcomes
+        (``<judge>:item``), its items x temperatures. None when the manifest does not know
+        ``name``."""
         entry = self.judge(name)
         if entry is not None:
             return self._variants(entry.name) * entry.tasks_per_item_variant
+        judge, _, kind = name.rpartition(":")
+        if kind == "item" and (entry := self.judge(judge)) is not None and entry.item_outcomes:
+            return int(self.dataset.get("items") or 0) * len(entry.temperatures)
         jury = self.jury(name)
         jurors = [self.judge(str(j)) for j in (jury or {}).get("judges") or []]
         if not jurors or any(j is None for j in jurors):

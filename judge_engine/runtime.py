@@ -6,6 +6,7 @@ than calling: :meth:`JudgeRuntime.abandon_waiting`), and what a display reads of
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,15 +16,21 @@ from judge_engine.budget import Guard
 from judge_engine.cache import cache_key
 from judge_engine.config import JudgeConfig
 from judge_engine.lanes import Lane
+from judge_engine.logprobs import kept_tokens
 from judge_engine.protocols import Message, Protocol
 from judge_engine.providers import Endpoint
-from judge_engine.providers.base import Provider, ProviderRequest
+from judge_engine.providers.base import Provider, ProviderRequest, ProviderResponse
 from judge_engine.routing import Deployment, Router
 
 if TYPE_CHECKING:
     from judge_engine.batch.board import BatchBoard
     from judge_engine.engine import Engine
     from judge_engine.plan import Task
+
+
+KEEP_WHOLE = 16
+"""An answer of this many tokens or fewer keeps all its log-probs (``pairwise-annotators``'
+ten: the reference reads them from the start)."""
 
 
 @dataclass(slots=True)
@@ -70,11 +77,36 @@ class JudgeSetup:
             temperature=temperature,
             max_tokens=self.config.max_tokens,
             response_format=self.protocol.response_format(),
-            params=self.config.params,
+            params=self.params,
             api_base=self.endpoint.api_base,
             timeout_s=self.config.timeout_s,
             task_ref=task_ref,
         )
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The judge's ``params`` and what its confidence adds (``logprobs``, ``top_logprobs``):
+        both go into every request and its cache key."""
+        confidence = self.config.confidence
+        return {**self.config.params, **confidence.request_params()} if confidence is not None else self.config.params
+
+    @property
+    def reads_logprobs(self) -> bool:
+        """Whether every answer must carry token log-probs (``confidence: logprobs``)."""
+        return self.config.confidence is not None and self.config.confidence.method == "logprobs"
+
+    def kept(self, response: ProviderResponse, task: Task) -> ProviderResponse:
+        """``response`` with only its log-probs at the verdict kept (where the protocol's parser
+        reads it, :meth:`~judge_engine.protocols.base.Protocol.verdict_spans`), before it goes to
+        the transcript and the cache; an answer of :data:`KEEP_WHOLE` tokens or fewer is kept whole."""
+        tokens = response.logprobs
+        if not tokens or len(tokens) <= KEEP_WHOLE:
+            return response
+        try:
+            spans = self.protocol.verdict_spans(response.content or "", task.item, task.variant)
+        except Exception:  # the parse that follows records the protocol's error
+            spans = ()
+        return dataclasses.replace(response, logprobs=kept_tokens(tokens, [(s.start, s.end) for s in spans]))
 
     def key(self, request: ProviderRequest, task: Task) -> str:
         """The answer cache key of ``request`` for ``task`` (the config's model and ``api_base``,

@@ -38,10 +38,23 @@ from judge_engine.budget import BudgetStop, guard_for
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint
+from judge_engine.decisions import (
+    ItemCollector,
+    check_confidence,
+    decides_items,
+    item_judge,
+    write_item_outcomes,
+)
 from judge_engine.engine import Engine, EngineResult
 from judge_engine.errors import ConfigError, RunDirError
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
-from judge_engine.plan import build_protocol, run_id, scan_for, template_hashes
+from judge_engine.plan import (
+    build_protocol,
+    run_id,
+    scan_for,
+    template_hashes,
+    with_protocol_defaults,
+)
 from judge_engine.protocols import Protocol
 from judge_engine.providers import (
     Endpoint,
@@ -176,7 +189,9 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         protocols = {judge.name: build_protocol(judge) for judge in config.judges}
     except ConfigError as exc:  # name the file, as every other config error does
         raise ConfigError(f"{config_path.name}: {exc}") from None
+    config = with_protocol_defaults(config, protocols)
     check_juries(config, protocols)
+    check_confidence(config, protocols)
     if dataset is None and run_dir is not None:
         dataset = _recorded_dataset(run_dir, config)
     if dataset is None:
@@ -242,6 +257,7 @@ def new_manifest(config: JobConfig, protocols: Mapping[str, Protocol], dataset: 
             temperatures=list(judge.temperatures), repeats=judge.repeats,
             score_range=list(r) if (r := protocol.score_range()) else None,
             tasks_per_item_variant=len(judge.temperatures) * judge.repeats,
+            item_outcomes=decides_items(judge, protocol) is not None,
         ))  # fmt: skip
     now = utc_now()
     return Manifest(
@@ -414,6 +430,9 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         manifest.sessions = [*manifest.sessions, session]
         manifest.status, manifest.updated_at, manifest.spend = "running", utc_now(), store.spend_record()
         store.write_manifest(manifest)
+        items = ItemCollector(prepared.config, prepared.protocols)
+        if items.active:  # an item's outcome as soon as its last request's is written
+            store.watch(items.offer)
         progress.start(engine)
         main = asyncio.current_task()
         restore = _install_signals(engine, main, progress) if install_signals else (lambda: None)
@@ -428,6 +447,8 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
             restore()
             checkpoints.cancel()
         if outcome.status != "cancelled":  # a Ctrl-C wants out; resume writes them
+            store.watch(None)
+            write_item_outcomes(store, prepared.config, prepared.protocols)
             write_jury_outcomes(store, prepared.config, prepared.protocols)
         session.update(ended_at=utc_now(), status=outcome.status,
                        judged=sum(j.counters.done - j.counters.resumed for j in runtimes),
@@ -471,6 +492,7 @@ def _with_planned(counts: dict[str, Any], manifest: Manifest) -> dict[str, Any]:
     judges = counts.setdefault("judges", {})
     names = [entry.name for entry in manifest.judges]
     names += [str(j.get("name")) for j in manifest.config.get("juries") or [] if isinstance(j, dict)]
+    names += [item_judge(entry.name) for entry in manifest.judges if entry.item_outcomes]
     total = 0
     for name in names:
         planned = manifest.planned_tasks(name) or 0

@@ -34,7 +34,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -290,6 +290,7 @@ class RunStore:
         self._transcripts_fd: int | None = None
         self._blocks_fd: int | None = None
         self._batches_fd: int | None = None
+        self._watcher: Callable[[OutcomeRecord], OutcomeRecord | None] | None = None
         self._known_blocks: set[str] = set()
         self._new_blocks: list[bytes] = []
         self._encoder = Encoder(self)
@@ -350,6 +351,14 @@ class RunStore:
         line = dumps_line(record.to_dict())
         os.write(self._outcomes_fd, line)
         self._indexer.outcome(record, len(line))
+        if self._watcher is not None and (derived := self._watcher(record)) is not None:
+            self.write_outcome(derived)
+
+    def watch(self, watcher: Callable[[OutcomeRecord], OutcomeRecord | None] | None) -> None:
+        """Show every outcome line written to ``watcher`` (None: to nobody); an outcome it
+        returns is written next (an item's outcome, once its last request's is written:
+        :class:`judge_engine.decisions.ItemCollector`)."""
+        self._watcher = watcher
 
     def write_transcript(self, record: TranscriptRecord) -> None:
         """Append a transcript line; an attempt's new blocks are written first, so that no line

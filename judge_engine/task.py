@@ -28,6 +28,7 @@ from judge_engine.cache import AnswerCache
 from judge_engine.errors import (
     DatasetError,
     EndpointUnreachable,
+    FatalProviderError,
     ItemFailure,
     ReasonCode,
     TemplateError,
@@ -133,16 +134,22 @@ def decide(judge: JudgeRuntime, task: Task, log: TaskLog, messages: list[Message
            response: ProviderResponse, *, transcript: Writer, can_reask: bool = True) -> OutcomeRecord | Reask:
     """Read one answer to a task's request (``messages``): the task's outcome, or the re-ask to
     send (counted in ``log`` and the judge's counters). The one place an answer is judged, for
-    online calls, cache hits and batch results alike.
+    online calls, cache hits and batch results alike, and so where its confidence is read.
 
     Args:
         can_reask: False when no further request can be sent (a batch run's last round): an
             answer that would be re-asked ends unscored, as if the re-ask budget were spent.
+
+    Raises:
+        FatalProviderError: the judge reads log-probs and the answer has none (the provider
+            gives none for this model): the judge stops, with what to change.
     """
     protocol = judge.protocol
     if response.finish_reason == "content_filter":
         return outcome(judge, task, log, reason="the provider's content filter blocked the answer",
                        code=ReasonCode.CONTENT_FILTER)
+    if judge.reads_logprobs and response.logprobs is None and (response.content or "").strip():
+        raise FatalProviderError(_NO_LOGPROBS.format(model=judge.config.model), model=judge.config.model)
     try:
         verdict = _read(protocol, response, task)
     except VerdictError as error:
@@ -169,7 +176,41 @@ def decide(judge: JudgeRuntime, task: Task, log: TaskLog, messages: list[Message
                        code=error.code)
     except Exception as exc:
         return _protocol_failure(judge, task, log, "score", exc, transcript)
-    return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), score=score.score, scores=dict(score.scores))
+    confidence = None
+    if judge.reads_logprobs:
+        try:
+            confidence, score = _with_confidence(judge, task, verdict, response, score)
+        except Exception as exc:
+            return _protocol_failure(judge, task, log, "confidence", exc, transcript)
+    return outcome(judge, task, log, verdict=verdict.model_dump(mode="json"), score=score.score,
+                   scores=dict(score.scores), confidence=confidence)
+
+
+_NO_LOGPROBS = (
+    "the provider answered {model} without token log-probs, which confidence: logprobs reads (OpenAI's reasoning "
+    "models and every Anthropic model give none). Use a model that gives them (OpenAI chat models, Gemini, vLLM or "
+    "another OpenAI-compatible server), or confidence: agreement with repeats: 3 or more; the undone tasks wait for "
+    "resume")
+
+
+def _with_confidence(judge: JudgeSetup, task: Task, verdict: Any, response: ProviderResponse,
+                     score: Score) -> tuple[dict[str, Any], Score]:
+    """The answer's confidence, and its score with the probability-weighted one beside it (or
+    in its place, ``confidence.score: weighted``)."""
+    from judge_engine.protocols.confidence import read_task_confidence
+
+    read = read_task_confidence(judge.protocol, verdict, response.content or "", response.logprobs or (),
+                                task.item, task.variant)
+    weighted = read.weighted
+    if weighted is None or score.score is None:
+        return dict(read.record), score
+    config = judge.config.confidence
+    if config is not None and config.score == "weighted":
+        weighted_score = Score(weighted, {**score.scores, "raw": score.score})
+    else:
+        weighted_score = Score(score.score, {**score.scores, "weighted": weighted})
+    _check_score(judge.protocol, weighted_score)
+    return dict(read.record), weighted_score
 
 
 def _read(protocol: Protocol, response: ProviderResponse, task: Task) -> Any:
@@ -270,9 +311,10 @@ def outcome(
     scores: Mapping[str, float] | None = None,
     reason: str | None = None,
     code: ReasonCode | None = None,
+    confidence: Mapping[str, Any] | None = None,
 ) -> OutcomeRecord:
-    """The outcome line of one task: scored with its verdict, or unscored with the reason and
-    its code."""
+    """The outcome line of one task: scored with its verdict (and its confidence, when
+    measured), or unscored with the reason and its code."""
     scored = reason is None
     counters = judge.counters
     counters.done += 1
@@ -304,4 +346,5 @@ def outcome(
         at=utc_now(),
         row=task.row if task.row >= 0 else None,
         row_tasks=task.row_tasks or None,
+        confidence=None if confidence is None else dict(confidence),
     )

@@ -14,6 +14,7 @@ import pytest
 from judge_engine.cli import main
 from judge_engine.errors import RunDirError
 from judge_engine.records import (
+    OUTCOME_VERSION,
     UNRECORDED,
     AttemptRecord,
     Manifest,
@@ -66,7 +67,7 @@ def test_every_reader_accepts_a_version_1_run_directory(v1_run: Path, capsys: py
 def test_records_round_trip_at_the_current_version(v1_run: Path) -> None:
     for line in iter_outcomes(v1_run):
         written = line.to_dict()
-        assert written["v"] == 2 and OutcomeRecord.from_dict(written) == line
+        assert written["v"] == OUTCOME_VERSION and OutcomeRecord.from_dict(written) == line
     for attempt in iter_transcript(v1_run):
         assert transcript_record(attempt.to_dict()) == attempt
     manifest = read_manifest(v1_run)

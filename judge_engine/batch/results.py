@@ -155,7 +155,7 @@ class Results:
             await self._again(task, log, turns, chunk, "came back empty")
             return
         if result.kind is ResultKind.ANSWER and response is not None:
-            response = priced_as(response, judge.config.model, batch=True)
+            response = judge.kept(priced_as(response, judge.config.model, batch=True), task)
             log.reached = True
             log.cost += response.cost
             log.latency_s += turnaround

@@ -619,8 +619,9 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
         rows.append([label, f"{per.get('scored', 0):,}", f"{per.get('unscored', 0):,}", f"{paid.get('calls', 0):,}",
                      f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}",
                      _cost(paid, "\n")])
-    for name in sorted(set(counts) - {judge.name for judge in result.judges}):  # juries: no calls of their own
-        rows.append([Text(name, style="bold") + Text("\njury", style="dim"), f"{counts[name].get('scored', 0):,}",
+    for name in sorted(set(counts) - {judge.name for judge in result.judges}):  # juries, items: no calls of their own
+        kind = "item decisions" if name.endswith(":item") else "jury"
+        rows.append([Text(name, style="bold") + Text(f"\n{kind}", style="dim"), f"{counts[name].get('scored', 0):,}",
                      f"{counts[name].get('unscored', 0):,}", "", "", ""])
     table = FitTable(columns, rows, title=f"run {manifest.run_id}: {result.status} in {_duration(result.elapsed_s)}",
                      title_justify="left")

@@ -24,6 +24,7 @@ def plan_command(args: argparse.Namespace) -> int:
     """Prepare the run as ``run`` would (nothing sent, no key needed), then estimate it."""
     from judge_engine.cli.display import escape, make_console, path_line, plan_lines, plan_table
     from judge_engine.cli.run import override_values
+    from judge_engine.decisions import item_lines
     from judge_engine.estimate import budget_warnings, plan_rows, self_preference_lines
     from judge_engine.jury import jury_lines
     from judge_engine.session import prepare
@@ -40,6 +41,8 @@ def plan_command(args: argparse.Namespace) -> int:
     for line in self_preference_lines(plans, items=prepared.dataset.items):
         console.print(f"[yellow]{escape(line)}[/yellow]", highlight=False)
     for line in jury_lines(prepared.config, prepared.protocols):
+        console.print(escape(line), highlight=False)
+    for line in item_lines(prepared.config, prepared.protocols):
         console.print(escape(line), highlight=False)
     if args.strict and any(p.warnings for p in plans):
         console.print("plan --strict: exit 2 (see the warnings above)", highlight=False)

@@ -30,7 +30,12 @@ if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal as Console
     from judge_engine.session import RunResult
 
-FINAL_CODES = frozenset({"too_few_valid"})
+FINAL_CODES = frozenset({"too_few_valid", "item_tie", "none_readable", "item_incomplete"})
+"""Codes that asking again cannot change: a method's own verdict, or an item's decision over its
+requests (it follows its requests: retry theirs, and the item's line is written again)."""
+NOT_FAILURES = frozenset({"self_preference", "item_tie"})
+"""Unscored on purpose, or as the method's answer: held back by ``self_preference: forbid``; an
+item whose requests split evenly (its confidence, 0.5, is the finding)."""
 """Reason codes that are a method's verdict about the answer, not a failure to get one."""
 PROGRESS_EVERY_S = 30.0
 """Seconds between progress lines when there is no live display."""
@@ -210,11 +215,12 @@ def _escape(text: str) -> str:
 
 def _completed_code(result: RunResult, console: Console, allow_unscored: bool) -> int:
     """0, or 3 when tasks are unscored (unless the user accepts that), saying how to retry them.
-    Tasks held back on purpose (``self_preference: forbid``) are not a failure."""
+    Tasks held back on purpose (``self_preference: forbid``) and items whose requests tied are
+    not a failure (:data:`NOT_FAILURES`)."""
     from judge_engine.cli.display import command
 
     counts = result.counts
-    if not counts.unscored - counts.unscored_by_code.get(str(ReasonCode.SELF_PREFERENCE), 0):
+    if not counts.unscored - sum(counts.unscored_by_code.get(code, 0) for code in NOT_FAILURES):
         return EXIT_OK
     # A method's own verdict (a word list with too few nouns) is the data: asking again would only
     # re-read the same cached answer, so it is not offered.

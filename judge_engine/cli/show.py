@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from judge_engine.cli import EXIT_OK
 
@@ -155,8 +155,23 @@ def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[Tran
     else:
         code = f" ({result.reason_code})" if result.reason_code else ""
         say(console, f"[red]unscored[/red]{code}: {escape(result.reason or '')}")
+    if result.confidence is not None:
+        say(console, escape(confidence_line(result.confidence)))
     say(console, f"attempts: {result.attempts} · re-asks: {result.reasks} · cache hits: {result.cache_hits} · "
                  f"cost ${result.cost}")
+
+
+def confidence_line(confidence: Mapping[str, Any]) -> str:
+    """``confidence: 0.83 (logprobs) · A 0.83, B 0.12 · weighted 3.9``."""
+    value = confidence.get("value")
+    line = f"confidence: {'unread' if value is None else f'{value:.3g}'} ({confidence.get('method')})"
+    if probs := confidence.get("probs"):
+        line += " · " + ", ".join(f"{key} {p:.3g}" for key, p in sorted(probs.items(), key=lambda kv: -kv[1]))
+    if confidence.get("weighted") is not None:
+        line += f" · weighted {confidence['weighted']:.4g}"
+    if confidence.get("problem"):
+        line += f" · {confidence['problem']}"
+    return line
 
 
 def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord]) -> None:

@@ -22,11 +22,12 @@ import math
 import random
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from judge_engine import jsonio
 from judge_engine.errors import FakeRequestError
+from judge_engine.fake.logprobs import Belief, gives_logprobs, judge, logprobs_content
 from judge_engine.fake.writers import Writer, writers
 from judge_engine.protocols.base import REASK_MARKER, Message, stable_seed
 
@@ -55,6 +56,11 @@ class Answer:
     completion_tokens: int
     protocol: str | None
     """The protocol that wrote the answer (None: the generic answer)."""
+    logprobs: list[dict[str, Any]] | None = None
+    """``choices[0].logprobs.content``, when the request asked for log-probs and the model
+    gives them (:mod:`judge_engine.fake.logprobs`)."""
+    asked: bool = False
+    """The request asked for log-probs (the reply then says ``"logprobs": null`` if it has none)."""
 
     @property
     def total_tokens(self) -> int:
@@ -143,6 +149,53 @@ class AnswerBook:
         if json_mode:
             return jsonio.dumps({"answer": generic}).decode(), None
         return generic, None
+
+
+JUDGED = frozenset({"pairwise-annotators"})
+"""Protocols whose every answer comes from the judge of the model's strength (its log-probs
+are the method); any other answers that way only when log-probs are asked."""
+
+
+def as_judged(messages: Sequence[Message], content: str, protocol: str | None, *, model: str, temperature: float,
+              draw: int = 0, asked: bool = False) -> tuple[str, Belief | None]:
+    """The writer's answer as the model's judge writes it (:func:`judge_engine.fake.logprobs.judge`),
+    for a ``pairwise-annotators`` request or one that asks for log-probs; else as it is."""
+    if protocol not in JUDGED and not asked:
+        return content, None
+    from judge_engine.fake.writers.annotators import item_key
+
+    stripped = strip_reasks(messages)
+    seed = stable_seed(jsonio.canonical(stripped).decode(), draw if temperature > 0 else 0)
+    key = item_key(stripped) or (stripped[-1]["content"] if stripped else "")
+    return judge(content, stripped, model=model, seed=seed, temperature=temperature, item_key=key)
+
+
+def with_logprobs(answer: Answer, judged: str, belief: Belief | None, *, model: str, top: int | None,
+                  seed: int) -> Answer:
+    """``answer`` with its tokens' log-probs (``top`` alternatives each) when the model gives
+    them; a fault that changed the text (malformed, cut off) leaves the verdict unknown."""
+    if top is None:
+        return answer
+    if not gives_logprobs(model):
+        return replace(answer, asked=True)
+    known = belief if answer.content == judged else None
+    return replace(answer, asked=True, logprobs=logprobs_content(answer.content, model, top, known, seed))
+
+
+def requested_top(body: Mapping[str, Any]) -> int | None:
+    """How many alternatives a request asks for per token (OpenAI's ``logprobs: true`` and
+    ``top_logprobs``), or None when it asks for no log-probs."""
+    if body.get("logprobs") is not True:
+        return None
+    top = body.get("top_logprobs")
+    return int(top) if isinstance(top, int) and not isinstance(top, bool) else 0
+
+
+def logprobs_field(answer: Answer) -> dict[str, Any]:
+    """The ``logprobs`` of a reply's choice: present when asked for, null when the model gives none."""
+    if not answer.asked:
+        return {}
+    return {"logprobs": None if answer.logprobs is None else {"content": answer.logprobs, "refusal": None}}
 
 
 def finish(

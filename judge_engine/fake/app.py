@@ -36,10 +36,14 @@ from judge_engine.errors import FakeRequestError
 from judge_engine.fake.answers import (
     Answer,
     AnswerBook,
+    as_judged,
     body_digest,
     finish,
     is_json_mode,
+    logprobs_field,
     read_messages,
+    requested_top,
+    with_logprobs,
 )
 from judge_engine.fake.batches import FakeBatches
 from judge_engine.fake.config import FakeConfig, RetryAfterMode
@@ -318,7 +322,11 @@ class FakeApp:
             json_mode=is_json_mode(payload.get("response_format")),
             draw=draw,
         )
-        return finish(
+        top = requested_top(payload)
+        model = str(payload["model"])
+        content, belief = as_judged(messages, content, protocol, model=model, temperature=payload["temperature"],
+                                    draw=draw, asked=top is not None)
+        answer = finish(
             messages,
             content,
             protocol,
@@ -328,6 +336,7 @@ class FakeApp:
             max_tokens=payload["max_tokens"],
             chars_per_token=config.chars_per_token,
         )
+        return with_logprobs(answer, content, belief, model=model, top=top, seed=draw)
 
     async def _reply(
         self,
@@ -360,6 +369,7 @@ class FakeApp:
                         "index": 0,
                         "message": {"role": "assistant", "content": answer.content},
                         "finish_reason": answer.finish_reason,
+                        **logprobs_field(answer),
                     }
                 ],
                 "usage": {

@@ -62,13 +62,14 @@ def conversation(api: str, body: dict[str, Any]) -> tuple[list[Any], bool]:
 
 
 def answer_line(api: str, model: str, custom_id: str, content: str, finish_reason: str, prompt: int,
-                completion: int, json_mode: bool) -> bytes:
-    """A result line with an answer: OpenAI's 200 chat completion, or Anthropic's ``succeeded``
-    message (JSON mode: a ``json_tool_call`` tool use, as litellm asks Anthropic for JSON)."""
+                completion: int, json_mode: bool, *, logprobs: dict[str, Any] | None = None) -> bytes:
+    """A result line with an answer: OpenAI's 200 chat completion (with the choice's
+    ``logprobs`` when asked), or Anthropic's ``succeeded`` message (JSON mode: a
+    ``json_tool_call`` tool use, as litellm asks Anthropic for JSON)."""
     if api == "openai":
         body = {"id": f"chatcmpl-fake-{custom_id}", "object": "chat.completion", "created": int(time.time()),
                 "model": model, "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                                                   "finish_reason": finish_reason}],
+                                                   "finish_reason": finish_reason, **(logprobs or {})}],
                 "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
         return jsonio.dumps_line({"id": f"batch_req_{custom_id}", "custom_id": custom_id,
                                   "response": {"status_code": 200, "request_id": f"req_{custom_id}", "body": body},

@@ -30,7 +30,15 @@ from typing import Any
 from judge_engine import jsonio
 from judge_engine.errors import FakeRequestError
 from judge_engine.fake import batch_wire as wire
-from judge_engine.fake.answers import AnswerBook, body_digest, finish
+from judge_engine.fake.answers import (
+    AnswerBook,
+    as_judged,
+    body_digest,
+    finish,
+    logprobs_field,
+    requested_top,
+    with_logprobs,
+)
 from judge_engine.fake.config import FakeConfig
 from judge_engine.fake.state import Draw
 
@@ -388,12 +396,17 @@ class FakeBatches:
         content, protocol = self._answers.answer(messages, temperature=temperature, json_mode=json_mode)
         if batch.empties[index]:  # a 200 with nothing in it: it must never be judged as an answer
             return wire.answer_line(batch.api, batch.model, custom_id, "", "stop", 0, 0, False)
+        top = requested_top(body) if batch.api == "openai" else None
+        model = str(body.get("model") or batch.model)
+        content, belief = as_judged(messages, content, protocol, model=model, temperature=temperature,
+                                    asked=top is not None)
         answer = finish(messages, content, protocol, malformed=faults.get("malformed"), cut_off="cut_off" in faults,
                         stop_early=faults.get("stop_early"),
                         max_tokens=body.get("max_completion_tokens", body.get("max_tokens")),
                         chars_per_token=config.chars_per_token)
+        answer = with_logprobs(answer, content, belief, model=model, top=top, seed=0)
         return wire.answer_line(batch.api, batch.model, custom_id, answer.content, answer.finish_reason, answer.prompt_tokens,
-                            answer.completion_tokens, json_mode)
+                            answer.completion_tokens, json_mode, logprobs=logprobs_field(answer))
 
 
 def request_draws(custom_id: str, seed: int = 0) -> tuple[float, float, float]:

@@ -21,6 +21,7 @@ _BUILTIN: dict[str, str] = {
     "nonpragmatic-spans": "judge_engine.protocols.close_reading:NonPragmaticSpans",
     "bws": "judge_engine.protocols.bws:BestWorstScaling",
     "custom": "judge_engine.protocols.custom:CustomJudge",
+    "pairwise-annotators": "judge_engine.protocols.annotators:PairwiseAnnotators",
     "cdat": "judge_engine.protocols.cdat:CDAT",
     "dat": "judge_engine.protocols.cdat:DAT",
 }

@@ -79,6 +79,35 @@ class Score:
     scores: Mapping[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class VerdictSpan:
+    """Where :meth:`Protocol.parse` read one value of a verdict in the answer's text, and what
+    that value could have been: the position at which the value's token probabilities are read
+    (:mod:`judge_engine.protocols.confidence`), never a digit elsewhere in the text.
+
+    Attributes:
+        field: the verdict field the value fills (``score``, ``winner``, ``q7``...).
+        start, end: the value's characters in the answer (``answer[start:end]`` is it as written).
+        values: every value the parser accepts there, as written -> as the verdict holds it (a
+            number for a scale; the item's own label for a label, so a swapped order maps
+            ``A`` to ``B``). A closed integer scale is what a weighted score needs.
+    """
+
+    field: str
+    start: int
+    end: int
+    values: Mapping[str, str | int]
+
+    @property
+    def numeric(self) -> bool:
+        return bool(self.values) and all(isinstance(v, int) and not isinstance(v, bool) for v in self.values.values())
+
+
+def scale_values(low: int, high: int) -> dict[str, int]:
+    """A closed integer scale's values as written (``"1"``...) -> the numbers."""
+    return {str(value): value for value in range(low, high + 1)}
+
+
 class Protocol(ABC):
     """Base class of every judging protocol. Subclasses set the class variables and implement
     :meth:`render`, :meth:`parse` and :meth:`score`."""
@@ -118,6 +147,9 @@ class Protocol(ABC):
     output_per_config: ClassVar[bool] = False
     """True when :attr:`output_model` is built from the options (``custom``: the fields a
     config declares), so no one schema of it can be published in ``schemas/``."""
+    request_defaults: ClassVar[Mapping[str, Any]] = {}
+    """Judge settings the method itself fixes, used where a judge's config does not set them
+    (``pairwise-annotators``: ``max_tokens`` 10 and log-probs, as the reference asks)."""
 
     def __init__(self, options: ProtocolOptions | None = None) -> None:
         self.options = options if options is not None else self.options_model()
@@ -208,6 +240,43 @@ class Protocol(ABC):
     @abstractmethod
     def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
         """Score a verdict that :meth:`parse` accepted."""
+
+    # --- confidence: where the verdict is, and what a weighted score is ----------------------
+
+    def verdict_spans(self, answer: str, item: Item, variant: str = "") -> tuple[VerdictSpan, ...]:
+        """Where :meth:`parse` reads the verdict's values in ``answer`` (an answer it accepts),
+        each with the values it accepts there. Empty (the default) when the protocol cannot
+        say: a judge of it cannot read its confidence from token probabilities."""
+        return ()
+
+    def read_probabilities(self, span: VerdictSpan, tokens: Sequence[Any]) -> dict[str, float] | None:
+        """Each value's probability at ``span`` from the answer's tokens
+        (:class:`~judge_engine.providers.base.TokenLogprob`): by default the rule of
+        :func:`judge_engine.protocols.confidence.value_probabilities`; a method with a rule of
+        its own (``pairwise-annotators``: the reference's token rule) says so here."""
+        from judge_engine.protocols.confidence import value_probabilities
+
+        return value_probabilities(span, tokens)
+
+    def locates_verdict(self) -> bool:
+        """Whether :meth:`verdict_spans` says where the verdict is (for ``confidence: logprobs``)."""
+        return type(self).verdict_spans is not Protocol.verdict_spans
+
+    def weighted_score(self, verdict: BaseModel, expected: Mapping[str, float], item: Item,
+                       variant: str = "") -> float | None:
+        """The score with each numeric field's value replaced by its probability-weighted mean
+        (``expected``: field -> the G-Eval value of a closed integer scale), or None when the
+        protocol's score is not made from such fields (the default)."""
+        return None
+
+    def weighs_scores(self) -> bool:
+        """Whether :meth:`weighted_score` can give a score (for ``confidence.score: weighted``)."""
+        return type(self).weighted_score is not Protocol.weighted_score
+
+    def request_group(self, variant: str) -> str:
+        """The requests of an item that are left out together when one of them is unreadable
+        (``pairwise-annotators``: an annotator's two orders); by default each variant alone."""
+        return variant
 
     def reask(self, error: VerdictError) -> str:
         """The user turn that asks the judge again after an unusable answer."""

@@ -56,15 +56,20 @@ from judge_engine.protocols.base import (
     Protocol,
     ProtocolOptions,
     Score,
+    VerdictSpan,
     VoteScale,
     json_error_code,
+    scale_values,
     stable_seed,
     strip_code_fence,
 )
+from judge_engine.protocols.confidence import json_value_span
 from judge_engine.protocols.custom_fields import (
     LABELS,
     CandidateField,
     FieldProblem,
+    IntegerField,
+    LabelField,
     SpansField,
     TextField,
 )
@@ -265,6 +270,56 @@ class CustomJudge(Protocol):
             return {}, [("the answer does not follow the answer format: write every part as asked", ReasonCode.UNREADABLE)]
         return {name: value for name, value in matches[-1].groupdict().items() if value is not None}, []
 
+    # --- confidence: where each closed field's value is ------------------------------------------
+
+    def verdict_spans(self, answer: str, item: Item, variant: str = "") -> tuple[VerdictSpan, ...]:
+        """Each closed field's value where the parser reads it (an integer field with ``min``
+        and ``max``, a label field): the JSON field, the value after the marker, or the regex's
+        group."""
+        spans = []
+        for name, spec in self.options.fields.items():
+            values = closed_values(spec)
+            span = self._value_span(answer, name) if values is not None else None
+            if values is not None and span is not None and span[1] > span[0]:
+                spans.append(VerdictSpan(name, *span, values))
+        return tuple(spans)
+
+    def locates_verdict(self) -> bool:
+        return any(closed_values(spec) is not None for spec in self.options.fields.values())
+
+    def weighs_scores(self) -> bool:
+        """The score is made of closed integer fields only (a field, or an expression over them)."""
+        rule, fields = self.options.rule, self.options.fields
+        names = [rule.field] if rule.field is not None else sorted(rule.expression.names) if rule.expression else []
+        return bool(names) and all(isinstance(fields[n], IntegerField) and closed_values(fields[n]) is not None
+                                   for n in names if n is not None)
+
+    def weighted_score(self, verdict: BaseModel, expected: Mapping[str, float], item: Item,
+                       variant: str = "") -> float | None:
+        if not self.weighs_scores():
+            return None
+        try:
+            return self.options.rule.compute({**verdict.model_dump(), **expected})
+        except VerdictError:
+            return None
+
+    def _value_span(self, answer: str, name: str) -> tuple[int, int] | None:
+        match self.options.layout:
+            case "json":
+                return json_value_span(answer, name)
+            case "marker":
+                marker = self.options.marker or DEFAULT_MARKER
+                at = answer.casefold().rfind(marker.casefold())
+                if at == -1:
+                    return None
+                rest = answer[at + len(marker):]
+                value = rest.strip().rstrip(".").strip()
+                start = at + len(marker) + (len(rest) - len(rest.lstrip()))
+                return start, start + len(value)
+            case "lines":
+                found = list(re.finditer(str(self.options.regex), answer))
+                return found[-1].span(name) if found and found[-1].group(name) is not None else None
+
     # --- scoring -------------------------------------------------------------------------------
 
     def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
@@ -311,6 +366,16 @@ def candidates_of(item: Item, field: str) -> list[tuple[str, str]]:
         raise DatasetError(f"item {item.get('id')!r}: {field} must hold 2-{MAX_CANDIDATES} candidates with distinct "
                            f"ids (a list of texts or of {{id, text}}), got {len(candidates)}")
     return candidates
+
+
+def closed_values(spec: Any) -> dict[str, str | int] | None:
+    """A field's accepted values as written -> as stored, when they are a closed set: an
+    integer field with ``min`` and ``max`` (a scale), a label field (its choices)."""
+    if isinstance(spec, IntegerField) and spec.min is not None and spec.max is not None:
+        return dict(scale_values(spec.min, spec.max))
+    if isinstance(spec, LabelField):
+        return {choice: choice for choice in spec.choices}
+    return None
 
 
 def _phrase(spec: Any, json_mode: bool, labels: tuple[str, ...]) -> str:

@@ -28,9 +28,12 @@ from judge_engine.protocols.base import (
     Protocol,
     ProtocolOptions,
     Score,
+    VerdictSpan,
     VoteScale,
+    scale_values,
     strip_code_fence,
 )
+from judge_engine.protocols.confidence import json_value_span
 from judge_engine.protocols.prometheus_parse import (
     AbsoluteVerdict,
     RelativeVerdict,
@@ -39,6 +42,8 @@ from judge_engine.protocols.prometheus_parse import (
     check_score,
     read_score,
     read_winner,
+    score_span,
+    winner_span,
 )
 from judge_engine.protocols.prometheus_rubrics import (
     BUILTIN_RUBRICS,
@@ -191,6 +196,17 @@ class PrometheusAbsolute(Protocol):
         low, high = self.rubric_for(item).bounds
         return Score(float(verdict.score), {"normalized": (verdict.score - low) / (high - low)})
 
+    def verdict_spans(self, answer: str, item: Item, variant: str = "") -> tuple[VerdictSpan, ...]:
+        """The score after ``[RESULT]`` (or the JSON ``score``), on the item's rubric scale."""
+        low, high = self.rubric_for(item).bounds
+        json_mode = strip_code_fence(answer).startswith("{")
+        span = json_value_span(answer, "score") if json_mode else score_span(answer, high)
+        return () if span is None else (VerdictSpan("score", *span, scale_values(low, high)),)
+
+    def weighted_score(self, verdict: BaseModel, expected: Mapping[str, float], item: Item,
+                       variant: str = "") -> float | None:
+        return expected.get("score")
+
 
 class PrometheusRelative(Protocol):
     """Prometheus relative grading: feedback and the better of two responses.
@@ -275,6 +291,14 @@ class PrometheusRelative(Protocol):
     def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
         assert isinstance(verdict, RelativeVerdict)
         return Score(1.0 if verdict.winner == "A" else 0.0)
+
+    def verdict_spans(self, answer: str, item: Item, variant: str = "") -> tuple[VerdictSpan, ...]:
+        """The ``A`` or ``B`` after ``[RESULT]`` (or the JSON ``winner``), in the item's own
+        labels (swapped back in the ``BA`` order)."""
+        json_mode = strip_code_fence(answer).startswith("{")
+        span = json_value_span(answer, "winner") if json_mode else winner_span(answer)
+        values = {"A": "B", "B": "A"} if _swapped(variant) else {"A": "A", "B": "B"}
+        return () if span is None else (VerdictSpan("winner", *span, values),)
 
 
 def position_consistency(outcomes: Iterable[tuple[Hashable, str, str | None]]) -> float | None:

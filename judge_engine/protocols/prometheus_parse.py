@@ -112,6 +112,19 @@ def read_score(answer: str, low: int, high: int) -> AbsoluteVerdict:
     return check_feedback(AbsoluteVerdict(feedback=_feedback(answer[: match.start()]), score=score), answer)
 
 
+def score_span(answer: str, high: int) -> tuple[int, int] | None:
+    """Where :func:`read_score` reads the score: the digits after ``[RESULT]`` (the library's
+    pattern, anchored at the end of the answer), never a number in the feedback."""
+    match = absolute_pattern(high).search(answer)
+    return None if match is None else match.span(1)
+
+
+def winner_span(answer: str) -> tuple[int, int] | None:
+    """Where :func:`read_winner` reads the winner: the ``A`` or ``B`` after ``[RESULT]``."""
+    match = _RELATIVE.search(answer) if answer else None
+    return None if match is None else match.span(1)
+
+
 def check_score(verdict: AbsoluteVerdict, low: int, high: int, raw: str) -> AbsoluteVerdict:
     """Reject a JSON verdict whose score lies outside ``low..high`` or that has no feedback."""
     if not low <= verdict.score <= high:

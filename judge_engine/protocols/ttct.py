@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from statistics import fmean
 from typing import Any, ClassVar
 
@@ -46,9 +46,12 @@ from judge_engine.protocols.base import (
     Protocol,
     ProtocolOptions,
     Score,
+    VerdictSpan,
     json_error_code,
+    scale_values,
     strip_code_fence,
 )
+from judge_engine.protocols.confidence import json_value_span
 
 DIMENSIONS: dict[str, tuple[str, str, str]] = {
     "originality": ("q1", "q2", "q3"),
@@ -202,6 +205,21 @@ class TTCT(Protocol):
     def score_range(self) -> tuple[float, float] | None:
         return (1.0, 5.0)
 
+    def verdict_spans(self, answer: str, item: Item, variant: str = "") -> tuple[VerdictSpan, ...]:
+        """Each question's rating where the parser reads it (the JSON field, or the rating
+        after ``Qn:``), on the 1-5 scale, as the judge wrote it (Q2 before its reversal)."""
+        scale = scale_values(1, 5)
+        if strip_code_fence(answer).startswith("{"):
+            found = [(q, json_value_span(answer, q)) for q in QUESTIONS]
+        else:
+            found = list(_rating_spans(answer).items())
+        return tuple(VerdictSpan(q, *span, scale) for q, span in found if span is not None)
+
+    def weighted_score(self, verdict: BaseModel, expected: Mapping[str, float], item: Item,
+                       variant: str = "") -> float | None:
+        """The overall score with every rating its probability-weighted mean (Q2 reversed as ever)."""
+        return ttct_score({**verdict.model_dump(), **expected}).score
+
     def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
         assert isinstance(verdict, TTCTVerdict)
         return ttct_score(verdict.model_dump())
@@ -212,6 +230,25 @@ def ttct_score(ratings: dict[str, Any]) -> Score:
     oriented = {q: float(6 - ratings[q] if q in REVERSED else ratings[q]) for q in QUESTIONS}
     dimensions = {d: fmean(oriented[q] for q in qs) for d, qs in DIMENSIONS.items()}
     return Score(fmean(dimensions.values()), {**dimensions, **oriented})
+
+
+def _rating_spans(answer: str) -> dict[str, tuple[int, int]]:
+    """Question -> the characters of its rating in ``answer``: the lines :meth:`TTCT._parse_text`
+    reads, each rating found in the line as written (after its question's number, or the
+    number ending the line when the judge echoed the question first)."""
+    spans: dict[str, tuple[int, int]] = {}
+    offset = 0
+    for line in answer.splitlines(keepends=True):
+        match = _LINE.match(_DECORATION.sub("", line).strip().lstrip("-• ").strip())
+        if match is not None and (question := f"q{int(match.group('number'))}") in QUESTIONS:
+            token = _rating_token(match).rstrip(".")
+            label = re.search(rf"q(?:uestion)?\s*0*{int(match.group('number'))}(?!\d)", line, re.IGNORECASE)
+            after = label.end() if label is not None else 0
+            at = line.find(token, after) if match.group("rating")[:1].isdigit() else line.rfind(token)
+            if at >= 0 and question not in spans:
+                spans[question] = (offset + at, offset + at + len(token))
+        offset += len(line)
+    return spans
 
 
 def _rating_token(match: re.Match[str]) -> str:

@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any, Protocol
 
 from judge_engine.errors import ReasonCode
+from judge_engine.logprobs import TokenLogprob
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +60,13 @@ class ProviderResponse:
     priced: bool = True
     """False when no price is known for the model: ``cost`` is then 0 but not a price, and the
     attempt is recorded ``unpriced`` (never a silent $0)."""
+    logprobs: tuple[TokenLogprob, ...] | None = None
+    """The answer's token log-probs, when the request asked for them and the provider gave
+    them (None: none given). Once the answer is read, only the tokens at the verdict are kept
+    (:func:`kept_tokens`): an empty tuple is "given, none kept", never "none given"."""
 
     def to_record(self) -> dict[str, Any]:
-        return {
+        record: dict[str, Any] = {
             "content": self.content,
             "finish_reason": self.finish_reason,
             "usage": {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens},
@@ -69,10 +74,14 @@ class ProviderResponse:
             "headers": dict(self.headers),
             "model": self.model,
         }
+        if self.logprobs is not None:
+            record["logprobs"] = [token.to_list() for token in self.logprobs]
+        return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> ProviderResponse:
         usage = record.get("usage") or {}
+        logprobs = record.get("logprobs")
         return cls(
             content=record.get("content"),
             finish_reason=record.get("finish_reason"),
@@ -81,6 +90,7 @@ class ProviderResponse:
             cost=float(record.get("cost") or 0.0),
             headers=record.get("headers") or {},
             model=str(record.get("model") or ""),
+            logprobs=None if logprobs is None else tuple(TokenLogprob.from_list(t) for t in logprobs),
         )
 
 

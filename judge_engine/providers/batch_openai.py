@@ -27,6 +27,7 @@ from typing import Any
 
 from judge_engine import jsonio
 from judge_engine.errors import ReasonCode
+from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ITEM_MARKERS,
     ErrorClass,
@@ -37,6 +38,7 @@ from judge_engine.providers.base import (
 from judge_engine.providers.batch import BatchInfo, BatchResult, ResultKind
 from judge_engine.providers.batch_http import BatchHTTP
 from judge_engine.providers.catalog import BatchRoute, batch_body, batch_cost_per_token
+from judge_engine.providers.openai_http import choice_logprobs
 
 ENDPOINT = "/v1/chat/completions"
 _ENDED = frozenset({"completed", "expired", "cancelled"})
@@ -163,10 +165,12 @@ class OpenAIBatchAPI:
         prompt, completion = int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0)
         prices = self._prices
         content = message.get("content")
+        content = None if content is None else str(content)
         return ProviderResponse(
-            content=None if content is None else str(content), finish_reason=choice.get("finish_reason"),
+            content=content, finish_reason=choice.get("finish_reason"),
             prompt_tokens=prompt, completion_tokens=completion,
-            cost=prompt * prices[0] + completion * prices[1] if prices else 0.0, priced=prices is not None, model=str(body.get("model") or ""))
+            cost=prompt * prices[0] + completion * prices[1] if prices else 0.0, priced=prices is not None,
+            model=str(body.get("model") or ""), logprobs=token_logprobs(content, choice_logprobs(choice)))
 
 
 def _info(raw: Mapping[str, Any]) -> BatchInfo:

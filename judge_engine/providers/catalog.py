@@ -403,3 +403,48 @@ def _mapped_params(wire_model: str, provider: str, temperature: float, max_token
         found = (config, optional)
     _MAPPED[key] = found
     return found
+
+
+LOGPROB_PARAMS = ("logprobs", "top_logprobs")
+"""The request parameters that ask for token log-probs (OpenAI's names; litellm maps them,
+e.g. to Gemini's ``responseLogprobs`` and ``logprobs``)."""
+
+
+@lru_cache(maxsize=256)
+def logprobs_support(model: str, api_base: str | None) -> tuple[bool | None, str]:
+    """Whether ``model`` answers with token log-probs, as litellm's offline catalog knows it:
+    ``(True, provider)`` when its provider config takes ``logprobs`` (OpenAI chat models,
+    Gemini, Vertex, vLLM and any OpenAI-compatible ``api_base``, Groq, Together, DeepSeek...),
+    ``(False, provider)`` when it does not (every Anthropic and Bedrock model, OpenAI's o-series
+    and gpt-5 reasoning models, Ollama, Mistral), ``(None, "")`` when litellm cannot route it."""
+    litellm = load_litellm()
+    try:
+        bare, provider, _key, _base = litellm.get_llm_provider(model=model, api_base=api_base)
+        supported = litellm.get_supported_openai_params(model=bare, custom_llm_provider=provider)
+    except Exception:
+        return None, ""
+    if supported is None:
+        return None, str(provider)
+    return "logprobs" in supported, str(provider)
+
+
+@lru_cache(maxsize=256)
+def passed_through(model: str, api_base: str | None, params: tuple[str, ...]) -> tuple[str, ...]:
+    """The log-prob parameters of ``params`` that ``model``'s provider config maps but does not
+    list as supported, so that litellm (``drop_params``) would drop them without a word: Gemini's
+    config maps ``top_logprobs`` to its ``logprobs`` yet lists only ``logprobs``, so without this
+    a Gemini judge would get the chosen tokens' log-probs and no alternatives. The adapter names
+    them in ``allowed_openai_params``."""
+    asked = [p for p in params if p in LOGPROB_PARAMS]
+    if not asked:
+        return ()
+    supported, provider = logprobs_support(model, api_base)
+    if not supported:
+        return ()
+    litellm = load_litellm()
+    try:
+        bare, _provider, _key, _base = litellm.get_llm_provider(model=model, api_base=api_base)
+        listed = litellm.get_supported_openai_params(model=bare, custom_llm_provider=provider) or []
+    except Exception:
+        return ()
+    return tuple(p for p in asked if p not in listed)

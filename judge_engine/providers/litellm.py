@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any
 
 from judge_engine.errors import ReasonCode
+from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,
@@ -25,7 +26,7 @@ from judge_engine.providers.base import (
     parse_retry_after,
     redact,
 )
-from judge_engine.providers.catalog import cost_per_token, load_litellm
+from judge_engine.providers.catalog import cost_per_token, load_litellm, passed_through
 
 
 @lru_cache(maxsize=1)  # once per process, however many providers
@@ -62,6 +63,15 @@ def _skip_identity_transform() -> None:
     module.async_maybe_transform = async_maybe_transform  # type: ignore[attr-defined]
 
 
+def _logprob_entries(choice: Any) -> Any:
+    """The token entries of litellm's ``choices[0].logprobs`` (an object or a dict; Gemini's
+    ``logprobsResult`` arrives in this shape too), or None when the answer has none."""
+    logprobs = getattr(choice, "logprobs", None)
+    if logprobs is None:
+        return None
+    return logprobs.get("content") if isinstance(logprobs, dict) else getattr(logprobs, "content", None)
+
+
 def _plain_json(value: Any) -> bool:
     kind = type(value)
     if kind is str or kind is int or kind is float or kind is bool or value is None:
@@ -93,6 +103,8 @@ class LiteLLMProvider:
             kwargs["response_format"] = copy.deepcopy(dict(request.response_format))
         if request.max_tokens is not None:
             kwargs["max_tokens"] = request.max_tokens
+        if allowed := passed_through(request.model, request.api_base, tuple(kwargs)):
+            kwargs["allowed_openai_params"] = list(allowed)
         response = await self._litellm.acompletion(
             model=request.model,
             messages=[dict(m) for m in request.messages],
@@ -117,6 +129,7 @@ class LiteLLMProvider:
             priced=hidden.get("response_cost") is not None and cost_per_token(request.model) is not None,
             headers=kept_headers(hidden.get("headers")),
             model=str(getattr(response, "model", "") or ""),
+            logprobs=token_logprobs(choice.message.content, _logprob_entries(choice)),
         )
 
     async def aclose(self) -> None:

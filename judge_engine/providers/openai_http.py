@@ -23,6 +23,7 @@ import aiohttp
 
 from judge_engine import jsonio
 from judge_engine.errors import HTTPStatusError, MalformedResponseError
+from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ITEM_MARKERS,
     ErrorClass,
@@ -141,8 +142,9 @@ class OpenAIHTTPProvider:
         prices = cost_per_token(model)
         cost = prompt_tokens * prices[0] + completion_tokens * prices[1] if prices else 0.0
         content = message.get("content")
+        content = content if content is None else str(content)
         return ProviderResponse(
-            content=content if content is None else str(content),
+            content=content,
             finish_reason=choice.get("finish_reason"),
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
@@ -150,7 +152,15 @@ class OpenAIHTTPProvider:
             priced=prices is not None,
             headers=kept_headers(headers),
             model=str(payload.get("model") or ""),
+            logprobs=token_logprobs(content, choice_logprobs(choice)),
         )
+
+
+def choice_logprobs(choice: Mapping[str, Any]) -> Any:
+    """``choices[0].logprobs.content`` of an OpenAI chat completion (a list of token entries),
+    or None when the answer carries no log-probs."""
+    logprobs = choice.get("logprobs")
+    return logprobs.get("content") if isinstance(logprobs, Mapping) else None
 
 
 def error_message(raw: bytes) -> str:

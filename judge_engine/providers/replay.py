@@ -117,7 +117,8 @@ class ReplayProvider:
                 response = ProviderResponse.from_record(record.response)
                 found[record.reask] = ProviderResponse(response.content, response.finish_reason,
                                                        response.prompt_tokens, response.completion_tokens,
-                                                       0.0, response.headers, response.model, replayed=True)
+                                                       0.0, response.headers, response.model, replayed=True,
+                                                       logprobs=response.logprobs)
         return found
 
     def classify(self, error: BaseException) -> ErrorClass:

@@ -145,7 +145,8 @@ class Pages:
                                 protocol_version=outcome.protocol_version, scores=dict(outcome.scores),
                                 reason=outcome.reason, reason_code=outcome.reason_code, attempts=outcome.attempts,
                                 reasks=outcome.reasks, cache_hits=outcome.cache_hits, cost=outcome.cost,
-                                latency_s=outcome.latency_s, card=card(outcome, fields or {}, entry))
+                                latency_s=outcome.latency_s, card=card(outcome, fields or {}, entry),
+                                confidence=None if outcome.confidence is None else dict(outcome.confidence))
                 tasks.append(task)
         if not tasks:
             raise RunDirError(f"no open run has item {item_id!r}")

@@ -56,13 +56,16 @@ def test_example_runs_end_to_end_against_the_fake_server(config: Path, tmp_path:
         * len(set.intersection(*(set(judges[j].temperatures) for j in jury.judges)))
         for jury in prepared.config.juries
     )
-    assert len(outcomes) == expected + juries
+    items = sum(prepared.dataset.items * len(j.temperatures) for j in prepared.manifest.judges if j.item_outcomes)
+    assert len(outcomes) == expected + juries + items  # an item decision per item of a judge of several requests
     unscored = [o for o in outcomes if o["status"] != "scored"]
-    assert all(o["protocol"] in GENERATION and o["reason_code"] == "too_few_valid" for o in unscored), \
+    assert all(o["protocol"] in GENERATION and o["reason_code"] == "too_few_valid"
+               or o["protocol"] == "item" and o["reason_code"] == "item_tie" for o in unscored), \
         [o["reason"] for o in unscored][:3]
     assert len(unscored) < len(outcomes) / 4
     protocols = {o["protocol"] for o in outcomes}
-    assert protocols == {j.protocol for j in prepared.config.judges} | ({"jury"} if prepared.config.juries else set())
+    assert protocols == {j.protocol for j in prepared.config.judges} | ({"jury"} if prepared.config.juries else set()) \
+        | ({"item"} if items else set())
     totals = sum(prepared.tasks_of(judge) for judge in prepared.config.judges)
     assert totals == expected  # the live display's done/total counts every variant (from the scan)
 

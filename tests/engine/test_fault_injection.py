@@ -16,7 +16,7 @@ from judge_engine.config import load_config
 from judge_engine.dataset import iter_items
 from judge_engine.embeddings import minilm_problem
 from judge_engine.fake import FakeServer
-from judge_engine.fake.answers import AnswerBook
+from judge_engine.fake.answers import AnswerBook, as_judged
 from judge_engine.plan import build_protocol
 from tests.engine.conftest import make_job, read_lines
 
@@ -35,7 +35,10 @@ def expected_scores(config_path: Path) -> dict[tuple[str, str, str], tuple[float
         protocol = build_protocol(judge)
         for item in iter_items(config.dataset, protocol.required_fields):
             for variant in protocol.variants(item):
-                answer, _ = book.answer(protocol.render(item, variant), temperature=0.0, json_mode=protocol.json_mode)
+                messages = protocol.render(item, variant)
+                answer, name = book.answer(messages, temperature=0.0, json_mode=protocol.json_mode)
+                # As the model's judge writes it (the annotators'; the others' unchanged: no log-probs asked).
+                answer, _ = as_judged(messages, answer, name, model=judge.model.split("/")[-1], temperature=0.0)
                 score = protocol.score(protocol.parse(answer, item, variant), item, variant)
                 expected[(judge.name, str(item["id"]), variant)] = (score.score, dict(score.scores))
     return expected
@@ -50,8 +53,8 @@ def check_run(run: Path, config_path: Path, served_malformed: int) -> dict[str, 
     juries = [o for o in latest.values() if o["protocol"] == "jury"]
     for outcome in latest.values():
         reasks += outcome["reasks"]
-        if outcome["protocol"] == "jury":
-            continue  # checked against its jurors below
+        if outcome["protocol"] in ("jury", "item"):
+            continue  # a jury is checked against its jurors below; an item's decision in tests/confidence
         if outcome["status"] == "unscored":
             unscored += 1
             assert outcome["reason_code"] in ANSWER_CODES | {"transport_exhausted"}, outcome

@@ -39,8 +39,8 @@ def _judges() -> Iterator[tuple[str, Protocol, list[dict[str, Any]]]]:
 
 
 def _modes(example: Protocol, options: dict[str, Any]) -> Iterator[Protocol]:
-    if example.name == "custom":
-        yield example  # its output mode and answer layout are the config's
+    if example.name in ("custom", "pairwise-annotators"):
+        yield example  # custom: its output mode is the config's; the annotators' method is text only
         return
     shot_counts = ("zero", "few") if "shots" in type(example.options).model_fields else (None,)
     for output in ("text", "json"):

@@ -51,6 +51,9 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "literary_mt_lit": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
                                    "temperatures": "needs 2+ temperatures"},
                         "plots": {"distributions.png", "judge_agreement.png"}},
+    "pairwise_annotators": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
+                                       "temperatures": "needs 2+ temperatures"},
+                            "plots": {"distributions.png", "judge_agreement.png"}},
     "prometheus_absolute": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats", "temperatures": "needs 2+ temperatures"},
                             "plots": {"distributions.png", "judge_agreement.png"}},
     "prometheus_relative": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats", "judge_agreement": "needs 2+ judges"},
@@ -65,7 +68,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
                    "plots": {"distributions.png", "judge_agreement.png"}},
 }  # fmt: skip
 NO_LENGTH = "no judge with a length to measure"
-for _name in ("cdat", "bws", "close_reading", "prometheus_relative"):
+for _name in ("cdat", "bws", "close_reading", "prometheus_relative", "pairwise_annotators"):
     EXPECTED[_name]["absent"]["verbosity"] = NO_LENGTH
 for _name in ("bws", "prometheus_relative"):  # labels (best/worst, winner), but fewer than 3 judges
     EXPECTED[_name]["absent"]["panel_agreement"] = "needs 3+ judges writing the same categorical field"

@@ -15,8 +15,9 @@ nothing from the fake. A third-party protocol (registered with
 Built-in writers, one module per protocol family: :mod:`.mqm` (``gemba-mqm``,
 ``gemba-mqm-literary``), :mod:`.prometheus` (``prometheus-absolute``, ``prometheus-relative``),
 :mod:`.ttct`, :mod:`.bws`, :mod:`.close_reading` (``novel-spans``, ``nonpragmatic-spans``) and
-:mod:`.words` (``cdat``, ``dat``: word lists from the model under test) and :mod:`.custom`
-(``custom``: whatever fields a config declares, read from the answer format in the prompt).
+:mod:`.words` (``cdat``, ``dat``: word lists from the model under test), :mod:`.custom`
+(``custom``: whatever fields a config declares, read from the answer format in the prompt) and
+:mod:`.annotators` (``pairwise-annotators``).
 They are imported on first use, as the protocols are.
 """
 
@@ -36,6 +37,7 @@ _BUILTIN: dict[str, str] = {
     "gemba-mqm": "judge_engine.fake.writers.mqm:write_gemba_mqm",
     "gemba-mqm-literary": "judge_engine.fake.writers.mqm:write_gemba_mqm_literary",
     "nonpragmatic-spans": "judge_engine.fake.writers.close_reading:write_nonpragmatic_spans",
+    "pairwise-annotators": "judge_engine.fake.writers.annotators:write_annotator",
     "novel-spans": "judge_engine.fake.writers.close_reading:write_novel_spans",
     "prometheus-absolute": "judge_engine.fake.writers.prometheus:write_absolute",
     "prometheus-relative": "judge_engine.fake.writers.prometheus:write_relative",

@@ -78,8 +78,16 @@ function taskCard(task, index) {
       el("a", {href: transcript, class: "transcript-link"}, "transcript ›")),
     task.status === "unscored" ? el("p", {class: "error"}, `${task.reason_code}: `, task.reason || "") : null,
     card(task.card, task),
+    task.confidence ? el("p", {class: "small"}, confidenceText(task.confidence)) : null,
     el("p", {class: "muted small"}, `${task.model || ""} · ${task.protocol || ""} · attempts ${fmt(task.attempts)} · `
       + `re-asks ${fmt(task.reasks)} · cost ${task.cost === undefined ? "–" : "$" + Number(task.cost).toFixed(5)}`));
+}
+
+function confidenceText(c) {
+  // "confidence 0.83 (logprobs) · A 0.83, B 0.12 · weighted 3.9": text only, drawn with textContent
+  const probs = Object.entries(c.probs || {}).sort((a, b) => b[1] - a[1]).map(([k, p]) => `${k} ${fmt(p)}`).join(", ");
+  return `confidence ${c.value === null || c.value === undefined ? "unread" : fmt(c.value)} (${c.method})`
+    + (probs ? ` · ${probs}` : "") + (c.weighted !== undefined && c.weighted !== null ? ` · weighted ${fmt(c.weighted)}` : "");
 }
 
 function select(index, scroll = true) {
