@@ -342,7 +342,7 @@ class RunStore:
         self._transcripts_fd = os.open(self.run_dir / TRANSCRIPTS, flags, 0o644)
         self._blocks_fd = os.open(self.run_dir / BLOCKS, flags, 0o644)
         # The index catches up with whatever an earlier session wrote, then follows every line.
-        self._index = RunIndex.open(self.run_dir)
+        self._index = RunIndex.open(self.run_dir, holds_lock=True)
         self._indexer = self._index.writer()
 
     def write_outcome(self, record: OutcomeRecord) -> None:

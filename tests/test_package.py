@@ -86,7 +86,8 @@ REVIEWED: dict[str, int] = {
     "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
     "session.py": 560,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
-    "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
+    "index.py": 640,  # the index's schema, its batched writer, catch-up, every query, and where it is opened
+    # (in place, read-only, or built in a temporary directory; corrupt rebuilt, busy never): one file's life
     "store.py": 480,  # the run directory's one writer and every reader of it (by stream or by offset)
     "config.py": 500,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments), beside the one merge and its errors naming the flag a value came from
     "providers/catalog.py": 420,  # litellm's one home for what a model is (routes, params, prices, tokens, keys, batch bodies)
