@@ -85,10 +85,12 @@ REVIEWED: dict[str, int] = {
     "records.py": 890,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury): one definition
     "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
-    "session.py": 560,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
+    "session.py": 600,  # one lifecycle (prepare, resume selection, endpoints, execute, signals, the end a disk that
+    # refuses gets: stopped, written in the room the store held) top to bottom
     "index.py": 640,  # the index's schema, its batched writer, catch-up, every query, and where it is opened
     # (in place, read-only, or built in a temporary directory; corrupt rebuilt, busy never): one file's life
-    "store.py": 480,  # the run directory's one writer and every reader of it (by stream or by offset)
+    "store.py": 610,  # the run directory's one writer (its lines whole or not at all, its lock, its reserve) and
+    # every reader of it (by stream or by offset)
     "config.py": 500,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments), beside the one merge and its errors naming the flag a value came from
     "providers/catalog.py": 420,  # litellm's one home for what a model is (routes, params, prices, tokens, keys, batch bodies)
     "batch/driver.py": 420,  # one batch-mode judge's lifecycle: feeder, rounds, polls, the budget's commits per chunk
