@@ -328,3 +328,22 @@ def test_a_batch_run_whose_disk_fills_stops_and_resume_finishes_it(tmp_path: Pat
         assert json.loads((run / "run.json").read_text(encoding="utf-8"))["status"] == "completed"
         submitted = server.stats()["batch_submissions"]
         assert len(submitted) == items and set(submitted.values()) == {1}, "each request sent in one batch, once"
+
+
+def test_an_export_to_a_place_that_cannot_be_written_is_one_line(tmp_path: Path, fake_server: FakeServer,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Not a run's file, a path the user gave: a read-only mount is a disk's refusal (exit 5),
+    a directory this user may not write a path they may not use (exit 2); one line, no traceback."""
+    job = _job(tmp_path, fake_server, 10)
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    (tmp_path / "out").mkdir()
+    capsys.readouterr()
+    with read_only(tmp_path / "out", tmp_path / "out-ro") as out:
+        code = main(["export", str(job.only_run()), "--output", str(out / "outcomes.csv")])
+    stderr = capsys.readouterr().err
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1, stderr
+    if os.geteuid() == 0:  # a read-only bind mount
+        assert code == EXIT_DISK and "the file system is read-only" in stderr, stderr
+    else:  # permissions taken away
+        assert code == 2 and "permission denied" in stderr, stderr
+    assert str(out / "outcomes.csv") in stderr

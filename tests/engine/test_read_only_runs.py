@@ -147,6 +147,11 @@ def test_a_user_who_may_not_write_the_run_reads_it(variant: str, finished_run: P
             done = as_nobody(argv, cwd=scratch)
             assert done.returncode == 0 and "Traceback" not in done.stderr, (argv, done.stderr)
             assert expected in done.stdout, (argv, done.stdout)
+        if variant == "fresh":  # an export into the run itself: a path this user may not write
+            done = as_nobody(["export", str(run), "--output", str(run / "mine.csv")], cwd=scratch)
+            (line,) = done.stderr.strip().splitlines()
+            assert done.returncode == 2 and line.startswith(f"judge-engine: error: {run / 'mine.csv'}"), done.stderr
+            assert line.endswith(": permission denied"), line
         assert snapshot(run) == before, "a reader wrote into the run"
         assert not list(scratch.iterdir()), "a temporary index was left behind"
         with (out / "outcomes.csv").open(encoding="utf-8") as handle:
