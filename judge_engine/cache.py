@@ -11,6 +11,13 @@ once costs a third of the CPU (0.03 against 0.08 ms per answer). Pending answers
 once and written with the 64th answer, with the first answer after a second, and at ``close``.
 A kill -9 can lose the last batch from the cache, never from the run: outcomes and transcripts are written separately, and
 resume reads those; only a later ``--new-run`` would ask those few prompts again.
+
+A cache that cannot be written (its disk full, read-only or over quota) does not stop a run: the
+run's own files are the record, and a cache is often on another disk (a shared or read-only one).
+The first such failure is kept in :attr:`AnswerCache.problem` (the run says it once, at its end)
+and the cache is read, never written, from then on; the answers not cached are still in the run
+directory, and only a later ``--new-run`` would ask for them again. When the cache shares the
+run's disk, the run's next write stops the run anyway (:mod:`judge_engine.disk`).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 
 import diskcache
 
+from judge_engine.disk import disk_error
 from judge_engine.jsonio import content_hash
 
 
@@ -66,22 +74,28 @@ class AnswerCache:
 
     def __init__(self, directory: Path, *, enabled: bool = True, clock: Callable[[], float] = time.monotonic) -> None:
         self.enabled = enabled
+        self.directory = directory
         self._cache: diskcache.Cache | None = None
         self._pending: dict[str, dict[str, Any]] = {}
         self._clock = clock
         self._last_flush = clock()
+        self.problem: str | None = None
+        """Why answers are not written any more (the cache's disk refused), or None."""
         if enabled:
-            directory.mkdir(parents=True, exist_ok=True)
-            # SQLite's page cache (32 MB) and memory map (64 MB) by default fill as the cache file
-            # grows: RSS then grows with the job. Lookups are by key, so a small cache suffices.
-            self._cache = diskcache.Cache(
-                str(directory),
-                eviction_policy="none",
-                size_limit=2**62,
-                statistics=False,
-                sqlite_mmap_size=0,
-                sqlite_cache_size=1024,
-            )
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                # SQLite's page cache (32 MB) and memory map (64 MB) by default fill as the cache file
+                # grows: RSS then grows with the job. Lookups are by key, so a small cache suffices.
+                self._cache = diskcache.Cache(
+                    str(directory),
+                    eviction_policy="none",
+                    size_limit=2**62,
+                    statistics=False,
+                    sqlite_mmap_size=0,
+                    sqlite_cache_size=1024,
+                )
+            except Exception as exc:
+                self._give_up(exc, "could not be opened: this run does not use it")
 
     def get(self, key: str) -> dict[str, Any] | None:
         if self._cache is None:
@@ -93,7 +107,7 @@ class AnswerCache:
         return value if isinstance(value, dict) else None
 
     def set(self, key: str, value: Mapping[str, Any]) -> None:
-        if self._cache is None:
+        if self._cache is None or self.problem is not None:
             return
         self._pending[key] = dict(value)
         if len(self._pending) >= FLUSH_EVERY or self._clock() - self._last_flush >= FLUSH_AFTER_S:
@@ -104,10 +118,22 @@ class AnswerCache:
         self._last_flush = self._clock()
         if self._cache is None or not self._pending:
             return
-        with self._cache.transact():
-            for key, value in self._pending.items():
-                self._cache.set(key, value)
+        try:
+            with self._cache.transact():
+                for key, value in self._pending.items():
+                    self._cache.set(key, value)
+        except Exception as exc:
+            self._give_up(exc, "could not be written: answers from then on are not cached (the run directory "
+                               "has them)")
         self._pending.clear()
+
+    def _give_up(self, exc: Exception, what: str) -> None:
+        """Stop writing the cache for a failure of its disk (kept in :attr:`problem`); anything
+        else is raised."""
+        error = disk_error(exc, self.directory)
+        if error is None:
+            raise exc
+        self.problem = f"the answer cache {what}; {error}"
 
     def close(self) -> None:
         """Write the pending answers and close the database (closed even if the write fails)."""

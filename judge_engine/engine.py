@@ -11,7 +11,9 @@ stalls another. Coroutines alive at any moment are bounded by the judges' concur
 the job size. :meth:`Engine.request_stop` stops dispatching at once: tasks waiting for their lane
 or for a retry's backoff are abandoned (no outcome: resume redoes them), tasks in a provider call
 finish and are recorded (the caller decides how long to wait before cancelling them), so the run
-directory stays consistent and nothing is sent after the request.
+directory stays consistent and nothing is sent after the request. A disk that refuses a write of
+the run (full, read-only, over quota: a :class:`~judge_engine.errors.DiskError`) stops the run the
+same way (:meth:`Engine.stop_for_disk`): the calls in flight finish, recorded if the disk lets them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Literal
 from judge_engine.budget import BudgetStop
 from judge_engine.cache import AnswerCache
 from judge_engine.config import DatasetConfig
-from judge_engine.errors import Abandoned, FatalProviderError
+from judge_engine.errors import Abandoned, DiskError, FatalProviderError
 from judge_engine.plan import Task, iter_tasks
 from judge_engine.resumption import Resumption
 from judge_engine.runtime import JudgeRuntime
@@ -41,11 +43,13 @@ wake-up runs cold, so the next tasks' prompts and cache lookups are done togethe
 class EngineResult:
     status: Literal["completed", "cancelled", "failed", "stopped"]
     """``failed``: a judge stopped (fatal provider error, unreachable endpoint); ``stopped``: a
-    budget was reached."""
+    budget was reached, or the run's disk refused a write."""
     failures: dict[str, str]
     """judge name -> why it stopped."""
     budget: BudgetStop | None = None
     """The budget reached (``stopped``)."""
+    disk: DiskError | None = None
+    """The write the disk refused (``stopped``)."""
 
 
 class Engine:
@@ -66,6 +70,8 @@ class Engine:
         self._cache = cache
         self._resumptions = dict(resumptions or {})
         self._stopping = asyncio.Event()
+        self.disk: DiskError | None = None
+        """The first write of the run the disk refused, when one was."""
 
     @property
     def done_count(self) -> int:
@@ -83,6 +89,13 @@ class Engine:
         for judge in self.judges:
             judge.abandon_waiting()
 
+    def stop_for_disk(self, error: DiskError) -> None:
+        """The run's disk refused a write: stop dispatching (as :meth:`request_stop`) and keep the
+        first such error for the run's status."""
+        if self.disk is None:
+            self.disk = error
+        self.request_stop()
+
     @property
     def in_flight(self) -> int:
         """Provider calls under way, over every judge."""
@@ -97,6 +110,8 @@ class Engine:
             for judge in self.judges:
                 group.create_task(self._run_judge(judge), name=f"judge:{judge.config.name}")
         failures = {j.config.name: j.stopped for j in self.judges if j.stopped}
+        if self.disk is not None:  # first: nothing goes on until the disk takes writes again
+            return EngineResult("stopped", failures, disk=self.disk)
         if failures:
             return EngineResult("failed", failures)
         guard = self.judges[0].guard if self.judges else None
@@ -113,9 +128,12 @@ class Engine:
         if judge.config.mode == "batch":  # the provider's batch API instead of the lane's calls
             from judge_engine.batch.driver import BatchDriver
 
-            await BatchDriver(judge, store=self._store, cache=self._cache, dataset=self._dataset,
-                              resumption=self._resumptions.get(judge.config.name, Resumption()),
-                              online=self._work, stopping=lambda: self.stopping).run()
+            try:
+                await BatchDriver(judge, store=self._store, cache=self._cache, dataset=self._dataset,
+                                  resumption=self._resumptions.get(judge.config.name, Resumption()),
+                                  online=self._work, stopping=lambda: self.stopping).run()
+            except* DiskError as refused:  # a request file, a download or a line of the run
+                self.stop_for_disk(_first(refused))
             return
         workers = judge.concurrency  # over every deployment
         # Holds rendered prompts now, so it is sized by the batch, not doubled with concurrency.
@@ -182,6 +200,9 @@ class Engine:
                 if judge.stopped is None:
                     judge.stopped = f"{judge.config.name} ({judge.config.model}) stopped: {exc}"
                 continue
+            except DiskError as exc:  # a transcript line: the task is left undone
+                self.stop_for_disk(exc)
+                continue
             except Abandoned:
                 continue
             except asyncio.CancelledError:
@@ -190,4 +211,18 @@ class Engine:
                 raise
             finally:
                 judge.interruptible(False)
-            self._store.write_outcome(record)
+            try:
+                self._store.write_outcome(record)
+            except DiskError as exc:  # not recorded: resume judges the task again
+                judge.counters.done -= 1
+                if record.status == "scored":
+                    judge.counters.scored -= 1
+                else:
+                    judge.counters.unscored -= 1
+                self.stop_for_disk(exc)
+
+
+def _first(group: BaseExceptionGroup[DiskError]) -> DiskError:
+    """The first DiskError of a group (groups nest as task groups do)."""
+    first = group.exceptions[0]
+    return first if isinstance(first, DiskError) else _first(first)

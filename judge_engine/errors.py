@@ -6,6 +6,8 @@ JudgeEngineError                  root; catch this to catch everything we raise
 ├── DatasetError                  "your data": a bad dataset line/row (names file and line)
 ├── TemplateError                 a prompt template failed to render (names template and variable)
 ├── RunDirError                   a run directory is missing, foreign, locked or unreadable
+├── DiskError                     "the machine did this": a disk full, read-only or over quota, or
+│                                 a place the user may not write (names the path; exit 5)
 ├── TableError (also ValueError)  a stats/meta input table: unreadable, missing column, no join match
 │   └── CalibrationError          calibrate's rows (row and field named), its settings, a thresholds file
 ├── ProviderError                 "the provider did this": carries model, status, body (secrets redacted)
@@ -126,6 +128,37 @@ class TemplateError(JudgeEngineError):
 
 class RunDirError(JudgeEngineError):
     """A run directory is missing, unreadable, or not a judge-engine run."""
+
+
+class DiskError(JudgeEngineError):
+    """A file judge-engine must write is on a disk that is full, read-only or over quota, or in
+    a place this user may not write. Neither the input nor the provider is at fault: make room
+    (or make the place writable), then run the command again (``resume`` for a run).
+
+    Attributes:
+        path: the file or directory that could not be written.
+        kind: ``full``, ``quota``, ``read-only``, ``permission`` or ``unwritable`` (SQLite could
+            not open or write a database there, for a reason it does not say).
+        detail: what the system said (``No space left on device``).
+    """
+
+    def __init__(self, path: str, kind: str, detail: str) -> None:
+        self.path, self.kind, self.detail = path, kind, detail
+        self.taken_back = True  # False: a write cut short could not be undone (a torn last line)
+        super().__init__(f"cannot write {path}: {_DISK[kind][0] if kind in _DISK else kind} ({detail})")
+
+    @property
+    def advice(self) -> str:
+        """What to do about it, as a clause (``free space on that disk``)."""
+        return _DISK.get(self.kind, _DISK["unwritable"])[1]
+
+
+_DISK = {"full": ("the disk is full", "free space on that disk"),
+         "quota": ("the disk quota is exceeded", "free space or raise the quota"),
+         "read-only": ("the file system is read-only", "make it writable"),
+         "permission": ("permission denied", "make it writable for this user"),
+         "unwritable": ("SQLite cannot write there", "check the disk's free space and permissions")}
+"""A :class:`DiskError`'s kind -> (what happened, what to do)."""
 
 
 class TableError(JudgeEngineError, ValueError):

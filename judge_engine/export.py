@@ -51,7 +51,7 @@ def run_dataset(run_dir: Path, manifest: Manifest, *, path: Path | None = None,
     moved, else ``path``. A dataset whose bytes changed since the run is said in ``notes``.
 
     Raises:
-        DatasetError: the dataset file is gone.
+        DatasetError: the dataset file is gone, or this user may not read it.
         RunDirError: the manifest records no dataset.
     """
     from judge_engine.config import DatasetConfig
@@ -62,13 +62,19 @@ def run_dataset(run_dir: Path, manifest: Manifest, *, path: Path | None = None,
         raise RunDirError(f"{run_dir}: run.json records no dataset, so there are no items to join")
     if path is not None and not path.is_file():
         raise DatasetError(f"--items {path}: no such file")
-    found = path or next((p for p in _dataset_places(run_dir, manifest, Path(recorded["path"])) if p.is_file()), None)
+    try:  # a colleague's run: its dataset may be where this user may not read
+        found = path or next((p for p in _dataset_places(run_dir, manifest, Path(recorded["path"])) if p.is_file()),
+                             None)
+        changed = found is not None and manifest.dataset.get("fingerprint") not in (None, fingerprint(found))
+    except PermissionError as exc:
+        raise DatasetError(f"the run's dataset {exc.filename or recorded['path']} cannot be read (permission "
+                           "denied), so its items cannot be joined; give a copy with --items PATH") from None
     if found is None:
         raise DatasetError(f"the run's dataset {recorded['path']} is gone (moved or deleted), so its items cannot "
                            "be joined; give its new place with --items PATH")
     config = DatasetConfig(path=found, format="auto" if path else recorded.get("format") or "auto",
                            fields=recorded.get("fields") or {})
-    if manifest.dataset.get("fingerprint") not in (None, fingerprint(found)) and notes is not None:
+    if changed and notes is not None:
         notes.append(f"{found} changed since the run was made: items are joined by id from the file as it is now")
     return config
 

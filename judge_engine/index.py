@@ -14,25 +14,40 @@ finished run's index is already current; a reader never writes into a run anothe
 
 SQLite (the standard library's ``sqlite3``) in WAL mode: one writer and any number of readers at
 once, no server, one file.
+
+A reader never needs to write a run to read it. Where the run cannot be written (an archive, a
+colleague's run, a read-only mount), a current index is opened read-only, and a missing or stale
+one is built in a temporary directory, removed when the index is closed. Only a corrupt or
+foreign file is deleted and rebuilt (SQLite says ``SQLITE_CORRUPT`` or ``SQLITE_NOTADB``, or it is
+another index version), by the run's writer or by a reader holding the run's lock shared (no
+process writes the run meanwhile); a reader of a run being written builds its own in a temporary
+directory instead. A busy or locked index is never taken for a corrupt one.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import sqlite3
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judge_engine.errors import RunDirError
+from judge_engine.disk import disk_error, writing
+from judge_engine.errors import DiskError, RunDirError
 from judge_engine.jsonio import JSONDecodeError, loads
-from judge_engine.records import OUTCOMES, TRANSCRIPTS, OutcomeRecord
+from judge_engine.records import LOCK, OUTCOMES, TRANSCRIPTS, OutcomeRecord
 
 INDEX = "index.sqlite"
 INDEX_VERSION = 2
 FLUSH_ROWS = 2000
 FLUSH_S = 2.0
+BUSY_S = 30.0
+"""How long a connection waits for another's lock before the index counts as busy."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -157,34 +172,127 @@ def _outcome_row(raw: Mapping[str, Any], offset: int, length: int) -> tuple[Any,
 class RunIndex:
     """The index of one run directory. Use :meth:`open` (brings it up to date) and :meth:`close`."""
 
-    def __init__(self, run_dir: Path, connection: sqlite3.Connection) -> None:
+    def __init__(self, run_dir: Path, connection: sqlite3.Connection, *, database: Path | str | None = None,
+                 scratch: tempfile.TemporaryDirectory[str] | None = None) -> None:
         self.run_dir = run_dir
         self._db = connection
+        self.database = str(database if database is not None else run_dir / INDEX)
+        """What ``ATTACH DATABASE`` takes to read this index: the run's ``index.sqlite``, a
+        read-only URI of it, or the temporary file built instead (on a ``uri=True`` connection)."""
+        self._scratch = scratch
+
+    @property
+    def in_place(self) -> bool:
+        """Whether this is the run's own ``index.sqlite``, open for writing."""
+        return self.database == str(self.run_dir / INDEX)
 
     @classmethod
-    def open(cls, run_dir: Path, *, catch_up: bool = True) -> RunIndex:
+    def open(cls, run_dir: Path, *, catch_up: bool = True, holds_lock: bool = False) -> RunIndex:
         """Open (or create) the index and read whatever the JSONL files hold beyond what it
-        covers. ``catch_up=False`` for a reader of a run another process is writing.
+        covers (see the module docstring for a run that cannot be written, and a corrupt index).
+
+        Args:
+            catch_up: False for a reader of a run another process is writing (as that process
+                last flushed it).
+            holds_lock: the caller writes the run (it holds the run's lock): the index is
+                written in place, whatever it takes.
 
         Raises:
-            RunDirError: ``run_dir`` has no outcomes or transcript file.
+            RunDirError: ``run_dir`` has no outcomes or transcript file, or its index is busy.
+            DiskError: (``holds_lock``) the index cannot be written.
         """
         if not (run_dir / OUTCOMES).exists() and not (run_dir / TRANSCRIPTS).exists():
             raise RunDirError(f"{run_dir}: not a judge-engine run directory (no {OUTCOMES})")
+        if holds_lock:
+            return cls._in_place(run_dir, catch_up=catch_up, holds_lock=True)
+        if _writable(run_dir):
+            try:
+                return cls._in_place(run_dir, catch_up=catch_up, holds_lock=False)
+            except (sqlite3.Error, DiskError) as exc:  # the run's disk refused after all: read it without writing
+                if disk_error(exc, run_dir / INDEX) is None:
+                    raise
+        return cls._read_only(run_dir, catch_up=catch_up)
+
+    @classmethod
+    def _in_place(cls, run_dir: Path, *, catch_up: bool, holds_lock: bool) -> RunIndex:
+        """The run's own index, opened for writing (created, or rebuilt when corrupt)."""
         path = run_dir / INDEX
+        db = None
         try:
-            index = cls(run_dir, _connect(path))
-            if index._meta("version") not in (None, str(INDEX_VERSION)):
-                raise sqlite3.DatabaseError("another index version")
-        except sqlite3.DatabaseError:  # corrupt or foreign: it is derived, so rebuild it
-            path.unlink(missing_ok=True)
-            index = cls(run_dir, _connect(path))
+            db = _connect(path)
+            ours = _version(db) in (None, str(INDEX_VERSION))  # else another index version: foreign
+        except sqlite3.DatabaseError as exc:
+            if db is not None:
+                db.close()
+            if not _corrupt(exc):
+                busy = _busy(exc, path)
+                if busy is None:
+                    raise
+                raise busy from exc
+            db, ours = None, False
+        if db is not None and ours:
+            return cls(run_dir, db)._caught_up(catch_up)
+        if db is not None:
+            db.close()
+        with _run_unwritten(run_dir, holds_lock) as free:
+            if not free:  # another process writes the run: its index is left to it
+                return cls._in_temp(run_dir, None)
+            for leftover in (path, *_sidecars(path)):
+                leftover.unlink(missing_ok=True)
+            return cls(run_dir, _connect(path))._caught_up(catch_up)
+
+    def _caught_up(self, catch_up: bool) -> RunIndex:
+        """This index, caught up with the run's files when asked (closed if that fails)."""
         if catch_up:
+            try:
+                self.catch_up()
+            except BaseException:
+                self.close()
+                raise
+        return self
+
+    @classmethod
+    def _read_only(cls, run_dir: Path, *, catch_up: bool) -> RunIndex:
+        """The index of a run this process may not write: the run's own, read-only, when it is
+        current (or ``catch_up`` is False); else one built in a temporary directory, from the
+        run's index as far as it goes."""
+        found = _open_read_only(run_dir / INDEX)
+        if found is not None:
+            index = cls(run_dir, found[0], database=found[1])
+            if not catch_up or index.current():
+                return index
+            return cls._in_temp(run_dir, index)
+        return cls._in_temp(run_dir, None)
+
+    @classmethod
+    def _in_temp(cls, run_dir: Path, start: RunIndex | None) -> RunIndex:
+        """An index built in a temporary directory (removed at :meth:`close`), from a copy of
+        ``start`` (then closed) when there is one, caught up with the run's files."""
+        scratch = tempfile.TemporaryDirectory(prefix="judge-engine-index-")
+        path = Path(scratch.name) / INDEX
+        try:
+            db = _connect(path)
+            if start is not None:
+                start._db.backup(db)
+            index = cls(run_dir, db, database=path, scratch=scratch)
             index.catch_up()
+        except BaseException:
+            scratch.cleanup()
+            raise
+        finally:
+            if start is not None:
+                start.close()
         return index
+
+    def current(self) -> bool:
+        """Whether the index covers every complete line of the run's outcomes and transcript."""
+        return not any(_line_after(self.run_dir / name, self.covered(name)) for name in (OUTCOMES, TRANSCRIPTS))
 
     def close(self) -> None:
         self._db.close()
+        if self._scratch is not None:
+            self._scratch.cleanup()
+            self._scratch = None
 
     def __enter__(self) -> RunIndex:
         return self
@@ -234,8 +342,12 @@ class RunIndex:
     def add(self, outcomes: Sequence[tuple[Any, ...]], attempts: Sequence[tuple[str, str, str, int, int]],
             outcomes_covered: int, transcripts_covered: int) -> None:
         """Index outcome and attempt rows and record the offsets they bring the index up to, in
-        one transaction (a crash leaves the index consistent with what it says it covers)."""
-        with self._db:
+        one transaction (a crash leaves the index consistent with what it says it covers).
+
+        Raises:
+            DiskError: the index's disk refused the write (nothing of it was written).
+        """
+        with writing(self.database), self._db:
             db = self._db
             if attempts:
                 db.executemany("INSERT OR IGNORE INTO tasks (task_id, item_id, judge) VALUES (?, ?, ?)",
@@ -354,8 +466,7 @@ class RunIndex:
             self._db.execute("DETACH DATABASE other")
 
     def _meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        return _meta(self._db, key)
 
 
 _COLUMNS = ("task_id, item_id, judge, temperature, repeat, variant, status, reason_code, score, "
@@ -385,11 +496,116 @@ def _where(query: Query) -> tuple[str, list[Any]]:
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    db = sqlite3.connect(path, timeout=30)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.executescript(_SCHEMA)
+    db = sqlite3.connect(path, timeout=BUSY_S)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(_SCHEMA)
+    except BaseException:
+        db.close()
+        raise
     return db
+
+
+def _meta(db: sqlite3.Connection, key: str) -> str | None:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _version(db: sqlite3.Connection) -> str | None:
+    return _meta(db, "version")
+
+
+_SQLITE_BUSY, _SQLITE_LOCKED, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 5, 6, 11, 14, 26
+
+
+def _code(exc: sqlite3.Error) -> int:
+    return int(getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+
+
+def _corrupt(exc: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite says the file is damaged or not a database (nothing transient)."""
+    return _code(exc) in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
+def _busy(exc: sqlite3.Error, path: Path) -> RunDirError | None:
+    if _code(exc) not in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return None
+    return RunDirError(f"{path}: busy (another process has held a lock on it for {BUSY_S:g} s: {exc}); try again")
+
+
+def _sidecars(path: Path) -> tuple[Path, Path]:
+    """The WAL files SQLite keeps beside a database."""
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+def _writable(run_dir: Path) -> bool:
+    """Whether this process may write the run's index in place (the directory and whichever of
+    the index's files exist)."""
+    path = run_dir / INDEX
+    return all(os.access(p, os.W_OK) for p in (run_dir, path, *_sidecars(path)) if p == run_dir or p.exists())
+
+
+@contextlib.contextmanager
+def _run_unwritten(run_dir: Path, holds_lock: bool) -> Iterator[bool]:
+    """Whether no other process writes the run, held true for the block: the run's lock is
+    held shared meanwhile, so no writer can start (``holds_lock``: the caller is the writer)."""
+    if holds_lock:
+        yield True
+        return
+    try:
+        fd = os.open(run_dir / LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        yield True  # a run written before locks: no writer to wait for
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _open_read_only(path: Path) -> tuple[sqlite3.Connection, str] | None:
+    """The run's index opened read-only, with the URI that opened it, or None when it is
+    missing, unreadable, corrupt, foreign or busy (a temporary one is built instead: nothing of
+    the run is touched). A WAL database needs its ``-shm`` file: where SQLite cannot create it
+    (no process has the run open), the file is read as it is (``immutable``)."""
+    if not path.exists():
+        return None
+    for query in ("mode=ro", "immutable=1"):
+        uri = f"{path.absolute().as_uri()}?{query}"
+        db = None
+        try:
+            db = sqlite3.connect(uri, uri=True, timeout=BUSY_S)
+            version = _version(db)
+        except sqlite3.Error as exc:
+            if db is not None:
+                db.close()
+            if _code(exc) == _SQLITE_CANTOPEN:
+                continue
+            return None
+        if version != str(INDEX_VERSION):
+            db.close()
+            return None
+        return db, uri
+    return None
+
+
+def _line_after(path: Path, offset: int) -> bool:
+    """Whether ``path`` has a complete line beyond byte ``offset`` (a torn last line is not one)."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            while chunk := handle.read(1 << 16):
+                if b"\n" in chunk:
+                    return True
+    except FileNotFoundError:
+        pass
+    return False
 
 
 def _complete_lines(path: Path, start: int) -> Iterator[tuple[int, int, dict[str, Any]]]:

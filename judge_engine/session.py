@@ -15,7 +15,9 @@ Nothing here prints. What a person watches (the live display, progress lines) re
 :class:`~judge_engine.runtime.RunProgress` that the session fills in; the session never calls
 back into the command line. Signals: the first Ctrl-C (or SIGTERM) stops dispatching at once and
 gives the calls in flight :data:`GRACE_S` seconds; a second one cancels them. Either way the
-manifest says ``cancelled`` and :func:`resume` finishes the job.
+manifest says ``cancelled`` and :func:`resume` finishes the job. A disk that refuses the run's
+writes (full, read-only, over quota) stops it like a budget: ``stopped``, with the reason in the
+manifest when it can still be written (the store holds room for that), and ``resume`` finishes it.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from judge_engine.decisions import (
     write_item_outcomes,
 )
 from judge_engine.engine import Engine, EngineResult
-from judge_engine.errors import ConfigError, RunDirError
+from judge_engine.errors import ConfigError, DiskError, RunDirError
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
 from judge_engine.plan import (
     build_protocol,
@@ -134,7 +136,8 @@ class RunResult:
 
     run_dir: Path
     status: Literal["completed", "cancelled", "failed", "stopped"]
-    """``stopped``: a budget was reached (:attr:`budget`); ``failed``: a judge stopped."""
+    """``stopped``: a budget was reached (:attr:`budget`), or the disk refused (:attr:`disk`);
+    ``failed``: a judge stopped."""
     manifest: Manifest
     """The manifest as written at the end (counts, spend, sessions)."""
     judges: list[JudgeTotals] = field(default_factory=list)
@@ -146,6 +149,13 @@ class RunResult:
     started_by: Literal["run", "resume"] = "run"
     budget: BudgetStop | None = None
     """The budget reached, when the session stopped for one."""
+    disk: DiskError | None = None
+    """The write the run's disk refused, when the session stopped for one."""
+    recorded: bool = True
+    """Whether ``run.json`` says how the session ended (False: the disk refused it too; it
+    still says ``running``, and ``resume`` finishes the run all the same)."""
+    cache_problem: str | None = None
+    """Why the answer cache stopped being written during the session (the run went on)."""
 
     @property
     def counts(self) -> Counts:
@@ -412,6 +422,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         point_latest(run_dir)
     cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled)
     runtimes: list[JudgeRuntime] = []
+    disk: DiskError | None = None
     try:
         resumed = resumptions(store.index, [j.name for j in prepared.config.judges], retry)
         guard = guard_for(prepared.config, prepared.manifest.sessions,
@@ -436,7 +447,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         progress.start(engine)
         main = asyncio.current_task()
         restore = _install_signals(engine, main, progress) if install_signals else (lambda: None)
-        checkpoints = asyncio.create_task(_checkpoint(store, manifest))
+        checkpoints = asyncio.create_task(_checkpoint(store, manifest, engine))
         try:
             outcome = await engine.run()
         except asyncio.CancelledError:
@@ -446,28 +457,64 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         finally:
             restore()
             checkpoints.cancel()
-        if outcome.status != "cancelled":  # a Ctrl-C wants out; resume writes them
+        if outcome.status != "cancelled" and outcome.disk is None:  # a Ctrl-C wants out; resume writes them
             store.watch(None)
-            write_item_outcomes(store, prepared.config, prepared.protocols)
-            write_jury_outcomes(store, prepared.config, prepared.protocols)
+            try:
+                write_item_outcomes(store, prepared.config, prepared.protocols)
+                write_jury_outcomes(store, prepared.config, prepared.protocols)
+            except DiskError as exc:
+                outcome = EngineResult("stopped", outcome.failures, disk=exc)
+        cache.flush()  # before the reserve is given back: on a full disk it must not take that room
         session.update(ended_at=utc_now(), status=outcome.status,
                        judged=sum(j.counters.done - j.counters.resumed for j in runtimes),
                        spend=_session_spend(store, spent_before))
+        if cache.problem:
+            session["cache_problem"] = cache.problem
         manifest.status, manifest.updated_at = outcome.status, utc_now()
-        manifest.counts = _with_planned(store.counts(), manifest)
         manifest.spend, manifest.failures = store.spend_record(), dict(outcome.failures)
         manifest.stopped = outcome.budget.to_dict() if outcome.budget is not None else None
-        store.write_manifest(manifest)
+        disk, recorded = _record_end(store, manifest, outcome.disk)
         totals = [JudgeTotals(j.config.name, j.config.model, j.protocol.name, j.counters.retries, j.counters.reasks,
                               j.rate_limited, _deployment_totals(j), j.counters.abandoned) for j in runtimes]
-        return RunResult(run_dir, outcome.status, manifest, totals, dict(outcome.failures),
-                         time.monotonic() - started, budget=outcome.budget)
+        return RunResult(run_dir, "stopped" if disk is not None else outcome.status, manifest, totals, dict(outcome.failures),
+                         time.monotonic() - started, budget=outcome.budget, disk=disk, recorded=recorded,
+                         cache_problem=cache.problem)
     finally:
         await _close_providers(runtimes)
         try:
-            cache.close()  # writes the last batch of answers, which can fail (disk full)
+            cache.close()  # writes the last batch of answers, if its disk lets it (else it says so)
         finally:
-            store.close()
+            # After a disk stop, a file that cannot be synced is the same news, already told.
+            with contextlib.suppress(DiskError) if disk is not None else contextlib.nullcontext():
+                store.close()
+
+
+def _record_end(store: RunStore, manifest: Manifest, disk: DiskError | None) -> tuple[DiskError | None, bool]:
+    """Write the session's end (counts, status) into ``run.json``: ``(the write the disk
+    refused, if any; whether run.json says how the session ended)``. A disk that refused, during
+    the session or now, makes the run ``stopped`` with the reason, written in the room the store
+    held for it (given back here)."""
+    if disk is None:
+        try:
+            manifest.counts = _with_planned(store.counts(), manifest)
+            store.write_manifest(manifest)
+            return None, True
+        except DiskError as exc:  # the disk refused at the very end: a stop like any other
+            disk = exc
+    store.release_reserve()
+    manifest.status, manifest.stopped = "stopped", disk_stop(disk)
+    manifest.sessions[-1]["status"] = "stopped"
+    manifest.counts = _with_planned(store.counts(), manifest)
+    try:
+        store.write_manifest(manifest)
+    except DiskError:
+        return disk, False
+    return disk, True
+
+
+def disk_stop(error: DiskError) -> dict[str, Any]:
+    """``run.json``'s ``stopped`` for a run its disk stopped (:attr:`Manifest.stopped`)."""
+    return {"reason": "disk", "kind": error.kind, "path": error.path, "error": error.detail, "message": str(error)}
 
 
 def _listed(where: Endpoint | Sequence[Endpoint]) -> list[Endpoint]:
@@ -502,13 +549,17 @@ def _with_planned(counts: dict[str, Any], manifest: Manifest) -> dict[str, Any]:
     return counts
 
 
-async def _checkpoint(store: RunStore, manifest: Manifest) -> None:
+async def _checkpoint(store: RunStore, manifest: Manifest, engine: Engine) -> None:
     """Rewrite the manifest's spend every :data:`CHECKPOINT_S` while the run goes on, so a killed
     run's totals need only the transcript written since the last checkpoint summed again."""
     while True:
         await asyncio.sleep(CHECKPOINT_S)
         manifest.updated_at, manifest.spend = utc_now(), store.spend_record()
-        store.write_manifest(manifest)
+        try:
+            store.write_manifest(manifest)
+        except DiskError as exc:
+            engine.stop_for_disk(exc)
+            return
 
 
 def point_latest(run_dir: Path) -> None:

@@ -14,11 +14,18 @@ runs/<run_id>/
   batches.jsonl      batch-mode judges: each chunk's intent, file and batch ids, states, and the
                      tasks carried to another round (see judge_engine/batch/)
   .lock              held by the process writing the run
+  .reserve           room held on the run's disk while a session writes (see below)
 ```
 
 Each line is written with a single ``write`` on an ``O_APPEND`` descriptor, so a crash leaves at
 most one torn last line. Readers skip a torn last line; :meth:`RunStore.open` cuts it off before
 appending, so it can never glue itself to the next record. ``run.json`` is replaced atomically.
+
+A disk that fills, turns read-only or runs out of quota under a run is the machine's doing: every
+write here raises it as a :class:`~judge_engine.errors.DiskError` naming the file, and a write the
+disk cut short is taken back, so the file still ends with a whole line. While a session writes,
+``.reserve`` holds :data:`RESERVE_BYTES` of the disk (or twice ``run.json``); the session gives it
+back when a full disk stops it, so the index and ``run.json`` can still record the stop.
 
 A task may have several outcome lines (``resume --retry`` judges it again): the last one is the
 task's outcome, for every reader.
@@ -31,9 +38,11 @@ before its last checkpoint has the rest of its transcript summed when it is open
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,8 +50,9 @@ from pathlib import Path
 from typing import Any
 
 from judge_engine.blocks import BLOCKS, Encoder, block_id, block_line, read_block_line
-from judge_engine.errors import RunDirError
-from judge_engine.index import IndexWriter, RunIndex
+from judge_engine.disk import append_whole, hold_room, writing
+from judge_engine.errors import DiskError, RunDirError
+from judge_engine.index import INDEX, IndexWriter, RunIndex
 from judge_engine.jsonio import JSONDecodeError, dumps_line, loads, pretty
 from judge_engine.records import (
     BATCHES,
@@ -50,6 +60,7 @@ from judge_engine.records import (
     MANIFEST,
     OUTCOMES,
     TRANSCRIPTS,
+    UNRECORDED,
     AttemptRecord,
     BatchLine,
     Counts,
@@ -63,6 +74,10 @@ from judge_engine.records import (
     total_spend,
     transcript_record,
 )
+
+RESERVE = ".reserve"
+RESERVE_BYTES = 256 * 1024
+"""Room a writing session holds on the run's disk, at least (twice ``run.json`` if larger)."""
 
 
 def utc_now() -> str:
@@ -292,6 +307,9 @@ class RunStore:
         self._batches_fd: int | None = None
         self._watcher: Callable[[OutcomeRecord], OutcomeRecord | None] | None = None
         self._known_blocks: set[str] = set()
+        self._refused: DiskError | None = None
+        """Why no line is written any more this session: the index could not be written, or a
+        cut-short write could not be taken back."""
         self._new_blocks: list[bytes] = []
         self._encoder = Encoder(self)
         self._index: RunIndex | None = None
@@ -302,13 +320,21 @@ class RunStore:
 
     @classmethod
     def create(cls, run_dir: Path, manifest: Manifest) -> RunStore:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        """Start a new run directory (locked, with its manifest).
+
+        Raises:
+            RunDirError: a run exists there, or another process holds it.
+            DiskError: the place cannot be written (full, read-only, over quota).
+        """
+        with writing(run_dir):
+            run_dir.mkdir(parents=True, exist_ok=True)
         if (run_dir / MANIFEST).exists():
             raise RunDirError(f"{run_dir}: a run already exists here")
         store = cls(run_dir)
-        store._acquire()
-        store.write_manifest(manifest)
-        store._open_files()
+        with store._closed_on_failure():
+            store._acquire()
+            store.write_manifest(manifest)
+            store._open_files()
         return store
 
     @classmethod
@@ -317,19 +343,32 @@ class RunStore:
         brings the run's spend up to date with transcript lines its manifest did not cover."""
         manifest = read_manifest(run_dir)
         store = cls(run_dir)
-        store._acquire()
-        for name in (OUTCOMES, TRANSCRIPTS, BLOCKS, BATCHES):
-            _cut_torn_tail(run_dir / name)
-        recorded = manifest.spend
-        store.spend = {judge: Spend.from_dict(r) for judge, r in (recorded.get("judges") or {}).items()}
-        for record in iter_transcript(run_dir, offset=int(recorded.get("covers_bytes") or 0), requests=False):
-            store._count(record)
-        store._known_blocks = set(read_blocks(run_dir))
-        store._open_files()
+        with store._closed_on_failure():
+            store._acquire()
+            for name in (OUTCOMES, TRANSCRIPTS, BLOCKS, BATCHES):
+                with writing(run_dir / name):
+                    _cut_torn_tail(run_dir / name)
+            recorded = manifest.spend
+            store.spend = {judge: Spend.from_dict(r) for judge, r in (recorded.get("judges") or {}).items()}
+            for record in iter_transcript(run_dir, offset=int(recorded.get("covers_bytes") or 0), requests=False):
+                store._count(record)
+            store._known_blocks = set(read_blocks(run_dir))
+            store._open_files()
         return store
 
+    @contextlib.contextmanager
+    def _closed_on_failure(self) -> Iterator[None]:
+        """Close the store (its lock released) when opening it fails half-way."""
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.close()
+            raise
+
     def _acquire(self) -> None:
-        fd = os.open(self.run_dir / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
+        with writing(self.run_dir / LOCK):
+            fd = os.open(self.run_dir / LOCK, os.O_CREAT | os.O_RDWR, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -339,18 +378,62 @@ class RunStore:
 
     def _open_files(self) -> None:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
-        self._outcomes_fd = os.open(self.run_dir / OUTCOMES, flags, 0o644)
-        self._transcripts_fd = os.open(self.run_dir / TRANSCRIPTS, flags, 0o644)
-        self._blocks_fd = os.open(self.run_dir / BLOCKS, flags, 0o644)
+        with writing(self.run_dir):
+            self._outcomes_fd = os.open(self.run_dir / OUTCOMES, flags, 0o644)
+            self._transcripts_fd = os.open(self.run_dir / TRANSCRIPTS, flags, 0o644)
+            self._blocks_fd = os.open(self.run_dir / BLOCKS, flags, 0o644)
+        self._reserve()
         # The index catches up with whatever an earlier session wrote, then follows every line.
-        self._index = RunIndex.open(self.run_dir)
+        with writing(self.run_dir / INDEX):
+            self._index = RunIndex.open(self.run_dir, holds_lock=True)
         self._indexer = self._index.writer()
 
+    def _reserve(self) -> None:
+        """Hold room on the run's disk for :meth:`release_reserve` to give back; a disk without
+        even that much room fails here, before anything is sent."""
+        size = RESERVE_BYTES
+        with contextlib.suppress(OSError):
+            size = max(size, 2 * (self.run_dir / MANIFEST).stat().st_size)
+        hold_room(self.run_dir / RESERVE, size)
+
+    def release_reserve(self) -> None:
+        """Give back the room :meth:`_reserve` held (a full disk stopped the run: what it still
+        has to write, it writes there)."""
+        with contextlib.suppress(OSError):
+            (self.run_dir / RESERVE).unlink(missing_ok=True)
+
+    def _write(self, fd: int, data: bytes) -> int:
+        """The one call that puts bytes into the run's JSONL files: ``os.write``. Tests replace
+        it to simulate a disk that fills or turns read-only at a chosen line."""
+        return os.write(fd, data)
+
+    def _append(self, fd: int, data: bytes, name: str) -> None:
+        """Append whole lines to the run's file ``name`` (:func:`~judge_engine.disk.append_whole`),
+        through :meth:`_write`."""
+        if self._refused is not None:
+            raise self._refused
+        try:
+            append_whole(fd, data, self.run_dir / name, self._write)
+        except DiskError as exc:
+            if not exc.taken_back:  # the file ends in a torn line: nothing more may follow it
+                self._refused = exc
+            raise
+
     def write_outcome(self, record: OutcomeRecord) -> None:
+        """Append a task's outcome line (and index it).
+
+        Raises:
+            DiskError: the line could not be written; the file is as before.
+        """
         assert self._outcomes_fd is not None and self._indexer is not None
         line = dumps_line(record.to_dict())
-        os.write(self._outcomes_fd, line)
-        self._indexer.outcome(record, len(line))
+        self._append(self._outcomes_fd, line, OUTCOMES)
+        try:
+            self._indexer.outcome(record, len(line))
+        except DiskError as exc:
+            # The line is recorded (the index catches up later): the next line is refused
+            # instead, so a DiskError from a write always means its line is not written.
+            self._refused = exc
         if self._watcher is not None and (derived := self._watcher(record)) is not None:
             self.write_outcome(derived)
 
@@ -367,25 +450,31 @@ class RunStore:
         if isinstance(record, AttemptRecord):
             line = record.encode(self._encoder)
             if self._new_blocks:
-                os.write(self._blocks_fd, b"".join(self._new_blocks))
+                self._append(self._blocks_fd, b"".join(self._new_blocks), BLOCKS)
                 self._new_blocks.clear()
         else:
             line = record.to_dict()
         data = dumps_line(line)
-        os.write(self._transcripts_fd, data)
+        self._append(self._transcripts_fd, data, TRANSCRIPTS)
         assert self._indexer is not None
-        self._indexer.attempt(record.task_id, record.item_id, record.judge, len(data))
         self._count(record)
+        try:
+            self._indexer.attempt(record.task_id, record.item_id, record.judge, len(data))
+        except DiskError as exc:  # the line is recorded: the next one is refused (see write_outcome)
+            self._refused = exc
 
     def write_batch(self, line: BatchLine, *, sync: bool = False) -> None:
         """Append a line to ``batches.jsonl`` (opened on first use); ``sync``: on disk before
         this returns, for the lines a resumed run must find after a power loss too (an intent
         before its batch is created, a batch id once it is)."""
+        path = self.run_dir / BATCHES
         if self._batches_fd is None:
-            self._batches_fd = os.open(self.run_dir / BATCHES, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(self._batches_fd, dumps_line(line.to_dict()))
+            with writing(path):
+                self._batches_fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._append(self._batches_fd, dumps_line(line.to_dict()), BATCHES)
         if sync:
-            os.fsync(self._batches_fd)
+            with writing(path):
+                os.fsync(self._batches_fd)
 
     def add(self, kind: str, body: Any) -> str:
         """:class:`~judge_engine.blocks.BlockSink`: queue a block the run does not have yet."""
@@ -410,9 +499,17 @@ class RunStore:
 
     def counts(self) -> dict[str, Any]:
         """The manifest's ``counts`` of the run as written so far: tasks, scored and unscored by
-        reason code, per judge and in total (from the index, not a read of every line)."""
+        reason code, per judge and in total (from the index, not a read of every line; from one
+        read of the outcome lines when the index cannot be written: a full disk)."""
+        try:
+            tally = self.index.counts()
+        except DiskError:
+            tally = Counter()
+            for record in latest_outcome_lines(self.run_dir):
+                status = "scored" if record.status == "scored" else "unscored"
+                tally[(record.judge, status, None if status == "scored" else record.reason_code or UNRECORDED)] += 1
         per_judge: dict[str, Counts] = {}
-        for (judge, status, code), n in self.index.counts().items():
+        for (judge, status, code), n in tally.items():
             if status == "undone":
                 continue
             counts = per_judge.setdefault(judge, Counts())
@@ -435,28 +532,57 @@ class RunStore:
         return spend_section(self.spend, covers_bytes=covers)
 
     def write_manifest(self, manifest: Manifest) -> None:
+        """Replace ``run.json`` atomically.
+
+        Raises:
+            DiskError: it could not be written (the old one stays as it was).
+        """
         path = self.run_dir / MANIFEST
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(pretty(manifest.to_dict()), encoding="utf-8")
-        os.replace(tmp, path)
+        try:
+            with writing(path):
+                tmp.write_text(pretty(manifest.to_dict()), encoding="utf-8")
+                os.replace(tmp, path)
+        except DiskError:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            raise
 
     def close(self) -> None:
+        """Flush, sync and close every file, give back the reserve and release the lock, all of
+        it whatever fails on the way.
+
+        Raises:
+            DiskError: a file could not be synced to disk (its last lines may not be there).
+        """
+        failed: DiskError | None = None
         if self._index is not None:
             try:
                 if self._indexer is not None:
                     self._indexer.flush()
+            except DiskError:
+                pass  # the index is derived: the next reader catches up from what it covers
             finally:
                 self._index.close()
                 self._index = self._indexer = None
-        for fd in (self._blocks_fd, self._outcomes_fd, self._transcripts_fd, self._batches_fd):
+        for name, fd in ((BLOCKS, self._blocks_fd), (OUTCOMES, self._outcomes_fd),
+                         (TRANSCRIPTS, self._transcripts_fd), (BATCHES, self._batches_fd)):
             if fd is not None:
-                os.fsync(fd)
-                os.close(fd)
+                try:
+                    with writing(self.run_dir / name):
+                        os.fsync(fd)
+                except DiskError as exc:
+                    failed = failed or exc
+                finally:
+                    os.close(fd)
         self._outcomes_fd = self._transcripts_fd = self._blocks_fd = self._batches_fd = None
         if self._lock_fd is not None:
+            self.release_reserve()
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             self._lock_fd = None
+        if failed is not None:
+            raise failed
 
 
 def _cut_torn_tail(path: Path) -> None:

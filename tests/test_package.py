@@ -85,9 +85,12 @@ REVIEWED: dict[str, int] = {
     "records.py": 920,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury, an outcome's confidence): one definition
     "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
-    "session.py": 570,  # one lifecycle (prepare, resume selection, endpoints, execute, signals; item decisions as requests finish) top to bottom
-    "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
-    "store.py": 490,  # the run directory's one writer and every reader of it (by stream or by offset)
+    "session.py": 620,  # one lifecycle (prepare, resume selection, endpoints, execute, signals, item decisions as
+    # requests finish, the end a disk that refuses gets: stopped, written in the room the store held) top to bottom
+    "index.py": 640,  # the index's schema, its batched writer, catch-up, every query, and where it is opened
+    # (in place, read-only, or built in a temporary directory; corrupt rebuilt, busy never): one file's life
+    "store.py": 625,  # the run directory's one writer (its lines whole or not at all, its lock, its reserve, the
+    # watcher that writes item decisions) and every reader of it (by stream or by offset)
     "decisions.py": 480,  # one concern: an item's decision over its requests (the rule, the pure decision, its outcome
     # line, made as requests finish and caught up at a session's end, and what a judge's confidence needs up front)
     "protocols/custom.py": 420,  # a config-defined judge: render, read, score, and where its closed fields are

@@ -4,16 +4,20 @@ the provider's limits (requests and bytes per batch) and the judge's enqueued-to
 The request file (``batches/<chunk>.jsonl`` in the run directory) holds exactly what is sent:
 OpenAI uploads it as the batch's input file; Anthropic's create call carries its lines. It is
 complete and on disk before the chunk's intent is recorded, so a resumed run can always send
-it, and deleted once the chunk is collected.
+it, and deleted once the chunk is collected. A disk that refuses it raises a
+:class:`~judge_engine.errors.DiskError` naming the file (the run stops; the chunk has no intent
+yet, so resume forms it again).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from judge_engine.disk import writing
 from judge_engine.records import BATCH_DIR
 
 BODY_MARGIN = 64
@@ -50,10 +54,11 @@ class ChunkWriter:
     @classmethod
     def start(cls, run_dir: Path, chunk_id: str, round_: int, limits: ChunkLimits) -> ChunkWriter:
         folder = run_dir / BATCH_DIR
-        folder.mkdir(exist_ok=True)
         path = folder / f"{chunk_id}.jsonl"
         writer = cls(chunk_id, round_, path, limits)
-        writer._handle = path.open("wb")  # a leftover of a chunk whose intent was never written: replaced
+        with writing(path):
+            folder.mkdir(exist_ok=True)
+            writer._handle = path.open("wb")  # a leftover of a chunk whose intent was never written: replaced
         return writer
 
     @property
@@ -72,7 +77,8 @@ class ChunkWriter:
 
     def add(self, task_hash: str, line: bytes, tokens: int, row: int) -> None:
         assert self._handle is not None, "the chunk is closed"
-        self._handle.write(line)
+        with writing(self.path):
+            self._handle.write(line)
         self.tasks.append(task_hash)
         self.size += len(line)
         self.tokens += tokens
@@ -84,10 +90,19 @@ class ChunkWriter:
         """Flush the request file to disk: it must outlive a power loss once the intent says so."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
+            try:
+                with writing(self.path):
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            finally:
+                with contextlib.suppress(OSError):  # (a flush that failed above fails here again)
+                    handle.close()
 
     def discard(self) -> None:
-        self.close()
+        """Delete the request file (its lines are never sent: nothing to flush or sync, even on a
+        disk that refused them)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                handle.close()
         self.path.unlink(missing_ok=True)

@@ -33,7 +33,7 @@ from judge_engine.batch.submit import Refused, Submitter
 from judge_engine.budget import BudgetStop
 from judge_engine.cache import AnswerCache
 from judge_engine.config import DatasetConfig
-from judge_engine.errors import FatalProviderError, TransientError
+from judge_engine.errors import DiskError, FatalProviderError, TransientError
 from judge_engine.lanes import rough_prompt_tokens
 from judge_engine.plan import Task, iter_tasks
 from judge_engine.providers.base import ErrorClass, ErrorKind
@@ -350,6 +350,8 @@ class BatchDriver:
         async def attempt() -> T:
             try:
                 value = await make()
+            except DiskError:  # a download's file: the machine's, never the provider's (the run stops)
+                raise
             except Exception as exc:
                 failure = self._last_failure = api.classify(exc)
                 if failure.kind is ErrorKind.RATE_LIMITED:

@@ -23,13 +23,15 @@ and a handler that imports what it needs when it runs, so ``judge-engine --help`
 Exit codes: 0 done, every task scored; 1 a judge stopped (auth, bad request, an endpoint that
 cannot be reached or keeps failing: resume it); 2 bad input (config, dataset, template, run
 directory, a missing API key); 3 the run completed with unscored tasks (``--allow-unscored``
-makes it 0); 4 stopped before passing a budget (``resume --budget`` continues); 130 cancelled
-(resume it).
+makes it 0); 4 stopped before passing a budget (``resume --budget`` continues); 5 a disk refused
+a write (full, read-only, over quota: the message names the path; make room, then resume it);
+130 cancelled (resume it).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Sequence
@@ -37,10 +39,13 @@ from collections.abc import Sequence
 from judge_engine import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSCORED, EXIT_BUDGET, EXIT_CANCELLED = 0, 1, 2, 3, 4, 130
+EXIT_DISK = 5
+_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
+"""Errors only a write meets (a refused read is a permission, exit 2)."""
 EPILOG = ("exit codes: 0 done, every task scored; 1 a judge stopped (provider error, unreachable or "
           "failing endpoint: resume it); 2 bad input or a missing API key; 3 completed with unscored "
-          "tasks (see --allow-unscored); 4 stopped at a budget (resume it with --budget); 130 cancelled "
-          "(resume it)")
+          "tasks (see --allow-unscored); 4 stopped at a budget (resume it with --budget); 5 a disk full, "
+          "read-only or over quota (make room, then resume it); 130 cancelled (resume it)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -73,9 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``judge-engine`` command: the handler's exit code, 2 for bad input."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = parser().parse_args(argv)
+    from judge_engine.disk import disk_error
     from judge_engine.errors import (
         ConfigError,
         DatasetError,
+        DiskError,
         RunDirError,
         TableError,
         TemplateError,
@@ -86,6 +93,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, DatasetError, RunDirError, TemplateError, TableError) as exc:
         print(f"judge-engine: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except DiskError as exc:  # a run's writer said so, naming its file
+        print(f"judge-engine: error: {exc}; {exc.advice}, then run the command again.", file=sys.stderr)
+        return EXIT_DISK
+    except OSError as exc:  # a file the command writes (an export, a chart) or reads
+        where = exc.filename or "a file"
+        if exc.errno in _DISK_ERRNOS and (error := disk_error(exc, where)) is not None:
+            print(f"judge-engine: error: {error}; {error.advice}, then run the command again.", file=sys.stderr)
+            return EXIT_DISK
+        if isinstance(exc, PermissionError):  # a path given that this user may not read or write
+            print(f"judge-engine: error: {where}: permission denied", file=sys.stderr)
+            return EXIT_USAGE
+        raise
     except KeyboardInterrupt:
         print("judge-engine: interrupted", file=sys.stderr)
         return EXIT_CANCELLED

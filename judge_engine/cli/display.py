@@ -491,6 +491,9 @@ def status_report(report: RunStatusReport, console: Console) -> None:
                          console.width - 1), highlight=False)
     if manifest.demo:
         console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
+    stopped = manifest.stopped or {}
+    if stopped.get("reason") == "disk":  # the path and why: room to make before a resume
+        console.print(f"[yellow]{escape(str(stopped.get('message') or stopped.get('path')))}[/yellow]", highlight=False)
     for note in report.notes:
         console.print(f"[yellow]{escape(note)}[/yellow]")
     for judge in report.judges:

@@ -4,7 +4,8 @@ The session (:mod:`judge_engine.session`) prints nothing and calls nothing back;
 watches its :class:`~judge_engine.runtime.RunProgress` from a thread (:class:`SessionView`),
 prints the summary of the :class:`~judge_engine.session.RunResult`, and turns it into an exit
 code: 0 every task scored (or ``--allow-unscored``); 1 a judge stopped (provider error,
-unreachable or failing endpoint); 3 the run completed but some tasks are unscored; 130 cancelled.
+unreachable or failing endpoint); 3 the run completed but some tasks are unscored; 4 a budget
+stopped it; 5 the run's disk refused a write (full, read-only, over quota); 130 cancelled.
 Bad input raises before anything is sent and becomes exit 2 in :func:`judge_engine.cli.main`.
 """
 
@@ -19,6 +20,7 @@ from judge_engine.cli import (
     EPILOG,
     EXIT_BUDGET,
     EXIT_CANCELLED,
+    EXIT_DISK,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNSCORED,
@@ -154,6 +156,8 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
         console.print(f"[red]{_escape(message)}[/red]")
     if result.demo:
         console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
+    if result.cache_problem and result.disk is None:  # (a disk stop says it all: the same disk, usually)
+        console.print(f"[yellow]{_escape(sentence(result.cache_problem))}[/yellow]", highlight=False)
     path_line(console, "Run directory", result.run_dir)
     abandoned = sum(j.abandoned for j in result.judges)
     if abandoned:
@@ -163,6 +167,11 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
     if result.status == "cancelled":
         command(console, resume_command_line(result.run_dir, {}), lead="Cancelled. Finish it with:")
         return EXIT_CANCELLED
+    if result.disk is not None:
+        console.print(f"[red]{_escape(disk_message(result))}[/red]", highlight=False)
+        command(console, f"judge-engine resume {shell_word(result.run_dir)}", lead=f"{sentence(result.disk.advice)[:-1]}, "
+                "then finish the run with:")
+        return EXIT_DISK
     if result.status == "failed":
         command(console, resume_command_line(result.run_dir, result.counts.unscored_by_code),
                 lead="Fix the cause above, then finish the run with:")
@@ -173,6 +182,16 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
         command(console, line, lead=lead)
         return EXIT_BUDGET
     return _completed_code(result, console, allow_unscored)
+
+
+def disk_message(result: RunResult) -> str:
+    """What a run its disk stopped says: the write refused, what became of the rest, and whether
+    ``run.json`` could record it."""
+    assert result.disk is not None
+    recorded = ("run.json records the stop" if result.recorded
+                else "run.json could not be updated either (it still says running; resume finishes the run all the same)")
+    return (f"Stopped: {result.disk}. Nothing more was sent; calls in flight were recorded where the disk let them, "
+            f"and every task without an outcome is left for resume; {recorded}.")
 
 
 def sentence(text: str) -> str:

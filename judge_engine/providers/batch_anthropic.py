@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from judge_engine import jsonio
+from judge_engine.disk import writing
 from judge_engine.errors import HTTPStatusError
 from judge_engine.providers.base import (
     ErrorClass,
@@ -111,7 +112,8 @@ class AnthropicBatchAPI:
 
     async def download(self, info: BatchInfo, dest: Path) -> None:
         if not info.outputs:
-            dest.write_bytes(b"")
+            with writing(dest):
+                dest.write_bytes(b"")
             return
         await self._http.download(info.outputs[0], dest)
 

@@ -8,6 +8,7 @@ memory; the chat transport's pool is tuned for thousands of small calls.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import aiohttp
 
 from judge_engine import jsonio
+from judge_engine.disk import writing
 from judge_engine.errors import HTTPStatusError, MalformedResponseError
 from judge_engine.providers.base import (
     ErrorClass,
@@ -70,15 +72,28 @@ class BatchHTTP:
                 return await self._json(response)
 
     async def download(self, url: str, dest: Path, *, append: bool = False) -> int:
-        """Stream ``url``'s body into ``dest``; the bytes written."""
+        """Stream ``url``'s body into ``dest``; the bytes written.
+
+        Raises:
+            DiskError: ``dest``'s disk refused (only the file's own calls are read so: a
+                socket's errors stay the transport's).
+        """
         written = 0
         async with self._open().get(url, headers=self._headers) as response:
             if response.status != 200:
                 raise self._error(response.status, await response.read(), response.headers)
-            with dest.open("ab" if append else "wb") as handle:
+            with writing(dest):
+                handle = dest.open("ab" if append else "wb")
+            try:
                 async for piece in response.content.iter_chunked(_PIECE):
-                    handle.write(piece)
+                    with writing(dest):
+                        handle.write(piece)
                     written += len(piece)
+                with writing(dest):
+                    handle.flush()
+            finally:
+                with contextlib.suppress(OSError):  # (a flush that failed above fails here again)
+                    handle.close()
         return written
 
     def classify(self, error: BaseException) -> ErrorClass:

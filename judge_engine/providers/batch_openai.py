@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from judge_engine import jsonio
+from judge_engine.disk import writing
 from judge_engine.errors import ReasonCode
 from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
@@ -116,7 +117,8 @@ class OpenAIBatchAPI:
         return None
 
     async def download(self, info: BatchInfo, dest: Path) -> None:
-        dest.write_bytes(b"")
+        with writing(dest):
+            dest.write_bytes(b"")
         for file_id in info.outputs:
             await self._http.download(f"{self._route.base_url}/files/{file_id}/content", dest, append=True)
 

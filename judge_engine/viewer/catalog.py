@@ -5,8 +5,9 @@ catches up unless another process is writing the run) and attached to one in-mem
 as ``r0``, ``r1``...; the list, the counts and the item lookups are SQL over those schemas, so
 several runs (two judges' runs on one dataset) answer as one. What the viewer derives for itself
 (:mod:`judge_engine.viewer.derived`) lives in the run's index, or, for a run another process is
-writing when the viewer opens it, in a temporary file attached as ``d0``, ``d1``...: a reader
-never writes into a run that is being written.
+writing when the viewer opens it, or one this user may not write (its index then read-only, or
+built in a temporary directory: :meth:`judge_engine.index.RunIndex.open`), in a temporary file
+attached as ``d0``, ``d1``...: a reader never writes into a run that is being written.
 
 Lines are read by offset (outcomes, transcripts), one open handle per file; the message blocks
 are read once and again only when ``blocks.jsonl`` grew (a live run adds blocks).
@@ -25,7 +26,7 @@ from typing import Any
 
 from judge_engine.blocks import BLOCKS
 from judge_engine.errors import RunDirError
-from judge_engine.index import INDEX
+from judge_engine.index import INDEX, RunIndex
 from judge_engine.records import (
     DEMO_NOTE,
     MANIFEST,
@@ -78,6 +79,8 @@ class OpenRun:
     derived_path: Path
     """Where the viewer's own tables go: the run's index, or a temporary file."""
     manifest: Manifest
+    index: RunIndex | None = None
+    """The run's index, open while the viewer is (a temporary one lives as long)."""
     _manifest_stamp: float = 0.0
     _lines: LineReader | None = None
     _blocks: dict[str, Any] | None = None
@@ -97,6 +100,11 @@ class OpenRun:
     def in_index(self) -> bool:
         """Whether the viewer's tables live in the run's index (the run was not being written)."""
         return self.derived_schema == self.schema
+
+    @property
+    def index_database(self) -> str:
+        """What ``ATTACH DATABASE`` takes to read the run's index (a path, or a read-only URI)."""
+        return self.index.database if self.index is not None else str(self.run_dir / INDEX)
 
     @property
     def run_id(self) -> str:
@@ -143,6 +151,9 @@ class OpenRun:
     def close(self) -> None:
         if self._lines is not None:
             self._lines.close()
+        if self.index is not None:
+            self.index.close()
+            self.index = None
 
 
 class Catalog:
@@ -157,7 +168,7 @@ class Catalog:
         if len(set(resolved)) != len(resolved):
             raise RunDirError("the same run directory is given twice")
         self._scratch = tempfile.TemporaryDirectory(prefix="judge-engine-view-")
-        self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+        self.db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None, uri=True)
         self.runs: list[OpenRun] = []
         try:
             for number, run_dir in enumerate(resolved):
@@ -170,10 +181,15 @@ class Catalog:
     def _open(self, number: int, run_dir: Path) -> OpenRun:
         manifest = read_manifest(run_dir)
         live = writer_active(run_dir)
-        open_index(run_dir).close()  # created or caught up (not for a run being written)
-        derived = Path(self._scratch.name) / f"run{number}.sqlite" if live else run_dir / INDEX
-        run = OpenRun(number, run_dir, derived, manifest)
-        self.db.execute(f"ATTACH DATABASE ? AS {run.schema}", (str(run_dir / INDEX),))
+        index = open_index(run_dir)  # created or caught up (not for a run being written)
+        own = index.in_place and not live
+        derived = run_dir / INDEX if own else Path(self._scratch.name) / f"run{number}.sqlite"
+        run = OpenRun(number, run_dir, derived, manifest, index=index)
+        try:
+            self.db.execute(f"ATTACH DATABASE ? AS {run.schema}", (index.database,))
+        except BaseException:
+            run.close()
+            raise
         if not run.in_index:
             self.db.execute(f"ATTACH DATABASE ? AS {run.derived_schema}", (str(derived),))
         run.current_manifest()
@@ -223,9 +239,9 @@ class Catalog:
         self.judges = _judges(self.runs, self.db)
 
     def close(self) -> None:
+        self.db.close()
         for run in self.runs:
             run.close()
-        self.db.close()
         self._scratch.cleanup()
 
 

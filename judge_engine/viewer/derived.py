@@ -31,7 +31,6 @@ from typing import Any
 
 from judge_engine.blocks import decode_request
 from judge_engine.errors import DatasetError, JudgeEngineError
-from judge_engine.index import INDEX
 from judge_engine.jsonio import dumps, loads
 from judge_engine.records import OUTCOMES, TRANSCRIPTS
 from judge_engine.viewer import summary
@@ -242,10 +241,10 @@ def source(run: OpenRun) -> str:
 
 def _connect(run: OpenRun) -> sqlite3.Connection:
     """The builder's connection for ``run``: where its derived tables go, with the index."""
-    db = sqlite3.connect(run.derived_path, timeout=30, check_same_thread=False)
+    db = sqlite3.connect(run.derived_path, timeout=30, check_same_thread=False, uri=True)
     db.execute("PRAGMA journal_mode=WAL")
     if not run.in_index:
-        db.execute("ATTACH DATABASE ? AS src", (str(run.run_dir / INDEX),))
+        db.execute("ATTACH DATABASE ? AS src", (run.index_database,))
     if not run.in_index or not run.live():
         db.executescript(_TABLES)
     return db
