@@ -83,12 +83,12 @@ REVIEWED: dict[str, int] = {
     "cli/display.py": 830,  # everything drawn with rich (batches, status, and the one table printer every table goes
     # through, with its long layouts); splitting it would give rich two homes
     "records.py": 890,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury): one definition
-    "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
+    "fake/app.py": 510,  # the fake server's whole HTTP surface (chat, files, both batch APIs, basic auth, a gateway echoing credentials): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
     "session.py": 560,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
     "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
     "store.py": 480,  # the run directory's one writer and every reader of it (by stream or by offset)
-    "config.py": 500,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments), beside the one merge and its errors naming the flag a value came from
+    "config.py": 525,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments), beside the one merge and its errors naming the flag a value came from, and what an api_base may be
     "providers/catalog.py": 420,  # litellm's one home for what a model is (routes, params, prices, tokens, keys, batch bodies)
     "batch/driver.py": 420,  # one batch-mode judge's lifecycle: feeder, rounds, polls, the budget's commits per chunk
 }
