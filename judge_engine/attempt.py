@@ -3,7 +3,9 @@
 A request waits for its lane, goes to the provider, and becomes a transcript line whatever
 happens; the adapter's :class:`~judge_engine.providers.base.ErrorClass` decides what follows: a
 429 goes back to the lane, a transient failure to tenacity's backoff (``retries.transport``), a
-per-request rejection ends the task (:class:`ItemFailure`), anything else stops the judge.
+per-request rejection ends the task (:class:`ItemFailure`), anything else stops the judge. A
+failure on our own side before the request left (:class:`LocalRequestError`) is not a call: it
+writes no transcript line and stops the judge with its cause.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from judge_engine.errors import (
     Abandoned,
     FatalProviderError,
     ItemFailure,
+    LocalRequestError,
     ReasonCode,
     TransientError,
 )
@@ -110,6 +113,13 @@ async def call_provider(
                         failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s")
                     else:
                         failure = deployment.provider.classify(exc)
+                    if failure.kind is ErrorKind.LOCAL:  # nothing left: no call, no transcript line
+                        counters.calls -= 1
+                        lane.stats.requests -= 1
+                        raise LocalRequestError(
+                            f"{failure.message.rstrip('. ')}. Our side failed before the request left, so nothing was sent; "
+                            "check the judge's settings (timeout_s, api_base, its key, params), then resume the run",
+                            model=request.model) from None
                     log.reached = log.reached or not failure.unreachable
                     transcript(attempt_record(task, log, sent, latency=latency, error={
                         "kind": failure.kind.value, "status": failure.status, "message": failure.message,

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -24,6 +26,7 @@ from pydantic import (
 )
 
 from judge_engine.errors import ConfigError
+from judge_engine.redaction import redact_url
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
@@ -82,6 +85,28 @@ class Budget(BaseModel):
     """Wall-clock hours of judging, summed over the run's sessions."""
 
 
+def checked_api_base(value: str | None) -> str | None:
+    """``value`` if it can be a base URL: http(s) (no litellm route takes another scheme), a host,
+    no query (the request's path is appended). User-info is sent as basic auth, and redacted
+    wherever the URL is recorded or shown. Messages never echo the value: it may hold a secret."""
+    try:
+        parts = urlsplit(value or "http://h")
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        raise ValueError("not a URL (expected http(s)://host[:port][/path])") from None
+    if parts.scheme.lower() not in ("http", "https", "demo"):  # demo: --demo's marker, never sent
+        raise ValueError("must start with http:// or https:// (no other scheme reaches a model)")
+    if not parts.hostname:
+        raise ValueError("names no host (expected http(s)://host[:port][/path])")
+    if parts.query or parts.fragment:
+        raise ValueError("a base URL cannot carry a query or fragment (?... or #...): the request's path is "
+                         "appended to it. Put a key in an environment variable and name it with api_key_env")
+    return value
+
+
+ApiBase = Annotated[str | None, AfterValidator(checked_api_base)]
+
+
 class DeploymentConfig(BaseModel):
     """One deployment of a judge's model: a replica, a region or another key, with its own limits
     (its own lane). Unset fields take the judge's."""
@@ -93,7 +118,7 @@ class DeploymentConfig(BaseModel):
     model: str | None = None
     """The model string this deployment is called with (e.g. ``azure/gpt-4o`` for the judge's
     ``openai/gpt-4o``); cache keys keep the judge's ``model``: an answer is an answer."""
-    api_base: str | None = None
+    api_base: ApiBase = None
     api_key_env: str | None = None
     api_key: SecretStr | None = None
     limits: Limits | None = None
@@ -185,8 +210,9 @@ class JudgeConfig(BaseModel):
     """A registered protocol name (``judge-engine protocols`` lists them)."""
     protocol_options: dict[str, Any] = Field(default_factory=dict)
     """Protocol-specific options (validated by the protocol)."""
-    api_base: str | None = None
-    """Base URL of an OpenAI-compatible server (vLLM, Ollama, the fake server), or None."""
+    api_base: ApiBase = None
+    """Base URL of an OpenAI-compatible server (vLLM, Ollama, the fake server, a proxy), or None;
+    no query; ``https://user:password@host/v1`` is sent as basic auth (:func:`checked_api_base`)."""
     api_key_env: str | None = None
     """Name of the environment variable holding the key (default: the provider's usual one)."""
     api_key: SecretStr | None = None
@@ -205,8 +231,8 @@ class JudgeConfig(BaseModel):
     """Completion token cap sent with every request."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Other sampling parameters passed through (``top_p``, ``seed``...)."""
-    timeout_s: float = Field(default=120.0, gt=0)
-    """Per-attempt timeout; a hanging request is cut and retried."""
+    timeout_s: float = Field(default=120.0, gt=0, le=86_400, allow_inf_nan=False)
+    """Per-attempt timeout; a hanging request is cut and retried (finite, at most a day)."""
     limits: Limits = Field(default_factory=Limits)
     retries: Retries = Field(default_factory=Retries)
     deployments: list[DeploymentConfig] = Field(default_factory=list)
@@ -394,6 +420,8 @@ class JobConfig(BaseModel):
         """The resolved config as recorded in ``run.json``: no secrets, paths as strings."""
         data = self.model_dump(mode="json", exclude={"judges": {"__all__": {"api_key": True, "deployments": {
             "__all__": {"api_key"}}}}})
+        for where in (w for judge in data["judges"] for w in (judge, *judge["deployments"])):
+            where["api_base"] = redact_url(where["api_base"])  # a URL's credentials are never recorded
         return data
 
 
@@ -436,9 +464,26 @@ def recorded_config(raw: Mapping[str, Any], *, where: Path, overrides: Mapping[s
     rules with ``overrides`` applied as :func:`load_config` applies them; a ConfigError names
     ``where`` and the key."""
     try:
-        return JobConfig.model_validate(_apply_overrides(dict(raw), dict(overrides or {})))
+        return JobConfig.model_validate(_apply_overrides(_usable_urls(raw), dict(overrides or {})))
     except ValidationError as exc:
         raise ConfigError(_describe(exc, where)) from None
+
+
+def _usable_urls(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded config's ``api_base`` values with their redacted credentials dropped
+    (:func:`~judge_engine.redaction.recorded_url`): ``[REDACTED]@`` is no URL a client can use."""
+    from judge_engine.redaction import recorded_url
+
+    def judge(entry: Any) -> Any:
+        if not isinstance(entry, Mapping):
+            return entry
+        fixed = {**entry, "api_base": recorded_url(entry.get("api_base"))} if entry.get("api_base") else dict(entry)
+        if isinstance(entry.get("deployments"), list):
+            fixed["deployments"] = [judge(d) for d in entry["deployments"]]
+        return fixed
+
+    judges = raw.get("judges")
+    return {**raw, "judges": [judge(j) for j in judges]} if isinstance(judges, list) else dict(raw)
 
 
 def _apply_env(raw: dict[str, Any]) -> dict[str, Any]:

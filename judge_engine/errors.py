@@ -12,7 +12,9 @@ JudgeEngineError                  root; catch this to catch everything we raise
 │   └── CalibrationError          calibrate's rows (row and field named), its settings, a thresholds file
 ├── ProviderError                 "the provider did this": carries model, status, body (secrets redacted)
 │   ├── FatalProviderError        auth / bad request / not found: stop this judge, do not retry
-│   │   └── EndpointUnreachable   no attempt of a task ever connected: the endpoint, not the item
+│   │   ├── EndpointUnreachable   no attempt of a task ever connected: the endpoint, not the item
+│   │   └── LocalRequestError     our own side failed before the request left (a setting the
+│   │                             client refused, our code raised): nothing sent, no call
 │   ├── TransientError            5xx, timeout, reset: retried within ``retries.transport``
 │   ├── ItemFailure               this one request cannot succeed (context too long, content
 │   │                             filter, too many 429s): the task ends unscored with its code
@@ -192,6 +194,15 @@ class FatalProviderError(ProviderError):
 
 class EndpointUnreachable(FatalProviderError):
     """Every attempt of a task failed to connect: the endpoint is down or wrong, not the item."""
+
+
+class LocalRequestError(FatalProviderError):
+    """Our own side failed before the request left: the HTTP client refused a setting (an
+    infinite timeout, a header with a line break, a URL it cannot send to) or our code raised
+    while building the request. Nothing reached the provider, so it is neither a call nor its
+    answer; the judge stops (every task would fail the same way) and its tasks stay undone for
+    ``resume`` once the cause is fixed. A subclass of :class:`FatalProviderError` because it
+    stops the judge the same way, not because the provider did anything."""
 
 
 class TransientError(ProviderError):

@@ -17,6 +17,7 @@ from judge_engine.dataset import DatasetSummary, iter_items, scan
 from judge_engine.errors import ConfigError
 from judge_engine.jsonio import content_hash
 from judge_engine.protocols import Protocol, get_protocol
+from judge_engine.redaction import redact_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +121,7 @@ def run_id(config: JobConfig, protocols: Mapping[str, Protocol], dataset: Datase
                 **judge_identity(j, protocols[j.name]),
                 "temperatures": j.temperatures,
                 "repeats": j.repeats,
-                "api_base": j.api_base,
+                "api_base": redact_url(j.api_base),  # the server, not its credentials
                 "templates": template_hashes(protocols[j.name]),
             }
             for j in config.judges

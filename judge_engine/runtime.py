@@ -20,6 +20,7 @@ from judge_engine.logprobs import kept_tokens
 from judge_engine.protocols import Message, Protocol
 from judge_engine.providers import Endpoint
 from judge_engine.providers.base import Provider, ProviderRequest, ProviderResponse
+from judge_engine.redaction import redact_url
 from judge_engine.routing import Deployment, Router
 
 if TYPE_CHECKING:
@@ -114,7 +115,8 @@ class JudgeSetup:
         whose items are draws, see :attr:`~judge_engine.protocols.base.Protocol.item_in_cache_key`)."""
         sampling = {"temperature": request.temperature, "max_tokens": request.max_tokens, **request.params}
         if self.config.api_base:
-            sampling["api_base"] = self.config.api_base  # another server is another model
+            # another server is another model; a URL's credentials are not part of the server
+            sampling["api_base"] = redact_url(self.config.api_base)
         return cache_key(
             model=self.config.model,
             messages=request.messages,

@@ -74,6 +74,7 @@ from judge_engine.records import (
     spend_section,
     total_spend,
 )
+from judge_engine.redaction import url_secrets
 from judge_engine.resumption import resumptions, retry_codes
 from judge_engine.runtime import JudgeRuntime, RunProgress, build_runtime
 from judge_engine.store import RunStore, read_manifest, utc_now
@@ -191,6 +192,10 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         ConfigError, DatasetError, TemplateError, RunDirError: bad input, named.
     """
     overrides = dict(overrides or {})
+    if isinstance(base := overrides.get("api_base"), str) and url_secrets(base):  # run.json records overrides
+        raise ConfigError("the api_base override: a URL with credentials (user:password@) cannot be an override: "
+                          "run.json, which never holds a secret, could not give it back to resume; write it as "
+                          "the judges' api_base in the config file")
     if demo:
         overrides["api_base"] = DEMO_API_BASE
         overrides.setdefault("batch_poll_s", DEMO_BATCH_POLL_S)

@@ -83,9 +83,9 @@ REVIEWED: dict[str, int] = {
     "cli/display.py": 830,  # everything drawn with rich (batches, status, and the one table printer every table goes
     # through, with its long layouts); splitting it would give rich two homes
     "records.py": 920,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury, an outcome's confidence): one definition
-    "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
+    "fake/app.py": 520,  # the fake server's whole HTTP surface (chat, files, both batch APIs, basic auth, a gateway echoing credentials, log-probs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
-    "session.py": 620,  # one lifecycle (prepare, resume selection, endpoints, execute, signals, item decisions as
+    "session.py": 630,  # one lifecycle (prepare, resume selection, endpoints, execute, signals, item decisions as
     # requests finish, the end a disk that refuses gets: stopped, written in the room the store held) top to bottom
     "index.py": 640,  # the index's schema, its batched writer, catch-up, every query, and where it is opened
     # (in place, read-only, or built in a temporary directory; corrupt rebuilt, busy never): one file's life
@@ -94,7 +94,7 @@ REVIEWED: dict[str, int] = {
     "decisions.py": 480,  # one concern: an item's decision over its requests (the rule, the pure decision, its outcome
     # line, made as requests finish and caught up at a session's end, and what a judge's confidence needs up front)
     "protocols/custom.py": 420,  # a config-defined judge: render, read, score, and where its closed fields are
-    "config.py": 550,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence), beside the one merge and its errors naming the flag a value came from (also for a config read back from run.json)
+    "config.py": 600,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence), beside the one merge and its errors naming the flag a value came from (also for a config read back from run.json), and what an api_base may be
     "providers/catalog.py": 455,  # litellm's one home for what a model is (routes, params, prices, tokens, keys, batch bodies, log-probs)
     "batch/driver.py": 420,  # one batch-mode judge's lifecycle: feeder, rounds, polls, the budget's commits per chunk
 }

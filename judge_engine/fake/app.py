@@ -14,6 +14,9 @@ Routes::
     POST /_fake/config          JSON Merge Patch into the live config; answers the new config
     POST /_fake/reset           clear counters, seen bodies and rate windows
 
+With ``echo_credentials`` every answer and error body echoes the request's credentials back (a
+hostile gateway, for the secret-redaction tests).
+
 A completion request goes through: auth (401) -> body checks (400) -> storm (429) -> rate limits
 (429, no quota used) -> faults -> latency -> answer. The batch routes answer from
 :class:`~judge_engine.fake.batches.FakeBatches` (processing delay, failures, expiry, quota).
@@ -22,6 +25,7 @@ A completion request goes through: auth (401) -> body checks (400) -> storm (429
 from __future__ import annotations
 
 import asyncio
+import base64
 import socket
 import struct
 import time
@@ -53,6 +57,8 @@ from judge_engine.protocols.base import Message
 FAKE_MODEL = "fake-judge"
 _ERROR_FAULTS = ("reset", "error_500", "error_503", "truncate")
 _JSON = "application/json"
+_ECHOED = ("Authorization", "x-api-key")
+"""The request headers :attr:`FakeConfig.echo_credentials` sends back."""
 _DROPPED = web.RequestKey("dropped", bool)
 """Set on a request whose connection was reset: it has no status to count."""
 
@@ -90,7 +96,8 @@ class FakeApp:
     # --- lifecycle ----------------------------------------------------------------------------
 
     def application(self) -> web.Application:
-        app = web.Application(client_max_size=300 * 1024 * 1024)  # a batch file: up to 256 MB
+        app = web.Application(client_max_size=300 * 1024 * 1024,  # a batch file: up to 256 MB
+                              middlewares=[self._echo])
         app.router.add_post("/v1/chat/completions", self.completions)
         app.router.add_post("/chat/completions", self.completions)
         app.router.add_get("/v1/models", self.models)
@@ -139,6 +146,25 @@ class FakeApp:
         self.window.clear()
         self.batches.submissions.clear()
         self.batches.refused = 0
+
+    @web.middleware
+    async def _echo(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        """:attr:`FakeConfig.echo_credentials`: the request's credentials, back in the answer."""
+        response: web.StreamResponse = await handler(request)
+        sent = {name: request.headers[name] for name in _ECHOED if name in request.headers}
+        if not self.config.echo_credentials or not sent or response.prepared:
+            return response
+        echo = "; ".join(f"{name}: {value}" for name, value in sent.items())
+        response.headers.update(sent)
+        response.headers["x-request-id"] = f"req-echo {echo}"
+        if response.status >= 400 and isinstance(response, web.Response) and isinstance(response.body, bytes):
+            try:
+                body = jsonio.loads(response.body)
+                body["error"]["message"] = f"{body['error']['message']} (the request carried {echo})"
+            except (jsonio.JSONDecodeError, KeyError, TypeError):
+                return response
+            response.body = jsonio.dumps(body)
+        return response
 
     # --- control routes -----------------------------------------------------------------------
 
@@ -199,7 +225,7 @@ class FakeApp:
         async def handle(request: web.Request) -> web.Response:
             key = self.config.require_api_key
             sent = request.headers.get(header, "")
-            if key is not None and sent not in (key, f"Bearer {key}"):
+            if key is not None and sent not in (key, f"Bearer {key}") and not _basic_auth(request, key):
                 return _json(401, error_body("Incorrect API key provided.", "authentication_error", "invalid_api_key"))
             reply = handler(request)
             status, body = await reply if asyncio.iscoroutine(reply) else reply
@@ -254,7 +280,7 @@ class FakeApp:
     async def _complete(self, request: web.Request) -> web.StreamResponse:
         config = self.config
         key = config.require_api_key
-        if key is not None and request.headers.get("Authorization") != f"Bearer {key}":
+        if key is not None and request.headers.get("Authorization") != f"Bearer {key}" and not _basic_auth(request, key):
             # Never echo the key that was sent: error bodies end up in logs and transcripts.
             message = "Incorrect API key provided. Pass the fake server's key as a Bearer token."
             return _json(401, error_body(message, "invalid_request_error", "invalid_api_key"))
@@ -436,6 +462,18 @@ def _read_payload(body: bytes) -> dict[str, Any]:
         raise FakeRequestError("'max_tokens' must be an integer")
     payload["max_tokens"] = max_tokens
     return payload
+
+
+def _basic_auth(request: web.Request, key: str) -> bool:
+    """Whether the request carries HTTP basic auth whose password is ``key`` (a client that sends
+    an ``api_base``'s ``user:password@``)."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "basic":
+        return False
+    try:
+        return base64.b64decode(token, validate=True).decode("utf-8").partition(":")[2] == key
+    except ValueError:  # not base64, or not UTF-8
+        return False
 
 
 def _limit(request: web.Request) -> int:

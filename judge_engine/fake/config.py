@@ -108,7 +108,13 @@ class FakeConfig(BaseModel):
     storm: Storm | None = None
     """An optional window of forced 429s, timed from server start."""
     require_api_key: str | None = None
-    """When set, requests without ``Authorization: Bearer <this key>`` get 401."""
+    """When set, requests without ``Authorization: Bearer <this key>`` (or basic auth whose
+    password is this key) get 401."""
+    echo_credentials: bool = False
+    """A hostile gateway: every answer echoes the credentials its request carried (the
+    ``Authorization`` and ``x-api-key`` headers) back under their own names and in
+    ``x-request-id`` (a header clients keep), and every error body's message quotes them, as
+    some proxies do. A client must keep none of it in what it records or shows."""
     seed: int = 0
     """Seed of the fault draws (answers depend on the request only)."""
     batch: FakeBatchConfig = Field(default_factory=FakeBatchConfig)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from judge_engine.config import JobConfig, JudgeConfig
 from judge_engine.errors import ConfigError
 from judge_engine.providers.base import Provider
+from judge_engine.redaction import redact_url, url_credentials
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +30,8 @@ class Endpoint:
 
     @property
     def label(self) -> str:
-        """Where the requests go, for messages."""
-        return self.api_base or "the provider's default endpoint"
+        """Where the requests go, for messages (without the URL's credentials)."""
+        return redact_url(self.api_base) or "the provider's default endpoint"
 
 
 def endpoint_for(judge: JudgeConfig) -> Endpoint:
@@ -97,15 +98,16 @@ def check_credentials(config: JobConfig) -> None:
 
     A judge (or deployment) with ``api_key``, or with an ``api_base`` (a local server or a proxy
     may need no key) and no ``api_key_env``, is not checked; ``api_key_env`` must name a set
-    variable; otherwise the provider's own variables, as litellm knows them, must be set.
+    variable; otherwise the provider's own variables, as litellm knows them, must be set. An
+    ``api_base`` with credentials must have no key beside it and a direct transport.
 
     Raises:
-        ConfigError: names the judge, the model and the variable(s) to set.
+        ConfigError: names the judge, the model and the variable(s) to set (or the api_base).
     """
     from judge_engine.providers.catalog import missing_key_variables
 
     for judge in config.judges:
-        endpoints_for(judge)  # every api_key_env named must be set
+        _check_url_credentials(judge, endpoints_for(judge))  # every api_key_env named must be set
         keyless = [(d.model or judge.model) for d in judge.deployments
                    if d.api_key is None and not d.api_key_env and not (d.api_base or judge.api_base)]
         if not judge.deployments and judge.api_key is None and not judge.api_key_env and not judge.api_base:
@@ -120,6 +122,32 @@ def check_credentials(config: JobConfig) -> None:
                     f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: export it (or "
                     "name your variable with api_key_env). Nothing was sent."
                 )
+
+
+def _check_url_credentials(judge: JudgeConfig, endpoints: list[Endpoint]) -> None:
+    """An ``api_base`` with ``user:password@`` is sent as basic auth, by the transports that
+    judge-engine speaks itself (the direct one, the batch APIs): refused beside a key (both would
+    be the Authorization header) and for a model litellm sends (its clients refuse a URL's
+    credentials, so every request would fail)."""
+    for index, endpoint in enumerate(endpoints):
+        if endpoint.api_base is None or url_credentials(endpoint.api_base)[1] is None:
+            continue
+        where = f"judges[{judge.name}]" + (f".deployments[{index}]" if judge.deployments else "")
+        if endpoint.api_key is not None:
+            raise ConfigError(f"{where}: its api_base carries credentials (user:password@), sent as basic auth in the "
+                              "Authorization header, and it has a key (api_key or api_key_env) for the same header: "
+                              "keep one. Nothing was sent.")
+        if not _direct(judge, endpoint):
+            raise ConfigError(f"{where}.api_base: credentials in the URL (user:password@) are sent as basic auth by "
+                              f"the direct transport only, and {endpoint.model} goes through litellm, which cannot "
+                              "send them: use an openai/ model name on an OpenAI-compatible server (transport: auto), "
+                              "or a key in an environment variable named by api_key_env. Nothing was sent.")
+
+
+def _direct(judge: JudgeConfig, endpoint: Endpoint) -> bool:
+    from judge_engine.providers.openai_http import OpenAIHTTPProvider
+
+    return judge.transport != "litellm" and OpenAIHTTPProvider.supports(endpoint.model, endpoint.api_base)
 
 
 def for_judge(judge: JudgeConfig, endpoint: Endpoint) -> Provider:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
 from judge_engine.errors import ReasonCode
 from judge_engine.logprobs import TokenLogprob
+from judge_engine.redaction import kept_headers, redact_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,8 @@ class ProviderRequest:
     the cache key; a replay provider answers by it."""
 
     def as_sent(self) -> dict[str, Any]:
-        """The request as recorded in transcripts (no key, no transport settings)."""
+        """The request as recorded in transcripts (no key, no transport settings, the
+        ``api_base`` without its credentials)."""
         sent: dict[str, Any] = {
             "model": self.model,
             "messages": list(self.messages),
@@ -40,7 +41,7 @@ class ProviderRequest:
             sent["response_format"] = self.response_format
         sent.update(self.params)
         if self.api_base:
-            sent["api_base"] = self.api_base
+            sent["api_base"] = redact_url(self.api_base)
         return sent
 
 
@@ -88,7 +89,7 @@ class ProviderResponse:
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             cost=float(record.get("cost") or 0.0),
-            headers=record.get("headers") or {},
+            headers=kept_headers(record.get("headers")),  # a cache entry or run of an older version
             model=str(record.get("model") or ""),
             logprobs=None if logprobs is None else tuple(TokenLogprob.from_list(t) for t in logprobs),
         )
@@ -103,6 +104,10 @@ class ErrorKind(Enum):
     """This request cannot succeed (context too long, content filter); the task is unscored."""
     FATAL = "fatal"
     """Auth, bad request, unknown model: the judge stops."""
+    LOCAL = "local"
+    """Our own side failed before the request left (the client refused a setting, or our code
+    raised building the request): nothing reached the provider, so it is neither a call nor an
+    answer. The judge stops with the cause: it would fail the same way for every task."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,42 +135,12 @@ class Provider(Protocol):
         ...
 
     def classify(self, error: BaseException) -> ErrorClass:
-        """Say what a failure means (retry / rate-limited / item / fatal); redact secrets."""
+        """Say what a failure means (retry / rate-limited / item / fatal / local); redact secrets."""
         ...
 
     async def aclose(self) -> None:
         """Release connections (called once when the session ends; may do nothing)."""
         ...
-
-
-_KEPT_HEADERS = ("retry-after", "retry-after-ms", "x-request-id")
-_KEPT_PREFIXES = ("x-ratelimit-",)
-
-
-def kept_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
-    """The response headers worth keeping (rate-limit declarations, Retry-After, request id),
-    with lower-case names."""
-    if not headers:
-        return {}
-    kept = {}
-    for key, value in headers.items():
-        lower = str(key).lower()
-        if lower in _KEPT_HEADERS or lower.startswith(_KEPT_PREFIXES):
-            kept[lower] = str(value)
-    return kept
-
-
-_KEY_PATTERNS = re.compile(
-    r"(sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{20,}|(?i:bearer)\s+[A-Za-z0-9._\-]{8,})"
-)
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """Remove known secret values and anything shaped like an API key from ``text``."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "[REDACTED]")
-    return _KEY_PATTERNS.sub("[REDACTED]", text)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
@@ -241,3 +216,30 @@ _UNREACHABLE_TYPES = frozenset({"ClientConnectorDNSError", "ConnectError"})
 """aiohttp's DNS failure; httpx's connect failure (under litellm and the OpenAI SDK)."""
 _UNREACHABLE_ERRNOS = frozenset({101, 111, 113, -2, -3, -5})
 """ENETUNREACH, ECONNREFUSED, EHOSTUNREACH and getaddrinfo's EAI_NONAME, EAI_AGAIN, EAI_NODATA."""
+
+
+def refused_before_sending(error: BaseException) -> bool:
+    """True when ``error`` was raised from the HTTP client refusing to send: a URL it cannot send
+    to, a header with a line break, a timeout it cannot schedule. litellm wraps these as server
+    errors (an ``InternalServerError`` with a status 500 no server sent), but the chain it was
+    raised from still ends in the client's own exception. Strict on purpose: the chain's first
+    exception must be one of the exact types clients raise before using a socket (never a
+    subclass, such as a ``JSONDecodeError`` or pydantic's errors about an answer), and nothing
+    in the chain may be a network or HTTP failure."""
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    first = chain[-1]
+    if not (type(first) in (ValueError, OverflowError) or type(first).__name__ in _REFUSED_TYPES):
+        return False
+    return not any(isinstance(e, (OSError, TimeoutError)) or type(e).__name__ in _NETWORK_TYPES for e in chain)
+
+
+_REFUSED_TYPES = frozenset({"InvalidURL", "InvalidUrlClientError", "NonHttpUrlClientError", "UnsupportedProtocol",
+                            "LocalProtocolError"})
+"""aiohttp's and httpx's refusals of a URL; h11's of a header value (httpx under litellm)."""
+_NETWORK_TYPES = frozenset({"ConnectError", "ReadError", "WriteError", "ReadTimeout", "ConnectTimeout", "RemoteProtocolError",
+                            "ServerDisconnectedError", "ClientPayloadError", "ClientResponseError", "HTTPStatusError"})
+"""httpx's and aiohttp's failures on the wire or of an answer (a request that did leave)."""

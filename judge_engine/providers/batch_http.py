@@ -22,11 +22,10 @@ from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,
     is_unreachable,
-    kept_headers,
     parse_retry_after,
-    redact,
 )
 from judge_engine.providers.openai_http import error_message
+from judge_engine.redaction import kept_headers, redact, url_credentials, url_secrets
 
 _PIECE = 1 << 20
 _TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=300)
@@ -42,33 +41,45 @@ class BatchHTTP:
 
     def __init__(self, headers: Mapping[str, str], *, secret: str | None) -> None:
         self._headers = dict(headers)
-        self._secret = secret or ""
+        self._secrets = [secret or ""]
         self._session: aiohttp.ClientSession | None = None
 
+    def _target(self, url: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+        """``url`` without its user-info, and ``headers`` with the basic auth it means (in place
+        of a bearer token: the config refuses a key and URL credentials at once)."""
+        plain, basic = url_credentials(url)
+        if basic is None:
+            return url, dict(headers)
+        if (found := url_secrets(url)) and found[0] not in self._secrets:
+            self._secrets.extend(found)
+        return plain, {**headers, "Authorization": basic}
+
     async def get_json(self, url: str, params: Mapping[str, str] | None = None) -> Any:
-        async with self._open().get(url, params=params, headers=self._headers) as response:
+        url, headers = self._target(url, self._headers)
+        async with self._open().get(url, params=params, headers=headers) as response:
             return await self._json(response)
 
     async def post_json(self, url: str, body: Any = None) -> Any:
         data = jsonio.dumps(body if body is not None else {})
-        headers = {**self._headers, "Content-Type": "application/json"}
+        url, headers = self._target(url, {**self._headers, "Content-Type": "application/json"})
         async with self._open().post(url, data=data, headers=headers) as response:
             return await self._json(response)
 
     async def post_stream(self, url: str, pieces: AsyncIterator[bytes]) -> Any:
         """POST a JSON body produced piece by piece (sent chunked, never whole in memory)."""
-        headers = {**self._headers, "Content-Type": "application/json"}
+        url, headers = self._target(url, {**self._headers, "Content-Type": "application/json"})
         async with self._open().post(url, data=pieces, headers=headers) as response:
             return await self._json(response)
 
     async def post_file(self, url: str, path: Path, *, name: str, fields: Mapping[str, str]) -> Any:
         """A multipart upload of ``path`` as ``name``, streamed from disk."""
+        url, headers = self._target(url, self._headers)
         with path.open("rb") as handle:
             form = aiohttp.FormData()
             for key, value in fields.items():
                 form.add_field(key, value)
             form.add_field("file", handle, filename=name, content_type="application/jsonl")
-            async with self._open().post(url, data=form, headers=self._headers) as response:
+            async with self._open().post(url, data=form, headers=headers) as response:
                 return await self._json(response)
 
     async def download(self, url: str, dest: Path, *, append: bool = False) -> int:
@@ -79,7 +90,8 @@ class BatchHTTP:
                 socket's errors stay the transport's).
         """
         written = 0
-        async with self._open().get(url, headers=self._headers) as response:
+        url, headers = self._target(url, self._headers)
+        async with self._open().get(url, headers=headers) as response:
             if response.status != 200:
                 raise self._error(response.status, await response.read(), response.headers)
             with writing(dest):
@@ -100,7 +112,7 @@ class BatchHTTP:
         """What a failed call means: 429 rate-limited (with Retry-After), 5xx and connection
         failures retried, any other status fatal (a wrong key, a wrong URL, an invalid file)."""
         message = redact(str(error) if isinstance(error, HTTPStatusError) else f"{type(error).__name__}: {error}",
-                         [self._secret])
+                         self._secrets)
         if isinstance(error, HTTPStatusError):
             status = error.status_code
             if status == 429:
@@ -132,4 +144,4 @@ class BatchHTTP:
             raise MalformedResponseError(f"the batch API's 200 answer is not JSON ({len(raw)} bytes)") from exc
 
     def _error(self, status: int, raw: bytes, headers: Mapping[str, str]) -> HTTPStatusError:
-        return HTTPStatusError(status, redact(error_message(raw), [self._secret]), kept_headers(headers))
+        return HTTPStatusError(status, redact(error_message(raw), self._secrets), kept_headers(headers, self._secrets))

@@ -13,7 +13,7 @@ import copy
 from functools import lru_cache
 from typing import Any
 
-from judge_engine.errors import ReasonCode
+from judge_engine.errors import LocalRequestError, ReasonCode
 from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ErrorClass,
@@ -22,11 +22,11 @@ from judge_engine.providers.base import (
     ProviderResponse,
     is_unreachable,
     item_code,
-    kept_headers,
     parse_retry_after,
-    redact,
+    refused_before_sending,
 )
 from judge_engine.providers.catalog import cost_per_token, load_litellm, passed_through
+from judge_engine.redaction import kept_headers, redact
 
 
 @lru_cache(maxsize=1)  # once per process, however many providers
@@ -96,15 +96,20 @@ class LiteLLMProvider:
         _skip_identity_transform()  # imports the OpenAI SDK's chat module (~0.15 s): only here
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
-        kwargs: dict[str, Any] = dict(request.params)
-        if request.response_format is not None:
-            # A private deep copy: protocols share one schema dict across requests (and cache keys),
-            # and provider transforms may adjust a schema in place.
-            kwargs["response_format"] = copy.deepcopy(dict(request.response_format))
-        if request.max_tokens is not None:
-            kwargs["max_tokens"] = request.max_tokens
-        if allowed := passed_through(request.model, request.api_base, tuple(kwargs)):
-            kwargs["allowed_openai_params"] = list(allowed)
+        try:
+            kwargs: dict[str, Any] = dict(request.params)
+            if request.response_format is not None:
+                # A private deep copy: protocols share one schema dict across requests (and cache
+                # keys), and provider transforms may adjust a schema in place.
+                kwargs["response_format"] = copy.deepcopy(dict(request.response_format))
+            if request.max_tokens is not None:
+                kwargs["max_tokens"] = request.max_tokens
+            if allowed := passed_through(request.model, request.api_base, tuple(kwargs)):
+                kwargs["allowed_openai_params"] = list(allowed)
+        except Exception as exc:  # our side, before litellm: nothing was sent
+            raise LocalRequestError(f"the request could not be built: {type(exc).__name__}: {exc}",
+                                    model=request.model) from exc
+        # litellm wraps its clients' refusals to send as server errors: classify reads the cause.
         response = await self._litellm.acompletion(
             model=request.model,
             messages=[dict(m) for m in request.messages],
@@ -127,7 +132,7 @@ class LiteLLMProvider:
             cost=float(hidden.get("response_cost") or 0.0),
             # litellm prices a model it does not list at 0 (a made-up entry): not a price.
             priced=hidden.get("response_cost") is not None and cost_per_token(request.model) is not None,
-            headers=kept_headers(hidden.get("headers")),
+            headers=kept_headers(hidden.get("headers"), [self._api_key or ""]),
             model=str(getattr(response, "model", "") or ""),
             logprobs=token_logprobs(choice.message.content, _logprob_entries(choice)),
         )
@@ -139,6 +144,10 @@ class LiteLLMProvider:
         lit = self._litellm
         status = getattr(error, "status_code", None)
         message = redact(f"{type(error).__name__}: {error}", [self._api_key or ""])
+        if isinstance(error, LocalRequestError):
+            return ErrorClass(ErrorKind.LOCAL, redact(str(error), [self._api_key or ""]))
+        if refused_before_sending(error):
+            return ErrorClass(ErrorKind.LOCAL, message)
         if isinstance(error, lit.RateLimitError) or status == 429:
             headers = getattr(error, "litellm_response_headers", None)
             if headers is None:

@@ -22,7 +22,7 @@ from typing import Any
 import aiohttp
 
 from judge_engine import jsonio
-from judge_engine.errors import HTTPStatusError, MalformedResponseError
+from judge_engine.errors import HTTPStatusError, LocalRequestError, MalformedResponseError
 from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ITEM_MARKERS,
@@ -32,14 +32,20 @@ from judge_engine.providers.base import (
     ProviderResponse,
     is_unreachable,
     item_code,
-    kept_headers,
     parse_retry_after,
-    redact,
 )
 from judge_engine.providers.catalog import cost_per_token, openai_body_params, openai_route
+from judge_engine.redaction import kept_headers, redact, url_credentials, url_secrets
 
 _RETRY_STATUSES = frozenset({408, 409, 425})
 _FATAL_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 415, 422})
+_NOT_SENT = (ValueError, TypeError, OverflowError, aiohttp.InvalidURL,
+             *(getattr(aiohttp, name) for name in ("NonHttpUrlClientError",) if hasattr(aiohttp, name)))
+"""What aiohttp raises when it refuses a request before sending it: a setting it cannot use (an
+infinite timeout, a line break in a header, credentials twice), a URL it cannot send to."""
+_REDIRECTED = tuple(getattr(aiohttp, name) for name in ("InvalidUrlRedirectClientError", "NonHttpUrlRedirectClientError")
+                    if hasattr(aiohttp, name))
+"""...unless the provider's own answer sent us there (a redirect to a URL we cannot follow)."""
 
 
 class OpenAIHTTPProvider:
@@ -56,6 +62,9 @@ class OpenAIHTTPProvider:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         if organization := os.environ.get("OPENAI_ORGANIZATION"):
             self._headers["OpenAI-Organization"] = organization
+        self._secrets = [self._api_key or ""]
+        """What :func:`redact` removes from messages: the key, and the credentials of the URLs used."""
+        self._targets: dict[str, tuple[str, dict[str, str]]] = {}
         self._session: aiohttp.ClientSession | None = None
         # Mapped body parameters per (model, sampling settings), keyed by content: a run has a
         # handful (its temperatures x protocols), so the map stays tiny.
@@ -67,25 +76,53 @@ class OpenAIHTTPProvider:
         return openai_route(model, api_base) is not None
 
     async def complete(self, request: ProviderRequest) -> ProviderResponse:
-        route = openai_route(request.model, request.api_base)
-        if route is None:
-            raise ValueError(f"model {request.model!r} is not served by an OpenAI-compatible API; "
-                             "use transport: litellm")
-        body = {"model": route.wire_model, "messages": list(request.messages), **self._body_params(route.wire_model, request)}
+        try:
+            route = openai_route(request.model, request.api_base)
+            if route is None:
+                raise ValueError(f"model {request.model!r} is not served by an OpenAI-compatible API; "
+                                 "use transport: litellm")
+            url, headers = self._target(route.url)
+            body = {"model": route.wire_model, "messages": list(request.messages),
+                    **self._body_params(route.wire_model, request)}
+            data, timeout = jsonio.dumps(body), aiohttp.ClientTimeout(total=request.timeout_s)
+        except Exception as exc:
+            raise LocalRequestError(f"the request could not be built: {type(exc).__name__}: {exc}",
+                                    model=request.model) from exc
         session = self._open_session()
-        async with session.post(route.url, data=jsonio.dumps(body), headers=self._headers,
-                                timeout=aiohttp.ClientTimeout(total=request.timeout_s)) as response:
-            raw = await response.read()
-            status = response.status
-            headers = response.headers
+        answered = False
+        try:
+            async with session.post(url, data=data, headers=headers, timeout=timeout) as response:
+                answered = True
+                raw = await response.read()
+                status = response.status
+                answer_headers = response.headers
+        except _NOT_SENT as exc:
+            if answered or isinstance(exc, _REDIRECTED):
+                raise
+            raise LocalRequestError(f"the HTTP client refused to send the request: {type(exc).__name__}: {exc}",
+                                    model=request.model) from exc
         if status != 200:
-            raise HTTPStatusError(status, redact(error_message(raw), [self._api_key or ""]), kept_headers(headers))
-        return self._response(request.model, raw, headers)
+            raise HTTPStatusError(status, redact(error_message(raw), self._secrets),
+                                  kept_headers(answer_headers, self._secrets))
+        return self._response(request.model, raw, answer_headers)
+
+    def _target(self, url: str) -> tuple[str, dict[str, str]]:
+        """Where to post and what headers to send: a URL's ``user:password@`` travels as basic
+        auth, in place of the key's bearer token (the config refuses both at once)."""
+        found = self._targets.get(url)
+        if found is None:
+            plain, basic = url_credentials(url)
+            headers = self._headers if basic is None else {**self._headers, "Authorization": basic}
+            self._secrets.extend(url_secrets(url))
+            found = self._targets[url] = (plain, headers)
+        return found
 
     def classify(self, error: BaseException) -> ErrorClass:
         # An HTTPStatusError's text already names the error the way OpenAI's SDK does.
         text = str(error) if isinstance(error, HTTPStatusError) else f"{type(error).__name__}: {error}"
-        message = redact(text, [self._api_key or ""])
+        if isinstance(error, LocalRequestError):
+            return ErrorClass(ErrorKind.LOCAL, redact(str(error), self._secrets))
+        message = redact(text, self._secrets)
         if isinstance(error, HTTPStatusError):
             status = error.status_code
             if status == 429:
@@ -150,7 +187,7 @@ class OpenAIHTTPProvider:
             completion_tokens=completion_tokens,
             cost=cost,
             priced=prices is not None,
-            headers=kept_headers(headers),
+            headers=kept_headers(headers, self._secrets),
             model=str(payload.get("model") or ""),
             logprobs=token_logprobs(content, choice_logprobs(choice)),
         )

@@ -19,15 +19,14 @@ DOM with ``textContent``; every response carries a strict Content-Security-Polic
 styles from this server only, nothing inline) and ``X-Content-Type-Options: nosniff``. Requests
 whose ``Host`` is not this loopback address are refused (a web page elsewhere cannot reach the
 viewer by DNS rebinding), unless ``--host`` widened the bind on purpose. The values of
-environment variables named like secrets (``*_KEY``, ``*_TOKEN``...) and anything shaped like an
-API key are redacted from every response, as the engine redacts error messages.
+environment variables named like secrets (``*_KEY``, ``*_TOKEN``...), anything shaped like an
+API key and the credentials of any URL are redacted from every response, by the one redaction the
+engine's writers use (:mod:`judge_engine.redaction`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 import socket
 import sqlite3
 import time
@@ -40,7 +39,7 @@ from aiohttp import ClientSession, web
 
 from judge_engine.errors import RunDirError
 from judge_engine.jsonio import dumps
-from judge_engine.providers.base import redact
+from judge_engine.redaction import redact, secrets_in_environment
 from judge_engine.viewer.catalog import Catalog
 from judge_engine.viewer.derived import Builder
 from judge_engine.viewer.pages import Pages
@@ -51,13 +50,7 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
        "font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
-_SECRET_NAMES = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
 T = TypeVar("T")
-
-
-def secrets_in_environment() -> list[str]:
-    """Values of environment variables named like secrets (long enough to be one)."""
-    return [value for name, value in os.environ.items() if _SECRET_NAMES.search(name) and len(value) >= 8]
 
 
 class Viewer:

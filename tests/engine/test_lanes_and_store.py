@@ -13,8 +13,9 @@ import pytest
 from judge_engine.config import Limits
 from judge_engine.errors import RunDirError
 from judge_engine.lanes import Admission, Lane, Pacer, rough_prompt_tokens
-from judge_engine.providers.base import parse_retry_after, redact
+from judge_engine.providers.base import parse_retry_after
 from judge_engine.records import Manifest, OutcomeRecord
+from judge_engine.redaction import redact
 from judge_engine.store import RunStore, latest_outcome_records, read_jsonl
 
 
