@@ -8,13 +8,13 @@ hashes the judges and the dataset, so running the same config again finds its ru
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from judge_engine.config import DatasetConfig, JobConfig, JudgeConfig
 from judge_engine.dataset import DatasetSummary, iter_items
-from judge_engine.errors import ConfigError
+from judge_engine.errors import ConfigError, DatasetError, TemplateError
 from judge_engine.jsonio import content_hash
 from judge_engine.protocols import Protocol, get_protocol
 
@@ -63,6 +63,34 @@ def build_protocol(judge: JudgeConfig) -> Protocol:
     except ConfigError as exc:
         raise ConfigError(f"judges[{judge.name}].protocol: {exc}") from None
     return cls.from_options(judge.protocol_options, where=f"judges[{judge.name}].protocol_options")
+
+
+def render_problem(judge: str, item_id: str, error: Exception) -> str:
+    """A prompt that could not be rendered, named by its judge (and the option holding a
+    config template: ``judges[mine].protocol_options.template: ...``) and its item."""
+    text = str(error)
+    where = f"judges[{judge}]" + ("." if text.startswith("protocol_options.") else ": ")
+    return f"{where}{text} (item {item_id!r})"
+
+
+def check_first_render(config: JobConfig, protocols: Mapping[str, Protocol], required: Sequence[str]) -> None:
+    """Render every judge's prompt for the dataset's first item, so that a template that cannot
+    render (one that tries to change its item, passes a render bound, or reads what the item
+    lacks) stops the run before anything is sent, not as one unscored task after another.
+
+    Raises:
+        TemplateError: the prompt of a judge cannot be rendered (naming the judge, the template
+            and the item).
+    """
+    item = next(iter_items(config.dataset, required), None)
+    if item is None:
+        return
+    for judge in config.judges:
+        protocol = protocols[judge.name]
+        try:
+            protocol.render(item, protocol.variants(item)[0])
+        except (TemplateError, DatasetError) as exc:
+            raise TemplateError(render_problem(judge.name, item["id"], exc)) from None
 
 
 def judge_identity(judge: JudgeConfig, protocol: Protocol) -> dict[str, Any]:

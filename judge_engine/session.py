@@ -39,9 +39,9 @@ from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint, scan
 from judge_engine.engine import Engine, EngineResult
-from judge_engine.errors import ConfigError, RunDirError
+from judge_engine.errors import ConfigError, RunDirError, TemplateError
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
-from judge_engine.plan import build_protocol, run_id, template_hashes
+from judge_engine.plan import build_protocol, check_first_render, run_id, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import (
     Endpoint,
@@ -184,6 +184,10 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     if dataset is None:
         dataset = scan(config.dataset, required, [p.check_item for p in ordered],
                        [lambda item, p=p: len(p.variants(item)) for p in ordered])  # type: ignore[misc]
+    try:
+        check_first_render(config, protocols, required)
+    except TemplateError as exc:
+        raise TemplateError(f"{config_path.name}: {exc}") from None
     stem = config_path.stem if config_path.stem != "config" else config_path.resolve().parent.name or "run"
     # A demo's run says so in its name: its answers are synthetic, never to be mistaken for a model's.
     identity = run_id(config, protocols, dataset, stem=f"{stem}-demo" if demo else stem)
