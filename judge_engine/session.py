@@ -36,12 +36,17 @@ from typing import Any, Literal
 from judge_engine import __version__
 from judge_engine.budget import BudgetStop, guard_for
 from judge_engine.cache import AnswerCache
-from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
+from judge_engine.config import JobConfig, JudgeConfig, Limits, check_directories, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint, scan
 from judge_engine.engine import Engine, EngineResult
 from judge_engine.errors import ConfigError, RunDirError, TemplateError
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
-from judge_engine.plan import build_protocol, check_first_render, run_id, template_hashes
+from judge_engine.plan import (
+    build_protocol,
+    check_first_render,
+    run_id,
+    template_hashes,
+)
 from judge_engine.protocols import Protocol
 from judge_engine.providers import (
     Endpoint,
@@ -172,6 +177,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         overrides["api_base"] = DEMO_API_BASE
         overrides.setdefault("batch_poll_s", DEMO_BATCH_POLL_S)
     config = load_config(config_path, overrides=overrides)
+    check_directories(config, config_path, output=run_dir is None)
     try:
         protocols = {judge.name: build_protocol(judge) for judge in config.judges}
     except ConfigError as exc:  # name the file, as every other config error does
@@ -200,16 +206,16 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
             raise RunDirError(f"{run_dir}: its config or dataset changed since the run started (the run is "
                               f"{recorded}; they now make run {identity}); run the config to start a new run")
     else:
-        if new_run:
-            identity = f"{identity}-{utc_now().replace(':', '').replace('-', '')[:15]}"
         run_dir = config.output.dir / identity
+    if check_keys and not demo:
+        check_credentials(config)
+        check_batch_routes(config)
+    if new_run and run_dir == config.output.dir / identity:
+        run_dir = config.output.dir / f"{identity}-{utc_now().replace(':', '').replace('-', '')[:15]}"
     resumed = (run_dir / MANIFEST).exists()
     manifest = read_manifest(run_dir) if resumed else new_manifest(
         config, protocols, dataset, run_dir.name, config_path=config_path, run_dir=run_dir, demo=demo,
         overrides=overrides)
-    if check_keys and not demo:
-        check_credentials(config)
-        check_batch_routes(config)
     return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed, demo)
 
 

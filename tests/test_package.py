@@ -20,7 +20,7 @@ HOMES = {
     "langcodes": {"languages.py"},
     "aiohttp": {"providers/openai_http.py", "providers/batch_http.py", "fake/app.py", "viewer/server.py"},
     "rich": {"cli/display.py"},
-    "yaml": {"config.py"},
+    "yaml": {"config_file.py"},
     "sentencex": {"protocols/gemba_mqm_literary.py"},
     "scipy": {"stats/correlation.py", "stats/creativity.py"},
     "krippendorff": {"stats/agreement.py"},
@@ -88,7 +88,7 @@ REVIEWED: dict[str, int] = {
     "session.py": 560,  # one lifecycle (prepare, resume selection, endpoints, execute, signals) top to bottom
     "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
     "store.py": 480,  # the run directory's one writer and every reader of it (by stream or by offset)
-    "config.py": 500,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments), beside the one merge and its errors naming the flag a value came from
+    "config.py": 520,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments), beside the one merge and its errors naming the flag a value came from, and the check that its two directories can be made (reading the YAML is config_file.py)
     "providers/catalog.py": 420,  # litellm's one home for what a model is (routes, params, prices, tokens, keys, batch bodies)
     "batch/driver.py": 420,  # one batch-mode judge's lifecycle: feeder, rounds, polls, the budget's commits per chunk
 }

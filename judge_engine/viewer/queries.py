@@ -352,7 +352,6 @@ def filter_from(params: dict[str, str], judges: Sequence[Judge]) -> TaskFilter:
 
     def number(key: str) -> float | None:
         return real_parameter(params, key)
-
     repeat = whole_parameter(params, "repeat", low=0)
     page = whole_parameter(params, "page", low=1) or 1
     size = whole_parameter(params, "size", low=1) or PAGE_SIZE
@@ -388,7 +387,7 @@ def real_parameter(params: dict[str, str], key: str) -> float | None:
 
 def whole_parameter(params: dict[str, str], key: str, *, low: int) -> int | None:
     """The query parameter ``key`` as a whole number from ``low`` to :data:`MAX_WHOLE`, or None
-    when it is not given (a page past the last is an empty page, not an error).
+    when it is not given (a page past the last is empty, not an error).
 
     Raises:
         ValueError: anything else (naming ``key``).
