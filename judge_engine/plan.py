@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from judge_engine.config import DatasetConfig, JobConfig, JudgeConfig
@@ -130,6 +132,20 @@ def run_id(config: JobConfig, protocols: Mapping[str, Protocol], dataset: Datase
         "limit": config.dataset.limit,
     }
     return f"{stem}-{content_hash(identity)[3:13]}"
+
+
+def claim_new_run(runs: Path, identity: str) -> Path:
+    """The directory of a ``--new-run``, made here: ``<run id>-<UTC time to the microsecond>``,
+    so the names sort by time, and made exclusively, so two runs started in the same instant
+    (in two processes) never share one: the second takes the next free time."""
+    runs.mkdir(parents=True, exist_ok=True)
+    while True:
+        run_dir = runs / f"{identity}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue  # the same microsecond as another run: the clock has moved on by the next try
 
 
 def task_id(identity: Mapping[str, Any], item: Mapping[str, Any], variant: str, temperature: float, repeat: int) -> str:

@@ -44,6 +44,7 @@ from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
 from judge_engine.plan import (
     build_protocol,
     check_first_render,
+    claim_new_run,
     run_id,
     template_hashes,
 )
@@ -210,8 +211,8 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     if check_keys and not demo:
         check_credentials(config)
         check_batch_routes(config)
-    if new_run and run_dir == config.output.dir / identity:
-        run_dir = config.output.dir / f"{identity}-{utc_now().replace(':', '').replace('-', '')[:15]}"
+    if new_run and run_dir == config.output.dir / identity:  # last: a refused run leaves no directory
+        run_dir = claim_new_run(config.output.dir, identity)
     resumed = (run_dir / MANIFEST).exists()
     manifest = read_manifest(run_dir) if resumed else new_manifest(
         config, protocols, dataset, run_dir.name, config_path=config_path, run_dir=run_dir, demo=demo,

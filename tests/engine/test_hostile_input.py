@@ -442,3 +442,41 @@ def test_mutated_csv_datasets(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     else:
         check(outcome, named)
 
+
+# --- point 7: two --new-run in the same instant ---------------------------------------------------
+
+
+def test_two_new_runs_in_the_same_instant_get_their_own_directories(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The clock gives both runs the same microsecond: the second takes the next one (the id
+    was to the second before, so the second run was refused by the first one's lock)."""
+    from datetime import UTC, datetime
+
+    from judge_engine import plan as planning
+    from judge_engine import session
+
+    instants = iter([datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)] * 3 + [datetime(2026, 1, 2, 3, 4, 5, 7, tzinfo=UTC)])
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return next(instants)
+
+    monkeypatch.setattr(planning, "datetime", Clock)
+    path = write_job(tmp_path, gemba_config())
+    first = session.prepare(path, new_run=True, check_keys=False)
+    second = session.prepare(path, new_run=True, check_keys=False)
+    assert first.run_dir.name.endswith("-20260102T030405000006")
+    assert second.run_dir.name.endswith("-20260102T030405000007")
+    assert sorted([second.run_dir.name, first.run_dir.name]) == [first.run_dir.name, second.run_dir.name]
+
+
+def test_two_new_run_processes_started_together_both_finish(tmp_path: Path, fake_server: FakeServer) -> None:
+    path = write_job(tmp_path, gemba_config(fake_server))
+    command = [sys.executable, "-m", "judge_engine.cli", "run", str(path), "--no-live", "--new-run"]
+    processes = [subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+    results = [(p.wait(timeout=180), p.stderr.read() if p.stderr else "") for p in processes]
+    assert [code for code, _ in results] == [0, 0], results
+    runs = sorted(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
+    assert len(runs) == 2 and all((run / "run.json").exists() for run in runs)
