@@ -352,9 +352,9 @@ def filter_from(params: dict[str, str], judges: Sequence[Judge]) -> TaskFilter:
 
     def number(key: str) -> float | None:
         return real_parameter(params, key)
-    repeat = whole_parameter(params, "repeat", low=0)
-    page = whole_parameter(params, "page", low=1) or 1
-    size = whole_parameter(params, "size", low=1) or PAGE_SIZE
+    repeat = whole_parameter(params, "repeat")
+    page = whole_parameter(params, "page") or 1
+    size = whole_parameter(params, "size") or PAGE_SIZE
     status = params.get("status") or None
     sort = params.get("sort") or "item"
     return TaskFilter(
@@ -362,8 +362,8 @@ def filter_from(params: dict[str, str], judges: Sequence[Judge]) -> TaskFilter:
         status=status if status in STATUSES else None, reason_code=params.get("reason") or None,
         temperature=number("temperature"), repeat=repeat,
         min_score=number("min"), max_score=number("max"), item=params.get("item") or None,
-        text=params.get("q") or None, sort=sort if sort in SORTS else "item", page=page,
-        size=min(MAX_PAGE_SIZE, size),
+        text=params.get("q") or None, sort=sort if sort in SORTS else "item", page=max(1, page),
+        size=min(MAX_PAGE_SIZE, max(1, size)),
     )
 
 
@@ -385,16 +385,16 @@ def real_parameter(params: dict[str, str], key: str) -> float | None:
     return value
 
 
-def whole_parameter(params: dict[str, str], key: str, *, low: int) -> int | None:
-    """The query parameter ``key`` as a whole number from ``low`` to :data:`MAX_WHOLE`, or None
-    when it is not given (a page past the last is empty, not an error).
+def whole_parameter(params: dict[str, str], key: str) -> int | None:
+    """The query parameter ``key`` as a whole number (at most :data:`MAX_WHOLE` either way), or
+    None when it is not given; what is outside the caller's range it clamps or finds nothing for.
 
     Raises:
-        ValueError: anything else (naming ``key``).
+        ValueError: not a whole number, or a larger one (naming ``key``).
     """
     text = params.get(key, "").strip()
     if not text:
         return None
-    if not re.fullmatch(r"[+-]?[0-9]{1,12}(\.0*)?", text) or not low <= int(float(text)) <= MAX_WHOLE:
-        raise ValueError(f"{key}: {text[:40]!r} is not a whole number from {low} to {MAX_WHOLE:,}")
+    if not re.fullmatch(r"[+-]?[0-9]{1,12}(\.0*)?", text) or abs(int(float(text))) > MAX_WHOLE:
+        raise ValueError(f"{key}: {text[:40]!r} is not a whole number up to {MAX_WHOLE:,}")
     return int(float(text))

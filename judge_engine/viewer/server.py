@@ -206,7 +206,7 @@ class Viewer:
         task_id = request.query.get("task")
         if not task_id:
             raise ValueError("task: which task? (?run=N&task=TASK_ID)")
-        number = whole_parameter(dict(request.query), "run", low=0) or 0
+        number = whole_parameter(dict(request.query), "run") or 0
         return self._json(await self._db(self.pages.transcript, number, task_id))
 
 

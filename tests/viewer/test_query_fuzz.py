@@ -24,7 +24,7 @@ ENDPOINTS = {
 REALS = frozenset({"temperature", "min", "max"})
 WHOLES = frozenset({"repeat", "page", "size", "run"})
 NOT_REALS = frozenset({"1e400", "-1e400", "nan", "inf", "-inf", "abc", "💥", "\x00", "9" * 400, "0x10", "%"})
-NOT_WHOLES = NOT_REALS | {"99999999999999999999", "1.5", "-1"}
+NOT_WHOLES = NOT_REALS | {"99999999999999999999", "1.5"}  # -1 and 0: a page clamps to 1, a repeat finds nothing
 HOSTILE = ["99999999999999999999", "1e400", "-1e400", "nan", "inf", "-inf", "-1", "0", "1.5", "-0", "0x10", "1_000",
            "", " ", "abc", "💥", "\x00", "%", "'; DROP TABLE tasks; --", '"', "*", "a" * 4000, "1e-400", "9" * 400,
            "１２",  # full-width digits: int() reads them, SQLite would not
