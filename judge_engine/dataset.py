@@ -67,8 +67,9 @@ def iter_rows(config: DatasetConfig, *, skip: int = 0, strict: bool = False) -> 
     """Yield (line number, raw row) pairs. Line numbers are 1-based file lines (CSV: the header
     is line 1; Parquet: row numbers, from 1). Blank JSONL lines are skipped. ``skip``: leave
     out the first rows unread (a JSONL line is not even parsed: a resumed run passes its finished
-    prefix this way). ``strict``: a JSONL line with a key given twice is an error too (the
-    validating :func:`scan` asks; a CSV header's or Parquet schema's repeated name always is).
+    prefix this way). ``strict`` (the validating :func:`scan`): a row nested past
+    :data:`MAX_DEPTH`, or a JSONL line with a key given twice, is an error too (a CSV header's or
+    Parquet schema's repeated name always is).
 
     Raises:
         DatasetError: no such file, or a line that cannot be read.
@@ -85,7 +86,7 @@ def iter_rows(config: DatasetConfig, *, skip: int = 0, strict: bool = False) -> 
             from judge_engine.parquet import read_rows
 
             for number, row in itertools.islice(read_rows(path), skip, None):
-                if any(isinstance(value, dict | list) for value in row.values()) and _depth(row) > MAX_DEPTH:
+                if strict and any(isinstance(value, dict | list) for value in row.values()) and _depth(row) > MAX_DEPTH:
                     raise DatasetError(f"{path}:row {number}: values nested more than {MAX_DEPTH} levels deep")
                 yield number, row
         case other:
@@ -138,14 +139,20 @@ def _jsonl_rows(path: Path, skip: int = 0, *, strict: bool = False) -> Iterator[
                 raise DatasetError(f"{path}:{number}: not valid JSON: {getattr(exc, 'msg', exc)}{at}") from None
             if not isinstance(row, dict):
                 raise DatasetError(f"{path}:{number}: each line must be a JSON object")
-            # One object and no list in the line's bytes: a flat row (text with braces takes the long way).
-            flat = line.count(b"{") == 1 and b"[" not in line
-            if not flat and _depth(row) > MAX_DEPTH:
-                raise DatasetError(f"{path}:{number}: values nested more than {MAX_DEPTH} levels deep")
-            if strict and (twice := _duplicate_key(line, row, flat)) is not None:
-                raise DatasetError(f"{path}:{number}: the key {twice!r} is given twice in one object (JSON readers "
-                                   "keep one of them silently)")
+            if strict:
+                _check_line(path, number, line, row)
             yield number, row
+
+
+def _check_line(path: Path, number: int, line: bytes, row: dict[str, Any]) -> None:
+    """What the validating scan checks of a JSONL row besides its fields: nesting a task id can
+    hash, and no key given twice (orjson keeps the last silently)."""
+    flat = not [value for value in row.values() if type(value) is dict or type(value) is list]
+    if not flat and _depth(row) > MAX_DEPTH:
+        raise DatasetError(f"{path}:{number}: values nested more than {MAX_DEPTH} levels deep")
+    if twice := _duplicate_key(line, row, flat):
+        raise DatasetError(f"{path}:{number}: the key {twice!r} is given twice in one object (JSON readers "
+                           "keep one of them silently)")
 
 
 def _duplicate_key(line: bytes, row: dict[str, Any], flat: bool) -> str | None:
