@@ -25,10 +25,20 @@ from pydantic import (
     model_validator,
 )
 
+from judge_engine.config_file import read_config_file
+from judge_engine.config_file import (
+    read_scalar as read_scalar,  # re-exported: rescore reads --option values here
+)
 from judge_engine.errors import ConfigError
 from judge_engine.redaction import redact_url
 
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+"""Every config model: immutable, closed, and numbers finite (``.nan`` passes every ``ge``/``le``
+check as false, and a limit of ``.inf`` is no limit: leave the key out)."""
+
+
+MAX_TOKENS = 1_000_000
+"""The largest ``max_tokens``: no model writes more in one answer (the largest write ~128k)."""
 
 
 class Limits(BaseModel):
@@ -227,7 +237,7 @@ class JudgeConfig(BaseModel):
     """Sampling temperatures; every item is judged at each."""
     repeats: int = Field(default=1, ge=1, le=1000)
     """Independent draws per item and temperature (each a distinct, separately cached call)."""
-    max_tokens: int | None = Field(default=500, ge=1)
+    max_tokens: int | None = Field(default=500, ge=1, le=MAX_TOKENS)
     """Completion token cap sent with every request."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Other sampling parameters passed through (``top_p``, ``seed``...)."""
@@ -259,7 +269,7 @@ class JudgeConfig(BaseModel):
     @field_validator("temperatures")
     @classmethod
     def _temperatures_in_range(cls, value: list[float]) -> list[float]:
-        if any(t < 0 or t > 2 for t in value):
+        if not all(0 <= t <= 2 for t in value):  # so NaN is refused too
             raise ValueError("temperatures must be between 0 and 2")
         if len(set(value)) != len(value):
             raise ValueError("temperatures must not repeat (use repeats for repeated draws)")
@@ -360,11 +370,18 @@ class JuryConfig(BaseModel):
         return self.tie is None and self.aggregate != "mean"
 
 
+def _a_path(value: Any) -> Any:
+    if isinstance(value, str) and not value.strip():
+        raise ValueError("an empty path (leave the key out for the default)")
+    return value
+
+
 class OutputConfig(BaseModel):
     model_config = _FROZEN
 
     dir: Path = Path("runs")
     """Where run directories are created."""
+    _dir = field_validator("dir", mode="before")(_a_path)
 
 
 class CacheConfig(BaseModel):
@@ -372,6 +389,7 @@ class CacheConfig(BaseModel):
 
     dir: Path = Path(".judge_cache")
     enabled: bool = True
+    _dir = field_validator("dir", mode="before")(_a_path)
 
 
 class JobConfig(BaseModel):
@@ -438,17 +456,8 @@ def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None)
         ConfigError: unreadable file, YAML syntax, unknown keys, wrong types; the message names
             the file and the key.
     """
-    import yaml
-
     file = Path(path)
-    try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{file}: config file not found") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{file}:{where} invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    raw = read_config_file(file)
     if not isinstance(raw, dict):
         raise ConfigError(f"{file}: the config must be a mapping with dataset and judges")
     merged = _apply_overrides(_apply_env(raw), dict(overrides or {}))
@@ -486,6 +495,30 @@ def _usable_urls(raw: Mapping[str, Any]) -> dict[str, Any]:
     return {**raw, "judges": [judge(j) for j in judges]} if isinstance(judges, list) else dict(raw)
 
 
+def check_directories(config: JobConfig, file: Path, *, output: bool = True) -> None:
+    """Check, before anything is sent, that the run directory (``output``) and the answer cache
+    can be made where the config puts them: the nearest existing folder on each path is a
+    folder this process may write in.
+
+    Raises:
+        ConfigError: naming the key, the path and why.
+    """
+    keys = ([("output.dir", config.output.dir)] if output else []) + (
+        [("cache.dir", config.cache.dir)] if config.cache.enabled else [])
+    for key, path in keys:
+        found = path
+        try:
+            while not found.exists() and found.parent != found:
+                found = found.parent
+            problem = ("is not a folder" if not found.is_dir()
+                       else None if os.access(found, os.W_OK | os.X_OK) else "is not writable")
+        except OSError as exc:
+            problem = f"cannot be read ({exc.strerror or exc})"
+        if problem is not None:
+            where = f"{path} {problem}" if found == path else f"cannot make {path}: {found} {problem}"
+            raise ConfigError(f"{file}: {key}: {where}")
+
+
 def _apply_env(raw: dict[str, Any]) -> dict[str, Any]:
     merged = dict(raw)
     if value := os.environ.get("JUDGE_ENGINE_OUTPUT_DIR"):
@@ -493,14 +526,6 @@ def _apply_env(raw: dict[str, Any]) -> dict[str, Any]:
     if value := os.environ.get("JUDGE_ENGINE_CACHE_DIR"):
         merged["cache"] = {**(merged.get("cache") or {}), "dir": value}
     return merged
-
-
-def read_scalar(text: str) -> Any:
-    """A value typed on the command line, read as the config file would read it (YAML:
-    ``true``, ``3``, ``0.5``, ``legacy-gemba``)."""
-    import yaml
-
-    return yaml.safe_load(text) if text else ""
 
 
 def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

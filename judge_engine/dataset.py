@@ -10,9 +10,12 @@ the row (``items.parquet:row 7``, from 1).
 
 from __future__ import annotations
 
+import codecs
 import csv
 import hashlib
 import itertools
+import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,8 +27,13 @@ from judge_engine.errors import DatasetError
 from judge_engine.jsonio import JSONDecodeError, loads
 from judge_engine.languages import language_name
 
+MAX_DEPTH = 64
+"""How deeply an item's values may nest (its task id hashes them as JSON, which stops at 255)."""
 LANGUAGE_FIELDS = ("source_lang", "target_lang", "language")
 """Fields whose language codes (``de``, ``zh-Hans``...) become English names (``German``)."""
+
+_SPACED_KEY = re.compile(rb'"[ \t]+:')
+"""A key spaced from its colon (the fast check for keys given twice counts ``":``)."""
 
 csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
 
@@ -55,30 +63,44 @@ def _format(config: DatasetConfig) -> str:
     raise DatasetError(f"{config.path}: cannot tell the format from the suffix; set dataset.format")
 
 
-def iter_rows(config: DatasetConfig, *, skip: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_rows(config: DatasetConfig, *, skip: int = 0, strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, raw row) pairs. Line numbers are 1-based file lines (CSV: the header
     is line 1; Parquet: row numbers, from 1). Blank JSONL lines are skipped. ``skip``: leave
     out the first rows unread (a JSONL line is not even parsed: a resumed run passes its finished
-    prefix this way).
+    prefix this way). ``strict`` (the validating :func:`scan`): a row nested past
+    :data:`MAX_DEPTH`, or a JSONL line with a key given twice, is an error too (a CSV header's or
+    Parquet schema's repeated name always is).
 
     Raises:
         DatasetError: no such file, or a line that cannot be read.
         ConfigError: a Parquet dataset without pyarrow installed (the message says how).
     """
     path = config.path
-    if not path.is_file():
-        raise DatasetError(f"{path}: dataset file not found")
+    _require_file(path)
     match _format(config):
         case "jsonl":
-            yield from _jsonl_rows(path, skip)
+            yield from _jsonl_rows(path, skip, strict=strict)
         case "csv":
             yield from itertools.islice(_csv_rows(path), skip, None)
         case "parquet":
             from judge_engine.parquet import read_rows
 
-            yield from itertools.islice(read_rows(path), skip, None)
+            for number, row in itertools.islice(read_rows(path), skip, None):
+                if strict and any(isinstance(value, dict | list) for value in row.values()) and _depth(row) > MAX_DEPTH:
+                    raise DatasetError(f"{path}:row {number}: values nested more than {MAX_DEPTH} levels deep")
+                yield number, row
         case other:
             raise AssertionError(other)
+
+
+def _require_file(path: Path) -> None:
+    try:
+        problem = None if path.is_file() else "is a folder" if path.is_dir() else "dataset file not found"
+    except OSError as exc:  # a name too long, a folder that cannot be searched
+        shown = str(path) if len(str(path)) <= 200 else f"{str(path)[:100]}...({len(str(path)):,} characters)"
+        raise DatasetError(f"dataset.path: {shown} cannot be read ({exc.strerror or exc})") from None
+    if problem is not None:
+        raise DatasetError(f"{path}: {problem}")
 
 
 def location(config: DatasetConfig, number: int) -> str:
@@ -96,9 +118,12 @@ def fingerprint(path: Path) -> str:
     return "b2:" + digest.hexdigest()
 
 
-def _jsonl_rows(path: Path, skip: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+def _jsonl_rows(path: Path, skip: int = 0, *, strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``strict``: also refuse a key given twice in a line (the validating scan's check)."""
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
+            if number == 1:
+                line = line.removeprefix(codecs.BOM_UTF8)  # an editor's byte order mark is not data
             if not line.strip():
                 continue
             if skip:
@@ -114,7 +139,49 @@ def _jsonl_rows(path: Path, skip: int = 0) -> Iterator[tuple[int, dict[str, Any]
                 raise DatasetError(f"{path}:{number}: not valid JSON: {getattr(exc, 'msg', exc)}{at}") from None
             if not isinstance(row, dict):
                 raise DatasetError(f"{path}:{number}: each line must be a JSON object")
+            if strict:
+                _check_line(path, number, line, row)
             yield number, row
+
+
+def _check_line(path: Path, number: int, line: bytes, row: dict[str, Any]) -> None:
+    """What the validating scan checks of a JSONL row besides its fields: nesting a task id can
+    hash, and no key given twice (orjson keeps the last silently)."""
+    flat = not [value for value in row.values() if type(value) is dict or type(value) is list]
+    if not flat and _depth(row) > MAX_DEPTH:
+        raise DatasetError(f"{path}:{number}: values nested more than {MAX_DEPTH} levels deep")
+    if twice := _duplicate_key(line, row, flat):
+        raise DatasetError(f"{path}:{number}: the key {twice!r} is given twice in one object (JSON readers "
+                           "keep one of them silently)")
+
+
+def _duplicate_key(line: bytes, row: dict[str, Any], flat: bool) -> str | None:
+    """A key given twice in one of the line's objects, or None. The fast path: each key written
+    is followed by ``":``, so when the line holds exactly as many ``":`` as the parsed row has
+    keys (none spaced before its colon), no key was lost; otherwise the line is read again,
+    slowly, keeping every pair (~4x orjson's time, for lines with ``\\":`` in their text)."""
+    if line.count(b'":') == (len(row) if flat else _key_count(row)) and not _SPACED_KEY.search(line):
+        return None
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [key for key, _ in items]
+        found.extend(key for index, key in enumerate(keys) if key in keys[:index])
+        return dict(items)
+
+    try:
+        json.loads(line, object_pairs_hook=pairs)
+    except RecursionError:  # nested past any item's limit: to_item refuses the row
+        return None
+    return found[0] if found else None
+
+
+def _key_count(value: Any) -> int:
+    if isinstance(value, dict):
+        return len(value) + sum(_key_count(v) for v in value.values() if isinstance(v, dict | list))
+    if isinstance(value, list):
+        return sum(_key_count(v) for v in value if isinstance(v, dict | list))
+    return 0
 
 
 def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -124,9 +191,11 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         # silently swallows every line after it (the non-strict reader accepts it).
         reader = csv.DictReader(handle, delimiter=delimiter, strict=True)
         try:
-            _ = reader.fieldnames  # reads the header: line_num is now the header's last line
+            _check_header(path, reader.fieldnames)  # reads it: line_num is now the header's last line
         except csv.Error as exc:
             raise DatasetError(f"{path}:1: the header is not valid CSV ({exc})") from None
+        except UnicodeDecodeError:
+            raise DatasetError(f"{path}:{_undecodable_line(path)}: not UTF-8 text; save the file as UTF-8") from None
         last = reader.line_num
         while True:
             try:
@@ -136,6 +205,8 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             except csv.Error as exc:
                 hint = ": is a closing quote missing?" if "end of data" in str(exc) else ""
                 raise DatasetError(f"{path}:{last + 1}: not valid CSV ({exc}){hint}") from None
+            except UnicodeDecodeError:
+                raise DatasetError(f"{path}:{_undecodable_line(path)}: not UTF-8 text; save the file as UTF-8") from None
             first, last = last + 1, reader.line_num  # a quoted value may hold line breaks
             if None in row:
                 raise DatasetError(f"{path}:{first}: more values than header columns")
@@ -145,6 +216,26 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise DatasetError(f"{path}:{first}: a quoted value that runs on to line {last} and leaves this row "
                                    "short of values: is a closing quote missing?")
             yield first, dict(row)
+
+
+def _check_header(path: Path, names: Sequence[str] | None) -> None:
+    """A CSV header whose every column has a name of its own (a reader keeps one silently)."""
+    seen: dict[str, int] = {}
+    for number, name in enumerate(names or (), start=1):
+        if name in seen:
+            raise DatasetError(f"{path}:1: columns {seen[name]} and {number} are both named {name!r}; rename one")
+        seen[name] = number
+
+
+def _undecodable_line(path: Path) -> int:
+    """The first line of ``path`` that is not UTF-8 (read again, on the error's path only)."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError:
+                return number
+    return 1
 
 
 def to_item(
@@ -169,6 +260,17 @@ def to_item(
     return item
 
 
+def _depth(value: Any) -> int:
+    """How deeply ``value`` nests (walked without recursion)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        children = node.values() if isinstance(node, dict) else node
+        todo.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+    return deepest
+
+
 def iter_items(config: DatasetConfig, required: Sequence[str] = (), *, skip: int = 0) -> Iterator[dict[str, Any]]:
     """Stream items (after :func:`to_item`), honouring ``config.limit``; ``skip`` leaves out the
     first items unread (:func:`iter_rows`)."""
@@ -190,12 +292,11 @@ def scan(
     Raises:
         DatasetError: the first bad row, naming the file and line.
     """
-    if not config.path.is_file():
-        raise DatasetError(f"{config.path}: dataset file not found")
+    _require_file(config.path)
     seen: dict[bytes, int] = {}
     count = 0
     variants = [0] * len(variant_counts)
-    for count, (number, row) in enumerate(iter_rows(config), start=1):
+    for count, (number, row) in enumerate(iter_rows(config, strict=True), start=1):
         if config.limit is not None and count > config.limit:
             count -= 1
             break

@@ -19,8 +19,8 @@ from typing import Generic, NamedTuple, TypeVar
 
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig
-from judge_engine.errors import VerdictError
-from judge_engine.plan import iter_tasks, template_hashes
+from judge_engine.errors import DatasetError, TemplateError, VerdictError
+from judge_engine.plan import iter_tasks, render_problem, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint
 from judge_engine.runtime import JudgeSetup
@@ -119,7 +119,10 @@ def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, l
             own[task.item_id] = own_systems(judge.model, task.item)
         ready = prepare_task(setup, task, cache)
         if ready.render_error is not None:
-            raise ready.render_error
+            error = ready.render_error
+            if isinstance(error, TemplateError | DatasetError):
+                raise type(error)(render_problem(judge.name, task.item_id, error)) from None
+            raise error
         tasks += 1
         if ready.recused is not None:
             recused += 1

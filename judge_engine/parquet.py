@@ -82,6 +82,10 @@ def read_rows(path: Path, *, batch_rows: int = READ_BATCH_ROWS) -> Iterator[tupl
         parquet = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
         raise DatasetError(f"{path}: not a readable Parquet file ({exc})") from None
+    names = parquet.schema_arrow.names
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise DatasetError(f"{path}: columns named {twice[0]!r} more than once (columns "
+                           f"{', '.join(str(i + 1) for i, n in enumerate(names) if n == twice[0])}); rename them")
     number = 0
     batches = parquet.iter_batches(batch_size=batch_rows)
     while True:

@@ -8,13 +8,15 @@ hashes the judges and the dataset, so running the same config again finds its ru
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from judge_engine.config import DatasetConfig, JobConfig, JudgeConfig
 from judge_engine.dataset import DatasetSummary, iter_items, scan
-from judge_engine.errors import ConfigError
+from judge_engine.errors import ConfigError, DatasetError, TemplateError
 from judge_engine.jsonio import content_hash
 from judge_engine.protocols import Protocol, get_protocol
 from judge_engine.redaction import redact_url
@@ -79,6 +81,34 @@ def scan_for(config: JobConfig, protocols: Mapping[str, Protocol]) -> DatasetSum
                 [lambda item, p=p: len(p.variants(item)) for p in ordered])  # type: ignore[misc]
 
 
+def render_problem(judge: str, item_id: str, error: Exception) -> str:
+    """A prompt that could not be rendered, named by its judge (and the option holding a
+    config template: ``judges[mine].protocol_options.template: ...``) and its item."""
+    text = str(error)
+    where = f"judges[{judge}]" + ("." if text.startswith("protocol_options.") else ": ")
+    return f"{where}{text} (item {item_id!r})"
+
+
+def check_first_render(config: JobConfig, protocols: Mapping[str, Protocol], required: Sequence[str]) -> None:
+    """Render every judge's prompt for the dataset's first item, so that a template that cannot
+    render (one that tries to change its item, passes a render bound, or reads what the item
+    lacks) stops the run before anything is sent, not as one unscored task after another.
+
+    Raises:
+        TemplateError: the prompt of a judge cannot be rendered (naming the judge, the template
+            and the item).
+    """
+    item = next(iter_items(config.dataset, required), None)
+    if item is None:
+        return
+    for judge in config.judges:
+        protocol = protocols[judge.name]
+        try:
+            protocol.render(item, protocol.variants(item)[0])
+        except (TemplateError, DatasetError) as exc:
+            raise TemplateError(render_problem(judge.name, item["id"], exc)) from None
+
+
 def judge_identity(judge: JudgeConfig, protocol: Protocol) -> dict[str, Any]:
     """What defines a judge's answers (not its limits or timeouts). ``confidence`` only when
     set, so the ids of every run before it stay as they were."""
@@ -131,6 +161,20 @@ def run_id(config: JobConfig, protocols: Mapping[str, Protocol], dataset: Datase
         "limit": config.dataset.limit,
     }
     return f"{stem}-{content_hash(identity)[3:13]}"
+
+
+def claim_new_run(runs: Path, identity: str) -> Path:
+    """The directory of a ``--new-run``, made here: ``<run id>-<UTC time to the microsecond>``,
+    so the names sort by time, and made exclusively, so two runs started in the same instant
+    (in two processes) never share one: the second takes the next free time."""
+    runs.mkdir(parents=True, exist_ok=True)
+    while True:
+        run_dir = runs / f"{identity}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%f')}"
+        try:
+            run_dir.mkdir()
+            return run_dir
+        except FileExistsError:
+            continue  # the same microsecond as another run: the clock has moved on by the next try
 
 
 def task_id(identity: Mapping[str, Any], item: Mapping[str, Any], variant: str, temperature: float, repeat: int) -> str:

@@ -38,7 +38,7 @@ from typing import Any, Literal
 from judge_engine import __version__
 from judge_engine.budget import BudgetStop, guard_for
 from judge_engine.cache import AnswerCache
-from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
+from judge_engine.config import JobConfig, JudgeConfig, Limits, check_directories, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint
 from judge_engine.decisions import (
     ItemCollector,
@@ -48,10 +48,12 @@ from judge_engine.decisions import (
     write_item_outcomes,
 )
 from judge_engine.engine import Engine, EngineResult
-from judge_engine.errors import ConfigError, DiskError, RunDirError
+from judge_engine.errors import ConfigError, DiskError, RunDirError, TemplateError
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
 from judge_engine.plan import (
     build_protocol,
+    check_first_render,
+    claim_new_run,
     run_id,
     scan_for,
     template_hashes,
@@ -200,6 +202,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         overrides["api_base"] = DEMO_API_BASE
         overrides.setdefault("batch_poll_s", DEMO_BATCH_POLL_S)
     config = load_config(config_path, overrides=overrides)
+    check_directories(config, config_path, output=run_dir is None)
     try:
         protocols = {judge.name: build_protocol(judge) for judge in config.judges}
     except ConfigError as exc:  # name the file, as every other config error does
@@ -211,6 +214,10 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         dataset = _recorded_dataset(run_dir, config)
     if dataset is None:
         dataset = scan_for(config, protocols)
+    try:
+        check_first_render(config, protocols, sorted({f for p in protocols.values() for f in p.required_fields}))
+    except TemplateError as exc:
+        raise TemplateError(f"{config_path.name}: {exc}") from None
     stem = config_path.stem if config_path.stem != "config" else config_path.resolve().parent.name or "run"
     # A demo's run says so in its name: its answers are synthetic, never to be mistaken for a model's.
     identity = run_id(config, protocols, dataset, stem=f"{stem}-demo" if demo else stem)
@@ -223,16 +230,16 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
             raise RunDirError(f"{run_dir}: its config or dataset changed since the run started (the run is "
                               f"{recorded}; they now make run {identity}); run the config to start a new run")
     else:
-        if new_run:
-            identity = f"{identity}-{utc_now().replace(':', '').replace('-', '')[:15]}"
         run_dir = config.output.dir / identity
+    if check_keys and not demo:
+        check_credentials(config)
+        check_batch_routes(config)
+    if new_run and run_dir == config.output.dir / identity:  # last: a refused run leaves no directory
+        run_dir = claim_new_run(config.output.dir, identity)
     resumed = (run_dir / MANIFEST).exists()
     manifest = read_manifest(run_dir) if resumed else new_manifest(
         config, protocols, dataset, run_dir.name, config_path=config_path, run_dir=run_dir, demo=demo,
         overrides=overrides)
-    if check_keys and not demo:
-        check_credentials(config)
-        check_batch_routes(config)
     return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed, demo)
 
 

@@ -13,7 +13,8 @@ protocol_options:
 ```
 
 **Prompt.** The template is rendered in the package's sandbox (:func:`judge_engine.templating.
-render_source`: strict undefined variables, no includes) with every item field as a variable
+render_source`: strict undefined variables, no includes, read-only variables, a bounded render)
+with every item field as a variable
 (and the item as ``item``, the shown ``candidates``, the ``variant``); dataset text only ever
 enters as a variable. The answer format is generated from the declared fields
 (``prompts/custom/answer_format.j2``) and appended to the user message, unless the template
@@ -180,13 +181,13 @@ class CustomJudge(Protocol):
             variables["candidates"] = [{"label": label, "id": cid, "text": text}
                                        for label, (cid, text) in zip(labels, shown, strict=True)]
         options = self.options
-        user = templating.render_source(options._text, name=options.template_name, **variables)
+        user = templating.render_source(options._text, name=options.template_key, **variables)
         if options.answer_format == "append" and "answer_format" not in options._variables:
             user = f"{user.rstrip()}\n\n{answer_format}"
         messages: list[Message] = []
         if options.system is not None:
-            messages.append({"role": "system", "content": templating.render_source(options.system, name="system",
-                                                                                   **variables)})
+            messages.append({"role": "system", "content": templating.render_source(
+                options.system, name="protocol_options.system", **variables)})
         return [*messages, {"role": "user", "content": user}]
 
     def answer_format(self, labels: tuple[str, ...] = ()) -> str:

@@ -44,7 +44,7 @@ class FieldProblem(Exception):
 
 
 class _Field(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # a range of .nan checks nothing
 
     description: str | None = None
     """Shown to the judge beside the field in the answer format, and in the JSON schema."""

@@ -148,6 +148,13 @@ class CustomOptions(ProtocolOptions):
         return str(self.template_file) if self.template_file is not None else "template"
 
     @property
+    def template_key(self) -> str:
+        """How a render error names the template: the option that holds it (and its file)."""
+        if self.template_file is not None:
+            return f"protocol_options.template_file ({self.template_file})"
+        return "protocol_options.template"
+
+    @property
     def layout(self) -> Literal["json", "marker", "lines"]:
         """How the answer is laid out: JSON, ``<text> [RESULT] <value>``, or (for a regex) lines."""
         return "json" if self.output == "json" else "lines" if self.regex is not None else "marker"

@@ -7,13 +7,17 @@ accepted: numbers, field names, ``+ - * /``, unary ``-``/``+``, parentheses, and
 many quotes). It is evaluated by walking that tree; nothing is ever passed to ``eval``. The
 score's range follows from the fields' ranges by interval arithmetic (unbounded when a field is,
 or when a divisor's range contains 0), so ``plan``, the manifest and the engine's range check
-know it like a built-in protocol's. :class:`ScoreRule` applies the ``score`` option to a verdict,
-and says what the verdict is as a jury vote.
+know it like a built-in protocol's. A divisor that is 0 whatever the answer (``a / (b - b)``,
+found by that range or by reading the divisor as a linear form) is refused when the config is
+read, as is an expression past :data:`MAX_LENGTH` characters or :data:`MAX_DEPTH` levels; a
+divisor that is 0 only for some values makes those answers ``out_of_range``. :class:`ScoreRule`
+applies the ``score`` option to a verdict, and says what the verdict is as a jury vote.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,8 +37,14 @@ from judge_engine.protocols.custom_fields import (
 )
 
 Bounds = tuple[float, float] | None
+Linear = tuple[float, dict[str, float]] | None
+"""An expression as ``constant + sum(coefficient * field)``, or None when it is not linear."""
 
 FUNCTIONS = ("mean", "min", "max", "count")
+MAX_LENGTH = 2_000
+"""Most characters of a score expression (Python's parser needs gigabytes for 10^5 signs)."""
+MAX_DEPTH = 200
+"""Most levels of nesting in a score expression (a sum of 200 terms is 200 levels deep)."""
 _OPERATORS: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
 }
@@ -75,13 +85,33 @@ def parse_score(source: str, numeric: Mapping[str, Bounds], spans: frozenset[str
         ValueError: a syntax error, a node outside the allowed set, or a name that is not a
             numeric field (the message says which and what is allowed).
     """
+    text = source.strip()
+    if len(text) > MAX_LENGTH:
+        raise ValueError(f"score: the expression is {len(text):,} characters long, more than {MAX_LENGTH:,}")
     try:
-        tree = ast.parse(source.strip(), mode="eval").body
+        tree = ast.parse(text, mode="eval").body
     except SyntaxError as exc:
         raise ValueError(f"score {source!r} is not an expression: {exc.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ValueError(f"score: the expression nests more than {MAX_DEPTH} levels deep") from None
+    if _depth(tree) > MAX_DEPTH:
+        raise ValueError(f"score: the expression nests more than {MAX_DEPTH} levels deep (a long sum? mean() and "
+                         "parentheses keep it shallow)")
     names: set[str] = set()
     bounds = _check(tree, numeric, spans, names)
+    if bounds is not None and not all(math.isfinite(b) for b in bounds):
+        raise ValueError(f"score: the expression's value overflows (its range is {bounds[0]:g}..{bounds[1]:g})")
     return ScoreExpression(source, tree, frozenset(names), bounds)
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deeply ``tree`` nests (walked without recursion)."""
+    deepest, todo = 0, [(tree, 1)]
+    while todo:
+        node, depth = todo.pop()
+        deepest = max(deepest, depth)
+        todo.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _check(node: ast.expr, numeric: Mapping[str, Bounds], spans: frozenset[str], names: set[str]) -> Bounds:
@@ -102,7 +132,11 @@ def _check(node: ast.expr, numeric: Mapping[str, Bounds], spans: frozenset[str],
             inner = _check(operand, numeric, spans, names)
             return inner if inner is None or isinstance(op, ast.UAdd) else (-inner[1], -inner[0])
         case ast.BinOp(left=left, op=op, right=right) if type(op) in _OPERATORS:
-            return _combine(type(op), _check(left, numeric, spans, names), _check(right, numeric, spans, names))
+            divisor = _check(right, numeric, spans, names)
+            if isinstance(op, ast.Div) and (divisor == (0.0, 0.0) or _is_zero(_linear(right))):
+                raise ValueError(f"score: {ast.unparse(right)!r} is 0 whatever the answer, so the score would divide "
+                                 "by zero for every answer")
+            return _combine(type(op), _check(left, numeric, spans, names), divisor)
         case ast.Call(func=ast.Name(id="count"), args=[ast.Name(id=name)], keywords=[]):
             if name not in spans:
                 raise ValueError(f"score: count() takes a spans field, and {name!r} is not one")
@@ -134,6 +168,61 @@ def _combine(op: type[ast.operator], left: Bounds, right: Bounds) -> Bounds:
         right = (1 / right[1], 1 / right[0])
     products = [a * b for a in left for b in right]
     return (min(products), max(products))
+
+
+def _linear(node: ast.expr) -> Linear:
+    """``node`` (already checked) as a linear form over its fields, or None when it is not
+    one: what finds a divisor such as ``(a - a)`` or ``mean(a, b) - (a + b) / 2`` that is 0 for
+    every answer, which interval arithmetic cannot see."""
+    match node:
+        case ast.Constant(value=int() | float() as value):
+            return float(value), {}
+        case ast.Name(id=name):
+            return 0.0, {name: 1.0}
+        case ast.UnaryOp(op=op, operand=operand):
+            return _scaled(_linear(operand), -1.0 if isinstance(op, ast.USub) else 1.0)
+        case ast.BinOp(left=left, op=ast.Add() | ast.Sub() as op, right=right):
+            return _sum([_linear(left), _scaled(_linear(right), -1.0 if isinstance(op, ast.Sub) else 1.0)])
+        case ast.BinOp(left=left, op=ast.Mult(), right=right):
+            a, b = _linear(left), _linear(right)
+            if a is not None and b is not None and not (a[1] and b[1]):
+                return _scaled(a, b[0]) if not b[1] else _scaled(b, a[0])
+        case ast.BinOp(left=left, op=ast.Div(), right=right):
+            a, b = _linear(left), _linear(right)
+            if b is not None and not b[1] and b[0] != 0:
+                return _scaled(a, 1.0 / b[0])
+        case ast.Call(func=ast.Name(id="count"), args=[ast.Name(id=name)]):
+            return 0.0, {f"count({name})": 1.0}
+        case ast.Call(func=ast.Name(id="mean"), args=args):
+            return _scaled(_sum([_linear(arg) for arg in args]), 1.0 / len(args))
+        case ast.Call(func=ast.Name(id="min" | "max"), args=args):
+            forms = [_linear(arg) for arg in args]
+            if forms[0] is not None and all(_is_zero(_sum([f, _scaled(forms[0], -1.0)])) for f in forms):
+                return forms[0]  # min(a, a) is a
+    return None
+
+
+def _scaled(form: Linear, factor: float) -> Linear:
+    return None if form is None else (form[0] * factor, {k: v * factor for k, v in form[1].items()})
+
+
+def _sum(forms: list[Linear]) -> Linear:
+    constant, terms = 0.0, dict[str, float]()
+    for form in forms:
+        if form is None:
+            return None
+        constant += form[0]
+        for name, coefficient in form[1].items():
+            terms[name] = terms.get(name, 0.0) + coefficient
+    return constant, terms
+
+
+def _is_zero(form: Linear) -> bool:
+    """Whether a linear form is 0 for every value of its fields (up to rounding)."""
+    if form is None:
+        return False
+    scale = max([abs(form[0]), *(abs(c) for c in form[1].values()), 1.0])
+    return all(abs(c) <= 1e-12 * scale for c in [form[0], *form[1].values()])
 
 
 def _evaluate(node: ast.expr, numbers: Mapping[str, float], counts: Mapping[str, int]) -> float:

@@ -21,6 +21,7 @@ the runs' own ordered walks.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ SORTS = ("item", "score", "score-desc", "disagreement")
 STATUSES = ("scored", "unscored", "undone")
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 200
+MAX_WHOLE = 10**9
+"""The largest page, size, repeat or run number a query may give (SQLite's OFFSET is 64-bit)."""
 FEW = 20_000
 """Matching tasks up to which a page is found by filter first, then sorted (walking an order
 index for them could pass most of it)."""
@@ -343,24 +346,55 @@ def filter_from(params: dict[str, str], judges: Sequence[Judge]) -> TaskFilter:
     shared link still opens).
 
     Raises:
-        ValueError: a number that is not one.
+        ValueError: a number that is not one, or not one the list can use (naming the parameter).
     """
     labels = {j.label for j in judges}
 
     def number(key: str) -> float | None:
-        value = params.get(key, "").strip()
-        return float(value) if value else None
-
-    repeat = number("repeat")
-    page = int(number("page") or 1)
-    size = int(number("size") or PAGE_SIZE)
+        return real_parameter(params, key)
+    repeat = whole_parameter(params, "repeat")
+    page = whole_parameter(params, "page") or 1
+    size = whole_parameter(params, "size") or PAGE_SIZE
     status = params.get("status") or None
     sort = params.get("sort") or "item"
     return TaskFilter(
         judges=tuple(j for j in params.get("judge", "").split(",") if j in labels),
         status=status if status in STATUSES else None, reason_code=params.get("reason") or None,
-        temperature=number("temperature"), repeat=None if repeat is None else int(repeat),
+        temperature=number("temperature"), repeat=repeat,
         min_score=number("min"), max_score=number("max"), item=params.get("item") or None,
         text=params.get("q") or None, sort=sort if sort in SORTS else "item", page=max(1, page),
         size=min(MAX_PAGE_SIZE, max(1, size)),
     )
+
+
+def real_parameter(params: dict[str, str], key: str) -> float | None:
+    """The query parameter ``key`` as a finite number, or None when it is not given.
+
+    Raises:
+        ValueError: not a finite number (naming ``key``).
+    """
+    text = params.get(key, "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{key}: {text[:40]!r} is not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{key}: {text[:40]!r} is not a finite number")
+    return value
+
+
+def whole_parameter(params: dict[str, str], key: str) -> int | None:
+    """The query parameter ``key`` as a whole number (at most :data:`MAX_WHOLE` either way), or
+    None when it is not given; what is outside the caller's range it clamps or finds nothing for.
+
+    Raises:
+        ValueError: not a whole number, or a larger one (naming ``key``).
+    """
+    text = params.get(key, "").strip()
+    if not text:
+        return None
+    if not re.fullmatch(r"[+-]?[0-9]{1,12}(\.0*)?", text) or abs(int(float(text))) > MAX_WHOLE:
+        raise ValueError(f"{key}: {text[:40]!r} is not a whole number up to {MAX_WHOLE:,}")
+    return int(float(text))

@@ -43,6 +43,7 @@ from judge_engine.redaction import redact, secrets_in_environment
 from judge_engine.viewer.catalog import Catalog
 from judge_engine.viewer.derived import Builder
 from judge_engine.viewer.pages import Pages
+from judge_engine.viewer.queries import whole_parameter
 
 STATIC = Path(__file__).parent / "static"
 LOOPBACK = "127.0.0.1"
@@ -190,15 +191,16 @@ class Viewer:
         assert self.pages is not None
         item_id = request.query.get("id")
         if not item_id:
-            raise ValueError("which item? (?id=ITEM)")
+            raise ValueError("id: which item? (?id=ITEM)")
         return self._json(await self._db(self.pages.item, item_id))
 
     async def _transcript(self, request: web.Request) -> web.Response:
         assert self.pages is not None
         task_id = request.query.get("task")
         if not task_id:
-            raise ValueError("which task? (?run=N&task=TASK_ID)")
-        return self._json(await self._db(self.pages.transcript, int(request.query.get("run") or 0), task_id))
+            raise ValueError("task: which task? (?run=N&task=TASK_ID)")
+        number = whole_parameter(dict(request.query), "run") or 0
+        return self._json(await self._db(self.pages.transcript, number, task_id))
 
 
 async def check(viewer: Viewer) -> dict[str, Any]:

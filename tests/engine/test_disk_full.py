@@ -224,17 +224,17 @@ def test_a_run_on_a_read_only_disk_is_refused_before_anything_is_sent(
 # --- the answer cache: it degrades, the run goes on -------------------------------------------------
 
 
-def test_a_cache_on_a_read_only_disk_is_not_used_and_the_run_goes_on(
+def test_a_cache_on_a_read_only_disk_is_refused_before_anything_is_sent(
         tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cache that cannot be made where the config puts it is bad input, named (exit 2, nothing
+    sent); a cache that stops taking writes during the run degrades instead (next test)."""
     (tmp_path / "cache-source").mkdir()
     with read_only(tmp_path / "cache-source", tmp_path / "cache-ro") as cache_dir:
         job = _job(tmp_path, fake_server, 20, cache=cache_dir / "answers")
-        assert main(["run", str(job.config), "--no-live"]) == 0
+        assert main(["run", str(job.config), "--no-live"]) == 2
     stderr = capsys.readouterr().err
-    assert "Traceback" not in stderr and stderr.count("The answer cache could not be opened") == 1, stderr
-    manifest = json.loads((job.only_run() / "run.json").read_text(encoding="utf-8"))
-    assert manifest["status"] == "completed" and manifest["counts"]["total"]["scored"] == 20
-    assert "could not be opened" in manifest["sessions"][-1]["cache_problem"]
+    assert "Traceback" not in stderr and "cache.dir" in stderr and "not writable" in stderr, stderr
+    assert fake_server.stats()["requests_total"] == 0
 
 
 def test_a_cache_on_a_full_disk_leaves_the_run_going(tmp_path: Path, fake_server: FakeServer,
