@@ -39,6 +39,7 @@ from judge_engine.fake.answers import (
     body_digest,
     finish,
     is_json_mode,
+    prompt_key,
     read_messages,
 )
 from judge_engine.fake.batches import FakeBatches
@@ -262,6 +263,7 @@ class FakeApp:
             return _json(400, error_body(str(exc), "invalid_request_error"))
         model = payload["model"]
         self.stats.by_model[model] += 1
+        self.stats.by_prompt[prompt_key(messages)] += 1
         digest = body_digest(body)
         seen_before = self.stats.arrived(digest)
         now = self.now()
