@@ -24,7 +24,8 @@ attempt line  1        no ``v`` key; the whole request repeated in every line
 batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunks and the
                        tasks they carry to the next round (:class:`BatchEvent`,
                        :class:`BatchCarry`)
-manifest      1        ``"format": "judge-engine-run", "version": 1``
+manifest      1        ``"format": "judge-engine-run", "version": 1``; later ``batches`` (the
+                       provider's batch id of each chunk), empty when absent
 ============  =======  ==================================================================
 
 A file written by a *newer* judge-engine is refused with a :class:`~judge_engine.errors.RunDirError`
@@ -754,6 +755,10 @@ class Manifest:
     stopped: dict[str, Any] | None = None
     """Why the last session stopped before the end (``status: stopped``): the budget reached,
     its limit and what was spent; ``resume --budget`` continues."""
+    batches: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Batch-mode judges: judge -> chunk -> the provider's id of the batch that holds (or held)
+    it (``batch_...``, ``msgbatch_...``), to find it in the provider's console or API. Kept
+    current at each checkpoint; ``batches.jsonl`` is the record. Added within version 1."""
     version: int = MANIFEST_VERSION
 
     @property
@@ -826,6 +831,8 @@ class Manifest:
             document["rescored_from"] = self.rescored_from
         if self.stopped:
             document["stopped"] = self.stopped
+        if self.batches:
+            document["batches"] = self.batches
         return document
 
     @classmethod
@@ -862,6 +869,8 @@ class Manifest:
                 failures=dict(raw.get("failures") or {}),
                 rescored_from=None if raw.get("rescored_from") is None else str(raw["rescored_from"]),
                 stopped=None if not raw.get("stopped") else dict(raw["stopped"]),
+                batches={str(judge): {str(c): str(b) for c, b in dict(chunks).items()}
+                         for judge, chunks in dict(raw.get("batches") or {}).items()},
                 version=version,
             )
         except (KeyError, TypeError, ValueError) as exc:
