@@ -76,8 +76,7 @@ def cancel_run(run_dir: Path, *, judges: Sequence[str] = ()) -> list[Cancel]:
     if unknown:
         raise RunDirError(f"--judge {', '.join(sorted(unknown))}: no such judge in {run_dir} "
                           f"(its judges: {', '.join(j.name for j in manifest.judges)})")
-    ledgers = {name: ledger for name, ledger in read_ledgers(run_dir).items()
-               if ledger.open_chunks() and (not judges or name in judges)}
+    ledgers = _open_ledgers(run_dir, judges)
     if not ledgers:
         return []
     if manifest.demo:  # its fake server ended with its session: nothing is left at any provider
@@ -86,9 +85,15 @@ def cancel_run(run_dir: Path, *, judges: Sequence[str] = ()) -> list[Cancel]:
     prepared = prepare_resume(run_dir)
     store = RunStore.open(run_dir)  # the run's lock, held while its lines are written
     try:
+        ledgers = _open_ledgers(run_dir, judges)  # as they are now that no other process can write
         return asyncio.run(_cancel_all(store, ledgers, {j.name: j for j in prepared.config.judges}))
     finally:
         store.close()
+
+
+def _open_ledgers(run_dir: Path, judges: Sequence[str]) -> dict[str, Ledger]:
+    return {name: ledger for name, ledger in read_ledgers(run_dir).items()
+            if ledger.open_chunks() and (not judges or name in judges)}
 
 
 async def _cancel_all(store: RunStore, ledgers: dict[str, Ledger], configs: Mapping[str, JudgeConfig]) -> list[Cancel]:

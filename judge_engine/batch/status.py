@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 from judge_engine.batch.board import ChunkView, chunk_views
 from judge_engine.batch.ledger import Ledger, read_ledgers
 from judge_engine.records import Manifest
+from judge_engine.store import open_index, read_manifest, writer_active
 
 if TYPE_CHECKING:
     from judge_engine.config import JudgeConfig
     from judge_engine.providers.batch import BatchAPI
-from judge_engine.store import open_index, read_manifest, writer_active
 
 
 @dataclass(frozen=True, slots=True)

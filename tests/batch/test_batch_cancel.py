@@ -66,7 +66,7 @@ def test_a_stopped_runs_batches_are_named_cancelled_and_resumed(
     ``cancel`` cancels both (refused while the process holds the run), and the resume keeps the
     answers they hold and sends the rest again: in round 2, or online."""
     monkeypatch.setenv("COLUMNS", "80")
-    with FakeServer(FakeConfig(batch=FakeBatchConfig(processing_s=12.0))) as server:
+    with FakeServer(FakeConfig(batch=FakeBatchConfig(processing_s=20.0))) as server:
         job = batch_job(tmp_path, server, items=20, anthropic=anthropic,
                         batch={"max_requests_per_file": 10, "fallback": fallback})
         env = {**os.environ, TEST_KEY_ENV: TEST_KEY, "PYTHONPATH": str(REPO)}
@@ -116,3 +116,32 @@ def test_a_stopped_runs_batches_are_named_cancelled_and_resumed(
             assert server.stats()["requests_total"] == len(cancelled)  # the rest online
         by_task = {o["task_id"]: o for o in outcomes}
         assert all(by_task[t]["attempts"] == 2 for t in cancelled)  # the cancelled request, then its answer
+
+
+@pytest.mark.timeout(300)
+def test_cancel_finds_a_batch_created_but_never_recorded_and_cancels_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Killed while the create call was being answered, the run never learnt its batch's id:
+    ``cancel`` finds the batch by the run and chunk in its metadata, records it and cancels it."""
+    with FakeServer(FakeConfig(batch=FakeBatchConfig(processing_s=30.0, create_delay_s=1.0))) as server:
+        job = batch_job(tmp_path, server, items=6)
+        env = {**os.environ, TEST_KEY_ENV: TEST_KEY, "PYTHONPATH": str(REPO)}
+        process = subprocess.Popen([sys.executable, "-m", "judge_engine.cli", "run", str(job.config), "--no-live"],
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _wait(lambda: bool(job.run_dirs()) and (job.only_run() / BATCHES).exists()
+              and any(e["event"] == "uploaded" for e in _events(job.only_run())))
+        _wait(lambda: server.stats()["batch_requests"] == 6)  # created: its answer comes 1 s later
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=10)
+        run = job.only_run()
+        assert not any(e["event"] == "submitted" for e in _events(run))
+        assert main(["cancel", str(run), "--judge", "nobody"]) == 2
+        assert "no such judge" in capsys.readouterr().err
+        assert main(["cancel", str(run)]) == 0
+        assert "1 of 1 open batches cancelled" in capsys.readouterr().out
+        found = [e for e in _events(run) if e["event"] == "submitted"]
+        assert len(found) == 1 and found[0]["found"] and str(found[0]["batch_id"]).startswith("batch_")
+        assert [e["reason"] for e in _events(run) if e["event"] == "state"] == [CANCELLED_HERE]
+        server.update(batch={"processing_s": 0.2, "create_delay_s": 0.0})
+        assert session.resume(run).counts.scored == 6
+        assert Counter(o["task_id"] for o in read_lines(run / "outcomes.jsonl")).most_common(1)[0][1] == 1
