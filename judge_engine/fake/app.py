@@ -9,7 +9,7 @@ Routes::
     POST /v1/messages/batches, GET /v1/messages/batches[/{id}[/results]],
          POST /v1/messages/batches/{id}/cancel                   Anthropic's Message Batches
     GET  /_fake/stats           counters (see :class:`~judge_engine.fake.state.Stats`; with the
-                                batch submissions per task)
+                                batch submissions per task and the chat requests per prompt)
     GET  /_fake/config          the live config (API key redacted)
     POST /_fake/config          JSON Merge Patch into the live config; answers the new config
     POST /_fake/reset           clear counters, seen bodies and rate windows

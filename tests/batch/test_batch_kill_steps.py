@@ -148,7 +148,7 @@ def _submitted(server: FakeServer) -> dict[str, int]:
 
 def _judge(name: str, server: FakeServer, **batch: object) -> dict[str, object]:
     return {"name": name, "model": "openai/gpt-4o-mini", "api_base": server.base_url, "api_key_env": TEST_KEY_ENV,
-            "protocol": "gemba-mqm", "temperatures": [0.0], "max_tokens": 300, "timeout_s": 10, "mode": "batch",
+            "protocol": "gemba-mqm", "temperatures": [0.0], "max_tokens": 300, "timeout_s": 120, "mode": "batch",
             "limits": {"rpm": 60000, "tpm": 100000000, "concurrency": 2},
             "retries": {"transport": 6, "reasks": 2, "backoff_max_s": 0.05},
             "batch": {"poll_interval_s": 0.05, "max_requests_per_file": 8, **batch}}
@@ -160,7 +160,7 @@ def test_a_collection_killed_at_every_step_records_each_result_once_and_sends_no
     at each step in rounds 1 and 2, then the online carries killed while a request is in flight
     and after one has its outcome, then a session to the end."""
     with FakeServer(FakeConfig(batch=KNOBS)) as server:
-        server.update(latency_s=0.4)  # an online request is in flight for 0.4 s
+        server.update(latency_s=60.0)  # while the collections are killed, online requests stay in flight
         job = make_job(tmp_path, server, items=24, judges=[_judge("rounds", server, fallback="batch", max_rounds=3),
                                                           _judge("online", server, fallback="online")])
         # No answer cache: a request sent again is sent, not answered from the cache (which would
@@ -177,6 +177,8 @@ def test_a_collection_killed_at_every_step_records_each_result_once_and_sends_no
             finished = len((sessions.outcome_tasks() - sessions.finished[len(sessions.kills)]) & carried)
             return finished >= 1 and sum(sessions.sent_since(len(sessions.kills)).values()) > finished
 
+        assert sum(line.get("to") == "online" for line in _batch_lines(job.only_run())) >= 3
+        server.update(latency_s=0.4)  # now they are answered, two at a time, each 0.4 s after it is sent
         sessions.session(aim=in_flight_and_one_finished)
         sessions.session()
         counts = sessions.check(48, online="online")
