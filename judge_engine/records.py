@@ -31,7 +31,8 @@ batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunk
                        :class:`BatchCarry`)
 manifest      1        ``"format": "judge-engine-run", "version": 1``; later
                        ``rescored_versions`` (a re-scored run: each judge's protocol
-                       version before and after), absent otherwise
+                       version before and after), absent otherwise; ``batches`` (the
+                       provider's batch id of each chunk), empty when absent
 ============  =======  ==================================================================
 
 A file written by a *newer* judge-engine is refused with a :class:`~judge_engine.errors.RunDirError`
@@ -788,6 +789,10 @@ class Manifest:
     stopped: dict[str, Any] | None = None
     """Why the last session stopped before the end (``status: stopped``): the budget reached,
     its limit and what was spent; ``resume --budget`` continues."""
+    batches: dict[str, dict[str, str]] = field(default_factory=dict)
+    """Batch-mode judges: judge -> chunk -> the provider's id of the batch that holds (or held)
+    it (``batch_...``, ``msgbatch_...``), to find it in the provider's console or API. Kept
+    current at each checkpoint; ``batches.jsonl`` is the record. Added within version 1."""
     version: int = MANIFEST_VERSION
 
     @property
@@ -866,6 +871,8 @@ class Manifest:
             document["rescored_versions"] = self.rescored_versions
         if self.stopped:
             document["stopped"] = self.stopped
+        if self.batches:
+            document["batches"] = self.batches
         return document
 
     @classmethod
@@ -904,6 +911,8 @@ class Manifest:
                 rescored_versions={str(judge): {str(k): str(v) for k, v in dict(move).items()}
                                    for judge, move in (raw.get("rescored_versions") or {}).items()},
                 stopped=None if not raw.get("stopped") else dict(raw["stopped"]),
+                batches={str(judge): {str(c): str(b) for c, b in dict(chunks).items()}
+                         for judge, chunks in dict(raw.get("batches") or {}).items()},
                 version=version,
             )
         except (KeyError, TypeError, ValueError) as exc:

@@ -33,6 +33,12 @@ class Resumption:
     again: frozenset[str] = frozenset()
     """Finished task ids judged again (``resume --retry``)."""
 
+    def finished(self, task_id: str, row: int) -> bool:
+        """Whether the task at dataset row ``row`` has its outcome from an earlier session and
+        keeps it: in a leading item skipped unread, or among the other finished tasks (a task
+        judged again is in neither). What a resumed session must never record or send again."""
+        return 0 <= row < self.skip_rows or task_id in self.done
+
 
 def retry_codes(retry: str | None) -> frozenset[str] | None:
     """The reason codes ``resume --retry`` names (``unscored``: all of them), checked.

@@ -459,7 +459,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         progress.start(engine)
         main = asyncio.current_task()
         restore = _install_signals(engine, main, progress) if install_signals else (lambda: None)
-        checkpoints = asyncio.create_task(_checkpoint(store, manifest, engine))
+        checkpoints = asyncio.create_task(_checkpoint(store, manifest, engine, runtimes))
         try:
             outcome = await engine.run()
         except asyncio.CancelledError:
@@ -485,6 +485,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         manifest.status, manifest.updated_at = outcome.status, utc_now()
         manifest.spend, manifest.failures = store.spend_record(), dict(outcome.failures)
         manifest.stopped = outcome.budget.to_dict() if outcome.budget is not None else None
+        manifest.batches = _batch_ids(runtimes, manifest)
         disk, recorded = _record_end(store, manifest, outcome.disk)
         totals = [JudgeTotals(j.config.name, j.config.model, j.protocol.name, j.counters.retries, j.counters.reasks,
                               j.rate_limited, _deployment_totals(j), j.counters.abandoned) for j in runtimes]
@@ -561,17 +562,25 @@ def _with_planned(counts: dict[str, Any], manifest: Manifest) -> dict[str, Any]:
     return counts
 
 
-async def _checkpoint(store: RunStore, manifest: Manifest, engine: Engine) -> None:
-    """Rewrite the manifest's spend every :data:`CHECKPOINT_S` while the run goes on, so a killed
-    run's totals need only the transcript written since the last checkpoint summed again."""
+async def _checkpoint(store: RunStore, manifest: Manifest, engine: Engine, runtimes: list[JudgeRuntime]) -> None:
+    """Rewrite the manifest's spend (and the provider's batch ids) every :data:`CHECKPOINT_S`
+    while the run goes on, so a killed run's totals need only the transcript written since the
+    last checkpoint summed again."""
     while True:
         await asyncio.sleep(CHECKPOINT_S)
         manifest.updated_at, manifest.spend = utc_now(), store.spend_record()
+        manifest.batches = _batch_ids(runtimes, manifest)
         try:
             store.write_manifest(manifest)
         except DiskError as exc:
             engine.stop_for_disk(exc)
             return
+
+
+def _batch_ids(runtimes: list[JudgeRuntime], manifest: Manifest) -> dict[str, dict[str, str]]:
+    from judge_engine.batch.board import provider_ids
+
+    return provider_ids({j.config.name: j.batch for j in runtimes if j.batch is not None}, manifest.batches)
 
 
 def point_latest(run_dir: Path) -> None:

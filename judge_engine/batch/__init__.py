@@ -10,6 +10,8 @@ chunks.py   a chunk being formed: its request file, within the provider's limits
 ledger.py   batches.jsonl folded into what is in flight (read by the driver and by status)
 board.py    what the live display and ``judge-engine status`` show of a judge's batches
 status.py   ``judge-engine status RUN_DIR``: a run's progress from its files alone
+cancel.py   ``judge-engine cancel RUN_DIR``: a stopped run's open batches cancelled at the provider
+killpoints.py  the steps of a collection where a crash test can have the process SIGKILL itself
 ```
 
 The provider side is behind the seam in :mod:`judge_engine.providers.batch` (one module per

@@ -8,6 +8,7 @@ from its own thread, as it reads the counters); :func:`chunk_views` makes the sa
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from judge_engine.batch.ledger import Chunk, Ledger, unix
@@ -77,6 +78,16 @@ class BatchBoard:
 
     def open_chunks(self) -> list[ChunkView]:
         return [v for v in list(self.chunks) if v.open]
+
+
+def provider_ids(boards: Mapping[str, BatchBoard], recorded: Mapping[str, Mapping[str, str]]) -> dict[str, dict[str, str]]:
+    """Judge -> chunk -> the provider's batch id, for the manifest: from each judge's board once
+    its driver has read its ledger, else as ``recorded`` (the manifest's, from the last session)."""
+    ids = {judge: dict(chunks) for judge, chunks in recorded.items()}
+    for judge, board in boards.items():
+        if board.chunks:
+            ids[judge] = {view.chunk: view.batch_id for view in list(board.chunks) if view.batch_id}
+    return {judge: chunks for judge, chunks in ids.items() if chunks}
 
 
 def view_of(chunk: Chunk) -> ChunkView:

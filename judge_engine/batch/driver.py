@@ -110,6 +110,7 @@ class BatchDriver:
                                        judge=judge.config.name)
         self.board.api = api.name
         self.ledger = read_ledgers(self.store.run_dir).get(judge.config.name, Ledger())
+        self.ledger.drop_carries(self.resumption.again)  # judged again from the start: old carries are moot
         for chunk in self.ledger.chunks.values():
             self.board.track(chunk)
         for chunk in self.ledger.open_chunks():  # sent (or about to be) by an earlier session
@@ -180,7 +181,7 @@ class BatchDriver:
         counters = judge.counters
         counters.done += resumption.skip_tasks
         counters.resumed += resumption.skip_tasks
-        held = self.ledger.in_flight() - resumption.again  # an old carry of a task judged again is moot
+        held = self.ledger.in_flight() - resumption.again  # an old chunk of a task judged again is moot
         writer: ChunkWriter | None = None
         pending: list[Task] = []
         stream = iter_tasks(judge.config, judge.protocol, self.dataset, skip_rows=resumption.skip_rows)
@@ -261,9 +262,7 @@ class BatchDriver:
     # --- later rounds ---------------------------------------------------------------------------
 
     def _pending_batch(self) -> list[Any]:
-        done = self._results.done if self._results is not None else set()
-        return [c for c in self.ledger.pending.values()
-                if c.to == "batch" and c.task_id not in done and not self.settled(c.task_id)]
+        return [c for c in self.ledger.pending.values() if c.to == "batch" and not self.settled(c.task_id, c.row)]
 
     async def _send_carries(self) -> bool:
         """Chunks of the next round from the tasks their results carried on."""
@@ -367,10 +366,12 @@ class BatchDriver:
 
         return await with_transport_retries(attempt, retries=retries.transport, backoff_max_s=retries.backoff_max_s)
 
-    def settled(self, task_id: str) -> bool:
-        """Whether an earlier session's carry of ``task_id`` is moot: the task has its outcome,
-        or ``resume --retry`` judges it again from the start."""
-        return task_id in self.resumption.done or task_id in self.resumption.again
+    def settled(self, task_id: str, row: int) -> bool:
+        """Whether the task (at dataset row ``row``) has its outcome, from this session or an
+        earlier one (the leading items a resumed session skips unread included): a result or a
+        carry of it is then moot, never recorded or sent again."""
+        results = self._results
+        return self.resumption.finished(task_id, row) or (results is not None and task_id in results.done)
 
     def stop(self, error: FatalProviderError) -> None:
         """Stop this judge (its open batches stay at the provider: resume collects them)."""

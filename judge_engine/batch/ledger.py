@@ -140,6 +140,12 @@ class Ledger:
         if taken:
             self.carried_into[line.chunk] = taken
 
+    def drop_carries(self, task_ids: Iterable[str]) -> None:
+        """Forget the pending carries of ``task_ids`` (``resume --retry`` judges them again from
+        the start)."""
+        for task_id in task_ids:
+            self.pending.pop(task_id, None)
+
     def open_chunks(self) -> list[Chunk]:
         return [c for c in self.chunks.values() if not c.collected]
 

@@ -12,8 +12,12 @@ Each result is one transcript line, the same :class:`~judge_engine.records.Attem
 online attempt (the request as sent, the answer, its usage and its cost at the batch price) with
 the batch and custom ids, so ``show``, ``rescore`` and the index read it unchanged; every answer
 goes into the answer cache. A chunk's collection writes, per task, its transcript line and then
-its outcome or carry, and last the chunk's ``collected`` line: collected again after a crash, a
-chunk skips the tasks that already have either.
+its outcome or carry, and last the chunk's ``collected`` line. Collected again after a crash, a
+chunk skips the tasks that have a carry from it or an outcome (from any session: the leading
+items a resumed session skips unread included), and writes no second transcript line for a
+result an earlier session recorded (killed before its outcome or carry): each result is
+recorded, and paid, once. :mod:`judge_engine.batch.killpoints` names these steps for the tests
+that kill the process at each.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from judge_engine import jsonio
 from judge_engine.attempt import TaskLog, attempt_record
+from judge_engine.batch.killpoints import reached
 from judge_engine.batch.ledger import Chunk, custom_id
 from judge_engine.errors import ReasonCode
 from judge_engine.lanes import rough_prompt_tokens
@@ -34,8 +39,15 @@ from judge_engine.protocols import Message
 from judge_engine.providers.base import ProviderRequest, ProviderResponse
 from judge_engine.providers.batch import BatchAPI, BatchInfo, BatchResult, ResultKind
 from judge_engine.providers.catalog import priced_as
-from judge_engine.records import BATCH_DIR, BatchCarry, BatchEvent, OutcomeRecord, TranscriptRecord
-from judge_engine.store import utc_now
+from judge_engine.records import (
+    BATCH_DIR,
+    AttemptRecord,
+    BatchCarry,
+    BatchEvent,
+    OutcomeRecord,
+    TranscriptRecord,
+)
+from judge_engine.store import LineReader, utc_now
 from judge_engine.task import PreparedTask, Reask, decide, judge_task, outcome
 
 if TYPE_CHECKING:
@@ -62,6 +74,10 @@ class Results:
         self.judge = driver.judge
         self.done: set[str] = set()
         """Tasks given an outcome this session."""
+        self.inherited = {c.chunk_id for c in driver.ledger.open_chunks()}
+        """Chunks an earlier session left open: it may have begun collecting them."""
+        self._recorded: set[str] = set()
+        """Custom ids of the chunk being collected whose results are in the transcript already."""
 
     # --- answers ---------------------------------------------------------------------------------
 
@@ -103,13 +119,16 @@ class Results:
         folder.mkdir(exist_ok=True)
         results = folder / f"{chunk.chunk_id}.results.jsonl"
         api = self.api
+        reached(f"fetch-r{chunk.round}")
         await self.driver.call(lambda: api.download(info, results))
+        reached(f"downloaded-r{chunk.round}")
         where = _index(results)
         if chunk.tentative and not (where and set(where) <= {custom_id(t, chunk.round) for t in chunk.tasks}):
             self.driver.record(BatchEvent("rejected", chunk.judge, chunk.chunk_id, utc_now(), batch_id=info.batch_id,
                                           reason="its results are not this chunk's requests"), sync=True)
             results.unlink(missing_ok=True)
             return
+        self._recorded = self._recorded_before(chunk, info.batch_id) if chunk.chunk_id in self.inherited else set()
         turnaround = (info.ended_at - info.created_at) if info.ended_at and info.created_at else 0.0
         tally: Counter[str] = Counter()
         batch = {"id": info.batch_id, "chunk": chunk.chunk_id}
@@ -125,8 +144,10 @@ class Results:
                     message="the batch ended without a result for this request")
                 tally[_TALLY[result.kind]] += 1
                 await self._take(task, turns, log, result, chunk, {**batch, "custom_id": result.custom_id}, turnaround)
+                reached(f"taken-r{chunk.round}")
         self.driver.record(BatchEvent("collected", chunk.judge, chunk.chunk_id, utc_now(), batch_id=info.batch_id,
                                       status=info.status, counts=dict(tally)), sync=True)
+        reached(f"collected-r{chunk.round}")
         results.unlink(missing_ok=True)
         (folder / f"{chunk.chunk_id}.jsonl").unlink(missing_ok=True)
 
@@ -150,8 +171,8 @@ class Results:
             log.cost += response.cost
             judge.counters.cost += response.cost
             empty = {"kind": "retry", "status": None, "message": "empty: the result holds no answer"}
-            self._transcript(dataclasses.replace(
-                attempt_record(task, log, request, response=response, error=empty), batch=batch))
+            self._result_line(dataclasses.replace(
+                attempt_record(task, log, request, response=response, error=empty), batch=batch), chunk)
             await self._again(task, log, turns, chunk, "came back empty")
             return
         if result.kind is ResultKind.ANSWER and response is not None:
@@ -160,14 +181,14 @@ class Results:
             log.cost += response.cost
             log.latency_s += turnaround
             judge.counters.cost += response.cost
-            self._transcript(dataclasses.replace(
-                attempt_record(task, log, request, response=response, latency=turnaround), batch=batch))
+            self._result_line(dataclasses.replace(
+                attempt_record(task, log, request, response=response, latency=turnaround), batch=batch), chunk)
             self.driver.cache.set(judge.key(request, task), response.to_record())
             await self.answered(task, log, messages, turns, response, chunk.round, chunk.chunk_id)
             return
         kind = "item" if result.kind is ResultKind.REJECTED else "retry"
         error = {"kind": kind, "status": result.status, "message": f"{result.kind.value}: {result.message}"}
-        self._transcript(dataclasses.replace(attempt_record(task, log, request, error=error), batch=batch))
+        self._result_line(dataclasses.replace(attempt_record(task, log, request, error=error), batch=batch), chunk)
         if result.kind is ResultKind.REJECTED:
             self._finish(outcome(judge, task, log, reason=f"provider error: {result.message}",
                                  code=result.code or ReasonCode.PROVIDER_REJECTED))
@@ -187,11 +208,16 @@ class Results:
     def _tasks_of(self, chunk: Chunk) -> Iterator[tuple[Task, tuple[Any, ...], TaskLog]]:
         """The chunk's tasks that still need their result read: streamed from the dataset rows of
         a first-round chunk, or rebuilt from the carries a later round's chunk took."""
-        skip = self.done | self.driver.resumption.done | self.driver.ledger.carried_from.get(chunk.chunk_id, set())
+        carried_on = self.driver.ledger.carried_from.get(chunk.chunk_id, set())
+        again = self.driver.resumption.again if chunk.chunk_id in self.inherited else frozenset()
+
+        def moot(task_id: str, row: int) -> bool:  # done with it, or judged again from the start
+            return task_id in carried_on or task_id in again or self.driver.settled(task_id, row)
+
         carried = self.driver.ledger.carried_into.get(chunk.chunk_id)
         if carried is not None:
             for carry in carried.values():
-                if carry.task_id not in skip:
+                if not moot(carry.task_id, carry.row):
                     yield task_of(carry), tuple(carry.turns), log_of(carry)
             return
         if chunk.rows is None:
@@ -202,7 +228,7 @@ class Results:
         for task in iter_tasks(judge.config, judge.protocol, self.driver.dataset, skip_rows=first):
             if task.row > last:
                 return
-            if task.task_id in wanted and task.task_id not in skip and task.row >= self.driver.resumption.skip_rows:
+            if task.task_id in wanted and not moot(task.task_id, task.row):
                 yield task, (), TaskLog()
 
     # --- what needs another request ----------------------------------------------------------------
@@ -235,7 +261,7 @@ class Results:
     async def restart_online(self) -> None:
         """Tasks an earlier session carried on online without finishing them: sent again."""
         for carry in list(self.driver.ledger.pending.values()):
-            if carry.to == "online" and not self.driver.settled(carry.task_id):
+            if carry.to == "online" and not self.driver.settled(carry.task_id, carry.row):
                 try:
                     await self._go_online(task_of(carry), log_of(carry), tuple(carry.turns), None)
                 except Exception as exc:  # the prompt no longer renders: its outcome says so
@@ -275,6 +301,28 @@ class Results:
 
     def _transcript(self, record: TranscriptRecord) -> None:
         self.driver.store.write_transcript(record)
+
+    def _result_line(self, record: AttemptRecord, chunk: Chunk) -> None:
+        """A batch result's transcript line (its outcome or carry follows), unless an earlier
+        session recorded it before it was killed: a result is recorded, and paid, once."""
+        if record.batch is None or record.batch.get("custom_id") not in self._recorded:
+            self._transcript(record)
+        reached(f"recorded-r{chunk.round}")
+
+    def _recorded_before(self, chunk: Chunk, batch_id: str) -> set[str]:
+        """Custom ids of ``chunk``'s results from batch ``batch_id`` that are in the transcript
+        already: an earlier session's collection of the chunk, cut short between a result's
+        transcript line and its outcome or carry (found through the index)."""
+        store = self.driver.store
+        places = store.index.attempt_offsets(["b2:" + t for t in chunk.tasks])
+        found: set[str] = set()
+        with LineReader(store.run_dir) as reader:
+            for offset, length in (place for task in places.values() for place in task):
+                record = reader.transcript(offset, length, requests=False)
+                batch = record.batch if isinstance(record, AttemptRecord) else None
+                if batch is not None and batch.get("id") == batch_id and batch.get("chunk") == chunk.chunk_id:
+                    found.add(str(batch.get("custom_id")))
+        return found
 
 
 def task_of(carry: BatchCarry) -> Task:

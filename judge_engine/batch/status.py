@@ -11,11 +11,16 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from judge_engine.batch.board import ChunkView, chunk_views
 from judge_engine.batch.ledger import Ledger, read_ledgers
 from judge_engine.records import Manifest
 from judge_engine.store import open_index, read_manifest, writer_active
+
+if TYPE_CHECKING:
+    from judge_engine.config import JudgeConfig
+    from judge_engine.providers.batch import BatchAPI
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +104,6 @@ def _poll(run_dir: Path, manifest: Manifest, ledgers: dict[str, Ledger]) -> list
     """Each open batch's state as the provider reports it now, into the ledgers' chunks."""
     if manifest.demo:
         return ["--poll: a demo run's fake server ended with its session; the states shown are the last polled"]
-    from judge_engine.providers import endpoint_for
-    from judge_engine.providers.batch import batch_api_for
     from judge_engine.session import prepare_resume
 
     prepared = prepare_resume(run_dir)
@@ -111,8 +114,7 @@ def _poll(run_dir: Path, manifest: Manifest, ledgers: dict[str, Ledger]) -> list
             ledger = ledgers.get(judge.name)
             if ledger is None or not ledger.open_chunks():
                 continue
-            endpoint = endpoint_for(judge)
-            api = batch_api_for(endpoint.model, endpoint.api_base, api_key=endpoint.api_key, judge=judge.name)
+            api = open_batch_api(judge)
             try:
                 for chunk in ledger.open_chunks():
                     if chunk.batch_id is None:
@@ -130,3 +132,17 @@ def _poll(run_dir: Path, manifest: Manifest, ledgers: dict[str, Ledger]) -> list
 
     asyncio.run(poll_all())
     return notes
+
+
+def open_batch_api(judge: JudgeConfig) -> BatchAPI:
+    """The batch API of ``judge``'s endpoint (its first deployment's, where the driver sends its
+    batches), for a command that works on a run without its process.
+
+    Raises:
+        ConfigError: the judge's API key is not set, or its model has no batch API.
+    """
+    from judge_engine.providers import endpoint_for
+    from judge_engine.providers.batch import batch_api_for
+
+    endpoint = endpoint_for(judge)
+    return batch_api_for(endpoint.model, endpoint.api_base, api_key=endpoint.api_key, judge=judge.name)

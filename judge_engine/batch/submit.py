@@ -163,4 +163,10 @@ class Submitter:
         self.driver.note(f"{chunk.chunk_id}: refused by the provider's quota; sent again later")
 
     def metadata(self, chunk: Chunk) -> dict[str, str]:
-        return {"judge_engine_run": self.driver.store.run_dir.name, "judge_engine_chunk": chunk.chunk_id}
+        return chunk_metadata(self.driver.store.run_dir.name, chunk.chunk_id)
+
+
+def chunk_metadata(run_name: str, chunk_id: str) -> dict[str, str]:
+    """What a chunk's batch carries, where the API keeps metadata (OpenAI): the run directory's
+    name and the chunk's id, by which it is found again."""
+    return {"judge_engine_run": run_name, "judge_engine_chunk": chunk_id}

@@ -9,7 +9,8 @@
 ``cli/meta.py``           ``meta``: a judge against human judgments (:mod:`judge_engine.stats`)
 ``cli/calibrate.py``      ``calibrate``: a cascade's confidence thresholds (:mod:`judge_engine.calibration`)
 ``cli/export.py``         ``export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.export`)
-``cli/status.py``         ``status``: how far a run is, its batches' states, without its process
+``cli/status.py``         ``status``: how far a run is, its batches' states, without its process;
+                          ``cancel``: a stopped run's open batches cancelled at the provider
 ``cli/protocols.py``      ``protocols`` and ``schemas``: what the judging protocols are
 ``cli/cdat.py``           ``cdat-baselines``: CDAT's Random (or a run's Common) baseline file
 ``cli/view.py``           ``view``: runs audited in the browser (:mod:`judge_engine.viewer`)

@@ -445,9 +445,10 @@ BATCH_ROWS = 6
 
 
 def chunk_parts(view: ChunkView) -> list[str]:
-    """One batch's figures: ``mqm-r1-00002 in_progress``, ``2,000/5,000 done``, ``12 failed``,
-    ``age 2h58m``."""
-    parts = [f"{view.chunk} {view.status}", f"{view.completed:,}/{view.requests:,} done"]
+    """One batch's figures: ``mqm-r1-00002 in_progress``, the provider's batch id,
+    ``2,000/5,000 done``, ``12 failed``, ``age 2h58m``."""
+    parts = [f"{view.chunk} {view.status}", *([view.batch_id] if view.batch_id else []),
+             f"{view.completed:,}/{view.requests:,} done"]
     parts += [f"{n:,} {what}" for n, what in ((view.failed, "failed"), (view.expired, "expired")) if n]
     age = view.age_s
     return parts if age is None else [*parts, f"age {_duration(age)}"]
@@ -508,13 +509,17 @@ def status_report(report: RunStatusReport, console: Console) -> None:
                       highlight=False)
         if not judge.chunks:
             continue
-        columns = [Column(c, justify="left" if c in ("batch", "state") else "right", key=c == "batch")
-                   for c in ("batch", "round", "state", "requests", "done", "failed", "expired", "age")]
+        # The provider's id beside the state: at 80 columns the figures go to a second part.
+        columns = [Column(c, justify="left" if c in ("chunk", "state", "provider's batch") else "right",
+                          key=c == "chunk")
+                   for c in ("chunk", "state", "provider's batch", "round", "requests", "done", "failed", "expired",
+                             "age")]
         rows = []
         for view in judge.chunks:
             age = view.age_s if view.open else None
-            rows.append([view.chunk, str(view.round), view.status, f"{view.requests:,}", f"{view.completed:,}",
-                         f"{view.failed:,}", f"{view.expired:,}", _duration(age) if age is not None else ""])
+            rows.append([view.chunk, view.status, view.batch_id or "-", str(view.round), f"{view.requests:,}",
+                         f"{view.completed:,}", f"{view.failed:,}", f"{view.expired:,}",
+                         _duration(age) if age is not None else ""])
         console.print(FitTable(columns, rows, title_justify="left", box=False))
 
 

@@ -1,5 +1,6 @@
 """``judge-engine status RUN_DIR``: how far a run is, from its files, with or without its process,
-and what goes on with it: why it stopped or failed, and the command that continues it."""
+and what goes on with it: why it stopped or failed, and the command that continues it. Beside
+it, ``judge-engine cancel RUN_DIR``: the run's open batches cancelled at the provider."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from judge_engine.cli import EXIT_OK
+from judge_engine.cli import EXIT_FAILED, EXIT_OK
 
 if TYPE_CHECKING:
     from judge_engine.batch.status import RunStatusReport
@@ -22,6 +23,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         help="ask the provider for each open batch's state now (needs the run's API key; "
                              "writes nothing)")
     status.set_defaults(handler=status_command)
+    cancel = commands.add_parser("cancel", help="cancel a stopped run's open batches at the provider (a later resume "
+                                                "keeps what they answered and sends the rest)")
+    cancel.add_argument("run_dir", type=Path)
+    cancel.add_argument("--judge", action="append", default=[], metavar="NAME",
+                        help="only this judge's batches (repeatable)")
+    cancel.set_defaults(handler=cancel_command)
 
 
 def status_command(args: argparse.Namespace) -> int:
@@ -33,6 +40,31 @@ def status_command(args: argparse.Namespace) -> int:
     status_report(report, console)
     what_next(report, console)
     return EXIT_OK
+
+
+def cancel_command(args: argparse.Namespace) -> int:
+    from judge_engine.batch.cancel import cancel_run
+    from judge_engine.cli.display import Column, command, make_console, print_table, say
+    from judge_engine.cli.run import resume_command_line
+
+    run_dir = args.run_dir.resolve()
+    cancels = cancel_run(run_dir, judges=args.judge)
+    console = make_console()
+    if not cancels:
+        say(console, "No open batch in this run: nothing to cancel.")
+        return EXIT_OK
+    said = {"cancelled": "cancel sent", "ended": "had ended: resume collects it", "not sent": "no batch at the provider",
+            "unsure": "left alone", "failed": "failed", "demo": "a demo run"}
+    rows = [[c.chunk, c.batch_id or "-", c.status, said[c.outcome] + (f": {c.note}" if c.note else "")]
+            for c in cancels]
+    print_table(f"{sum(c.outcome == 'cancelled' for c in cancels)} of {len(cancels)} open batches cancelled",
+                [Column("chunk", key=True), "provider's batch", "status", Column("result", wrap=True,
+                                                                                  fold_long_words=True)],
+                rows, console=console, title_justify="left")
+    if any(c.outcome in ("cancelled", "ended", "unsure") for c in cancels):
+        command(console, resume_command_line(run_dir, {}), lead="A resume collects what they answered and sends the "
+                "rest (the next batch round, or online: batch.fallback):")
+    return EXIT_FAILED if any(c.outcome == "failed" for c in cancels) else EXIT_OK
 
 
 def what_next(report: RunStatusReport, console: Console) -> None:

@@ -255,3 +255,13 @@ def stopped_early(content: str, draw: float) -> str:
 def body_digest(body: bytes) -> bytes:
     """8-byte identity of a request body (distinct-body tracking and fault draws)."""
     return hashlib.blake2b(body, digest_size=8).digest()
+
+
+def prompt_key(messages: Sequence[Message]) -> str:
+    """A conversation's identity through its re-asks and retries: its messages before the first
+    re-ask, hashed (16 hex digits). The chat route counts requests per prompt key, so a test can
+    count what each task (one item, one temperature, one repeat) sent online."""
+    digest = hashlib.blake2b(digest_size=8)
+    for message in strip_reasks(messages):
+        digest.update(f"{message['role']}\x00{message['content']}\x00".encode())
+    return digest.hexdigest()

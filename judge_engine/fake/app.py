@@ -9,7 +9,7 @@ Routes::
     POST /v1/messages/batches, GET /v1/messages/batches[/{id}[/results]],
          POST /v1/messages/batches/{id}/cancel                   Anthropic's Message Batches
     GET  /_fake/stats           counters (see :class:`~judge_engine.fake.state.Stats`; with the
-                                batch submissions per task)
+                                batch submissions per task and the chat requests per prompt)
     GET  /_fake/config          the live config (API key redacted)
     POST /_fake/config          JSON Merge Patch into the live config; answers the new config
     POST /_fake/reset           clear counters, seen bodies and rate windows
@@ -45,6 +45,7 @@ from judge_engine.fake.answers import (
     finish,
     is_json_mode,
     logprobs_field,
+    prompt_key,
     read_messages,
     requested_top,
     with_logprobs,
@@ -292,6 +293,7 @@ class FakeApp:
             return _json(400, error_body(str(exc), "invalid_request_error"))
         model = payload["model"]
         self.stats.by_model[model] += 1
+        self.stats.by_prompt[prompt_key(messages)] += 1
         digest = body_digest(body)
         seen_before = self.stats.arrived(digest)
         now = self.now()

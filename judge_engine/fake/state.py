@@ -125,6 +125,8 @@ class Stats:
         self.by_fault: Counter[str] = Counter()
         self.by_model: Counter[str] = Counter()
         self.by_protocol: Counter[str] = Counter()
+        self.by_prompt: Counter[str] = Counter()
+        """Requests per :func:`~judge_engine.fake.answers.prompt_key` (every one that was read)."""
         self.accepted_requests = 0
         self.accepted_tokens = 0
         self.first_accepted_s: float | None = None
@@ -154,6 +156,7 @@ class Stats:
             "by_fault": dict(sorted(self.by_fault.items())),
             "by_model": dict(sorted(self.by_model.items())),
             "by_protocol": dict(sorted(self.by_protocol.items())),
+            "by_prompt": dict(self.by_prompt),
             "rate_limited": self.by_status.get(429, 0),
             "accepted_requests": self.accepted_requests,
             "accepted_tokens": self.accepted_tokens,

@@ -39,6 +39,7 @@ def test_the_live_view_shows_each_open_batch_whole_at_any_width(width: int) -> N
     assert "9 open batches (openai)" in text and "1,234 waiting for the next round" in text
     assert text.count("in_progress") == 6 and "... 3 more" in text  # six shown, the rest counted
     assert "12,345/50,000" in text and "678 failed" in text and "age 3h00m" in text
+    assert all(f"batch_{n}" in text for n in range(6))  # the provider's id beside each
     assert "r1-00099" not in text  # collected: not open
     lines = batch_lines(judges, width=width)
     assert lines and all(len(line) < width for line in lines)

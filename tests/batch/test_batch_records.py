@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from judge_engine.batch.board import BatchBoard, ChunkView, provider_ids
 from judge_engine.batch.ledger import Ledger, custom_id, read_ledgers, task_of
 from judge_engine.errors import RunDirError
 from judge_engine.jsonio import dumps_line
-from judge_engine.records import BATCHES, BatchCarry, BatchEvent, batch_line
+from judge_engine.records import BATCHES, BatchCarry, BatchEvent, Manifest, batch_line
+from judge_engine.resumption import Resumption
 
 AT = "2026-01-01T00:00:00.000+00:00"
 
@@ -77,3 +79,31 @@ def test_the_ledger_folds_chunks_and_carries(tmp_path: Path) -> None:
     assert ledger.in_flight() == {"b2:bb", "b2:cc"} and ledger.next_sequence() == 3
     assert list(ledgers["k"].chunks) == ["k-r1-00001"]
     assert Ledger().in_flight() == set()
+
+
+def test_the_manifest_names_each_chunks_provider_batch_and_reads_without_them() -> None:
+    """``run.json``'s ``batches`` (judge -> chunk -> the provider's batch id), added within
+    manifest version 1: a manifest written before it reads with none."""
+    base = {"format": "judge-engine-run", "version": 1, "run_id": "run"}
+    assert Manifest.from_dict(base).batches == {}
+    manifest = Manifest.from_dict({**base, "batches": {"j": {"j-r1-00001": "batch_abc", "j-r2-00002": "batch_def"}}})
+    assert manifest.batches == {"j": {"j-r1-00001": "batch_abc", "j-r2-00002": "batch_def"}}
+    assert Manifest.from_dict(manifest.to_dict()).batches == manifest.batches
+    assert "batches" not in Manifest.from_dict(base).to_dict()  # an online run's manifest is as it was
+
+
+def test_a_resumed_session_counts_the_leading_rows_it_skips_as_finished() -> None:
+    """What the batch driver asks before it records or sends anything of an earlier session's
+    chunk or carry: a task of the leading items skipped unread is finished, like the others."""
+    resumption = Resumption(skip_rows=5, skip_tasks=5, done=frozenset({"b2:late"}), again=frozenset({"b2:retried"}))
+    assert resumption.finished("b2:early", 4) and resumption.finished("b2:late", 9)
+    assert not resumption.finished("b2:open", 5) and not resumption.finished("b2:retried", 7)
+    assert not resumption.finished("b2:unknown-row", -1)
+
+
+def test_provider_ids_come_from_the_boards_once_read_else_from_the_manifest() -> None:
+    board = BatchBoard(chunks=[ChunkView("j-r1-00001", 1, 10, "in_progress", "batch_new"),
+                               ChunkView("j-r1-00002", 1, 10, "refused", None)])
+    recorded = {"j": {"j-r1-00001": "batch_old"}, "k": {"k-r1-00001": "msgbatch_k"}}
+    assert provider_ids({"j": board, "k": BatchBoard()}, recorded) == {"j": {"j-r1-00001": "batch_new"},
+                                                                       "k": {"k-r1-00001": "msgbatch_k"}}

@@ -11,6 +11,7 @@ import yaml
 
 from judge_engine import session
 from judge_engine.fake import FakeServer
+from judge_engine.fake.batches import request_draws
 from judge_engine.providers.catalog import batch_cost_per_token
 from judge_engine.store import iter_batch_lines
 from tests.batch.conftest import batch_job, rounds_needed
@@ -272,6 +273,28 @@ def test_resume_retry_judges_a_batch_runs_unscored_tasks_again_once(tmp_path: Pa
     # from the start, in a batch: a fresh first attempt, not the old conversation carried on online
     assert all(o["attempts"] == 1 and o["reasks"] == 0 for o in outcomes[6:])
     assert set(batch_server.stats()["batch_submissions"].values()) == {2}
+
+
+def test_resume_retry_carries_a_retried_tasks_failed_request_into_the_next_round(
+        tmp_path: Path, batch_server: FakeServer) -> None:
+    """A task judged again by ``--retry`` whose fresh request fails in its batch goes on to the
+    next round like any other (the old carries of retried tasks are moot, not the new ones)."""
+    batch_server.update(malformed_rate=1.0, batch={"failure_rate": 0.4})
+    job = batch_job(tmp_path, batch_server, items=10, batch={"max_rounds": 3}, judge={"retries": {"reasks": 0}})
+    assert session.run(job.config).counts.scored == 0
+    batch_server.update(malformed_rate=0.0)
+    document = yaml.safe_load(job.config.read_text())
+    document["cache"]["enabled"] = False  # the cache would hand back the same unreadable answers
+    job.config.write_text(yaml.safe_dump(document))
+    tasks = [o["task_id"] for o in read_lines(job.only_run() / "outcomes.jsonl")]
+    failing = {t: sum(request_draws(f"{t[3:]}-{r}")[0] < 0.4 for r in (1, 2, 3)) for t in tasks}
+    assert any(0 < n < 3 for n in failing.values())  # the same draws fail their first rounds again
+    again = session.resume(job.only_run(), retry="unscored")
+    assert again.counts.scored == sum(n < 3 for n in failing.values())
+    assert again.counts.unscored_by_code == ({"transport_exhausted": 10 - again.counts.scored} if again.counts.unscored
+                                             else {})
+    outcomes = read_lines(job.only_run() / "outcomes.jsonl")
+    assert Counter(o["task_id"] for o in outcomes) == Counter({o["task_id"]: 2 for o in outcomes})
 
 
 def test_a_batch_run_is_rescored_from_its_transcripts_without_a_batch_or_a_call(
