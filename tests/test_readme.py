@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from judge_engine.embeddings import minilm_problem
 
 REPO = Path(__file__).resolve().parents[1]
@@ -51,6 +53,7 @@ def test_the_readme_has_the_commands_a_user_pastes() -> None:
         assert any(c.startswith(f"judge-engine {verb} ") for c in commands), verb
 
 
+@pytest.mark.timeout(900)  # every README command in its own process: ~25 of them, ~3 s of imports each
 def test_readme_commands_pasted_in_order_work(tmp_path: Path) -> None:
     shutil.copytree(REPO / "examples", tmp_path / "examples",
                     ignore=shutil.ignore_patterns("runs", ".judge_cache"))
