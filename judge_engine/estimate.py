@@ -20,6 +20,7 @@ from typing import Generic, NamedTuple, TypeVar
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig
 from judge_engine.errors import VerdictError
+from judge_engine.money import dollars
 from judge_engine.plan import iter_tasks, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint
@@ -241,11 +242,11 @@ def budget_warnings(plans: Sequence[JudgePlan], config: JobConfig) -> list[str]:
     for plan in plans:
         budget = budgets[plan.judge]
         if budget.max_cost_usd is not None and plan.cost is not None and plan.cost.low > budget.max_cost_usd:
-            warnings.append(f"{plan.judge}: estimated ${plan.cost.low:.4f} is over its budget of ${budget.max_cost_usd:g}: "
+            warnings.append(f"{plan.judge}: estimated {dollars(plan.cost.low)} is over its budget of {dollars(budget.max_cost_usd)}: "
                             "it will stop there (resume --budget continues)")
         elif budget.max_cost_usd is not None and plan.cost is not None and plan.cost.high > budget.max_cost_usd:
-            warnings.append(f"{plan.judge}: with re-asks up to ${plan.cost.high:.4f}, over its budget of "
-                            f"${budget.max_cost_usd:g}")
+            warnings.append(f"{plan.judge}: with re-asks up to {dollars(plan.cost.high)}, over its budget of "
+                            f"{dollars(budget.max_cost_usd)}")
         if budget.max_hours is not None and plan.wall_s.low > budget.max_hours * 3600:
             warnings.append(f"{plan.judge}: estimated {plan.wall_s.low / 3600:.1f} h is over its budget of "
                             f"{budget.max_hours:g} h")
@@ -254,10 +255,10 @@ def budget_warnings(plans: Sequence[JudgePlan], config: JobConfig) -> list[str]:
     if run.max_cost_usd is not None and priced:
         low, high = sum(c.low for c in priced), sum(c.high for c in priced)
         if low > run.max_cost_usd:
-            warnings.append(f"the run: estimated ${low:.4f} is over its budget of ${run.max_cost_usd:g}: it will stop "
+            warnings.append(f"the run: estimated {dollars(low)} is over its budget of {dollars(run.max_cost_usd)}: it will stop "
                             "there (resume --budget continues)")
         elif high > run.max_cost_usd:
-            warnings.append(f"the run: with re-asks up to ${high:.4f}, over its budget of ${run.max_cost_usd:g}")
+            warnings.append(f"the run: with re-asks up to {dollars(high)}, over its budget of {dollars(run.max_cost_usd)}")
     longest = max((p.wall_s.low for p in plans), default=0.0)
     if run.max_hours is not None and longest > run.max_hours * 3600:
         warnings.append(f"the run: estimated {longest / 3600:.1f} h is over its budget of {run.max_hours:g} h")

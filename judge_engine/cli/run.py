@@ -192,7 +192,9 @@ def resume_command_line(run_dir: Path, unscored_by_code: Mapping[str, int]) -> s
 def budget_advice(stop: BudgetStop, run_dir: Path) -> tuple[str, str]:
     """(what to do, the command) after a budget stopped a run: the run's budget is raised on the
     command line (and recorded for later resumes); a judge's own budget is in the config."""
-    limit = f"${stop.limit:g}" if stop.kind == "cost" else f"{stop.limit:g} h"
+    from judge_engine.money import dollars
+
+    limit = dollars(stop.limit) if stop.kind == "cost" else f"{stop.limit:g} h"
     if stop.scope == "run":
         more = "--budget USD" if stop.kind == "cost" else "--budget-hours HOURS"
         return (f"The tasks not sent are left for later; continue with a budget above {limit}:",

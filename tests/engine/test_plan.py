@@ -12,6 +12,7 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.errors import VerdictError
+from judge_engine.money import dollars
 from judge_engine.providers.catalog import load_litellm
 from tests.engine.conftest import make_job
 
@@ -101,4 +102,4 @@ def test_plan_is_readable_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFi
         assert f"{plan.completion_tokens.low:,}" in out and f"to {plan.completion_tokens.high:,}" in out
         assert plan.judge in out and plan.bound_by in out
         if plan.cost is not None:
-            assert f"{plan.cost.low:.4f}" in out and f"to {plan.cost.high:.4f}" in out
+            assert dollars(plan.cost.low) in out and f"to {dollars(plan.cost.high)}" in out
