@@ -63,7 +63,8 @@ class JudgePlan:
     """None when litellm has no price for the model."""
     wall_s: Span[float]
     bound_by: str
-    """The ceiling that sets the wall time: ``RPM``, ``TPM`` or ``latency`` (x concurrency)."""
+    """The ceiling that sets the wall time, in words (:func:`wall_time`): ``RPM-bound``,
+    ``TPM-bound``, ``concurrency-bound``, ``latency-bound``; ``batch window`` in batch mode."""
     tokens_exact: bool
     """False when the prompt tokens are an estimate (``token_note`` says why)."""
     token_note: str
@@ -222,15 +223,19 @@ def _notes(judge: JudgeConfig, protocol: Protocol) -> tuple[str, ...]:
 
 
 def wall_time(judge: JudgeConfig, requests: int, tokens: int, latency_s: float) -> tuple[float, str]:
-    """Lower bound on the wall time: the slowest of the three ceilings (``latency`` is the
-    assumed latency x ``requests`` / concurrency). Several deployments add their limits up."""
+    """Lower bound on the wall time, and which limit sets it, in the words ``plan`` prints: the
+    slowest of the request rate (``RPM-bound``), the token rate (``TPM-bound``), the calls that
+    can be in flight at once (``concurrency-bound``: the assumed latency x ``requests`` /
+    concurrency) and, for fewer requests than that, one call's latency (``latency-bound``).
+    Several deployments add their limits up."""
     every = [d.limits or judge.limits for d in judge.deployments] or [judge.limits]
     concurrency = sum(limits.concurrency for limits in every)
-    options = {"latency": requests * latency_s / concurrency}
+    options = {"latency-bound": latency_s if requests else 0.0,
+               "concurrency-bound": requests * latency_s / concurrency}
     if all(limits.rpm for limits in every):
-        options["RPM"] = requests / sum(limits.rpm or 0.0 for limits in every) * 60
+        options["RPM-bound"] = requests / sum(limits.rpm or 0.0 for limits in every) * 60
     if all(limits.tpm for limits in every):
-        options["TPM"] = tokens / sum(limits.tpm or 0.0 for limits in every) * 60
+        options["TPM-bound"] = tokens / sum(limits.tpm or 0.0 for limits in every) * 60
     bound = max(options, key=lambda k: options[k])
     return options[bound], bound
 
