@@ -19,8 +19,9 @@ column                      type   what
 ``verdict.<list>.count``    int    the list's length (MQM errors, expressions, words...)
 ``verdict.<list>.<sev>``    int    ``critical``, ``major``, ``minor``: for a list of objects
                                    with a ``severity`` (MQM errors), how many of each
-``item.<field>``            \\-    ``--with-items``: the item's fields after the config's field
-                                   mapping (as the prompts saw them), ``id`` left out
+``item.<field>``            \\-    ``--with-items`` (``load_run(with_items=True)``): the item's
+                                   fields after the config's field mapping (as the prompts saw
+                                   them), ``id`` left out
 ==========================  =====  ==============================================================
 
 Wide form (``--wide``), one row per item: ``item_id`` (and ``item.<field>``), then per task key
