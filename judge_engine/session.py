@@ -15,7 +15,10 @@ Nothing here prints. What a person watches (the live display, progress lines) re
 :class:`~judge_engine.runtime.RunProgress` that the session fills in; the session never calls
 back into the command line. Signals: the first Ctrl-C (or SIGTERM) stops dispatching at once and
 gives the calls in flight :data:`GRACE_S` seconds; a second one cancels them. Either way the
-manifest says ``cancelled`` and :func:`resume` finishes the job.
+manifest says ``cancelled`` and :func:`resume` finishes the job, unless every task had finished
+by then: that run completed, whenever the Ctrl-C came. Once the engine is done the run is being
+recorded, and a Ctrl-C changes nothing until the session returns: what ``run.json`` says is
+what the command reports (:class:`Interrupts`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import os
 import platform
 import signal
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -366,12 +369,23 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
         manifest = prepared.manifest if not prepared.config.juries else settle_juries(
             prepared.run_dir, prepared.config, prepared.protocols, prepared.manifest)
         return RunResult(prepared.run_dir, "completed", manifest, already_complete=True, started_by=started_by)
+    recorded: list[RunResult] = []
     try:
         with endpoints(prepared) as where:
-            result = asyncio.run(execute(prepared, where, progress=progress, retry=retry))
+            asyncio.run(_kept(execute(prepared, where, progress=progress, retry=retry), recorded))
+    except KeyboardInterrupt:
+        if not recorded:
+            raise
+        # The run was recorded before this Ctrl-C: run.json says how it ended, and so does the result.
     finally:
         progress.finished = True
-    return dataclasses.replace(result, started_by=started_by)
+    return dataclasses.replace(recorded[0], started_by=started_by)
+
+
+async def _kept(session: Coroutine[Any, Any, RunResult], into: list[RunResult]) -> None:
+    """Await ``session`` and keep its result in ``into`` (so a Ctrl-C during the event loop's
+    shutdown does not lose a run that was recorded)."""
+    into.append(await session)
 
 
 async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence[Endpoint]], *, progress: RunProgress | None = None,
@@ -396,6 +410,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         point_latest(run_dir)
     cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled)
     runtimes: list[JudgeRuntime] = []
+    interrupts: Interrupts | None = None
     try:
         resumed = resumptions(store.index, [j.name for j in prepared.config.judges], retry)
         guard = guard_for(prepared.config, prepared.manifest.sessions,
@@ -416,7 +431,8 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         store.write_manifest(manifest)
         progress.start(engine)
         main = asyncio.current_task()
-        restore = _install_signals(engine, main, progress) if install_signals else (lambda: None)
+        if install_signals:
+            interrupts = Interrupts(engine, main, progress)
         checkpoints = asyncio.create_task(_checkpoint(store, manifest))
         try:
             outcome = await engine.run()
@@ -425,8 +441,10 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
             if main is not None:
                 main.uncancel()
         finally:
-            restore()
+            if interrupts is not None:
+                interrupts.recording()
             checkpoints.cancel()
+        outcome = _settled(outcome, runtimes)
         if outcome.status != "cancelled":  # a Ctrl-C wants out; resume writes them
             write_jury_outcomes(store, prepared.config, prepared.protocols)
         session.update(ended_at=utc_now(), status=outcome.status,
@@ -447,6 +465,16 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
             cache.close()  # writes the last batch of answers, which can fail (disk full)
         finally:
             store.close()
+            if interrupts is not None:
+                interrupts.restore()
+
+
+def _settled(outcome: EngineResult, runtimes: Sequence[JudgeRuntime]) -> EngineResult:
+    """A stop that came when every judge had finished every task changes nothing: the run
+    completed (``run.json`` and the exit code say so), however close the Ctrl-C came."""
+    if outcome.status == "cancelled" and runtimes and all(j.counters.done >= j.counters.total for j in runtimes):
+        return dataclasses.replace(outcome, status="completed")
+    return outcome
 
 
 def _listed(where: Endpoint | Sequence[Endpoint]) -> list[Endpoint]:
@@ -512,33 +540,50 @@ async def _close_providers(runtimes: list[JudgeRuntime]) -> None:
                 await deployment.provider.aclose()
 
 
-def _install_signals(engine: Engine, main: asyncio.Task[Any] | None, progress: RunProgress) -> Any:
-    loop = asyncio.get_running_loop()
-    count = 0
+class Interrupts:
+    """Ctrl-C and SIGTERM during a session. While the engine runs, the first stops dispatching
+    (the calls in flight finish, within :data:`GRACE_S` seconds) and the second cancels those
+    calls. Once the engine is done (:meth:`recording`), a signal changes nothing: the run is
+    being recorded, and a Ctrl-C then must not leave ``run.json`` saying one thing and the exit
+    code another. :meth:`restore` hands the signals back when the session ends."""
 
-    def on_signal() -> None:
-        nonlocal count
-        count += 1
-        if main is None:
-            engine.request_stop()
+    def __init__(self, engine: Engine, main: asyncio.Task[Any] | None, progress: RunProgress) -> None:
+        self._engine, self._main, self._progress = engine, main, progress
+        self._loop = asyncio.get_running_loop()
+        self._count = 0
+        self._recording = False
+        self._grace: asyncio.TimerHandle | None = None
+        self._installed: list[signal.Signals] = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._loop.add_signal_handler(sig, self._on_signal)
+                self._installed.append(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+    def _on_signal(self) -> None:
+        if self._recording:
             return
-        if count >= 2:
+        self._count += 1
+        main = self._main
+        if main is None:
+            self._engine.request_stop()
+            return
+        if self._count >= 2:
             main.cancel()
             return
-        engine.request_stop()
-        progress.stop_requested_at = time.monotonic()
-        loop.call_later(GRACE_S, lambda: main.cancel() if not main.done() else None)
+        self._engine.request_stop()
+        self._progress.stop_requested_at = time.monotonic()
+        self._grace = self._loop.call_later(GRACE_S, lambda: main.cancel() if not main.done() else None)
 
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError):
-            pass
+    def recording(self) -> None:
+        """The engine is done: from now on a signal changes nothing (and the grace period's
+        cancel, if one is pending, is called off)."""
+        self._recording = True
+        if self._grace is not None:
+            self._grace.cancel()
 
-    def restore() -> None:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-    return restore
+    def restore(self) -> None:
+        for sig in self._installed:
+            self._loop.remove_signal_handler(sig)
+        self._installed.clear()
