@@ -26,9 +26,11 @@ EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/config.yaml
 EXPECTED: dict[str, dict[str, Any]] = {
     "cdat": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
                         "gate": "needs the Random baseline",
-                        "cdat_score": "needs the gate", "elbow": "needs both baselines"},
+                        "cdat_score": "needs the gate", "elbow": "needs both baselines",
+                        "judge_agreement": "generation run (cdat, dat): each model is scored on lists it wrote",
+                        "temperatures": "generation run (cdat, dat): a list at another temperature is a new answer"},
              "notes": {"pareto": "Random, Common not given"},
-             "plots": {"distributions.png", "judge_agreement.png", "cdat_plane.png"}},
+             "plots": {"distributions.png", "cdat_plane.png"}},
     "bws": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
                        "temperatures": "needs 2+ temperatures", "distribution": "no per-item score",
                        "judge_agreement": "no per-item score"},
