@@ -73,7 +73,7 @@ def test_stats_with_both_baselines_shows_every_section_finite(
     assert all(r["cdat"] == novelty[(r["judge"], r["temperature"])] for r in s["cdat_score"]["rows"])
     front = [r for r in s["pareto"]["rows"] if r["front"]]
     assert {r["point"] for r in s["pareto"]["rows"]} >= {"Random", "Common"} and front
-    assert {p.name for p in plots.iterdir()} == {"distributions.png", "judge_agreement.png", "cdat_plane.png"}
+    assert {p.name for p in plots.iterdir()} == {"distributions.png", "cdat_plane.png"}  # no agreement between models
     assert (plots / "cdat_plane.png").read_bytes()[:4] == b"\x89PNG"
 
 
