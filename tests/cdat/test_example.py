@@ -106,5 +106,6 @@ def test_without_the_embeddings_extra_the_example_refuses_to_start_and_says_how_
     code = main(["run", str(EXAMPLE / "config.yaml"), "--demo", "--no-live", "--output", str(tmp_path / "runs"),
                  "--cache-dir", str(tmp_path / "cache")])
     err = capsys.readouterr().err
-    assert code == 2 and "pip install 'judge-engine[embeddings]'" in err and "torch==2.13.0" in err
+    assert code == 2 and "pip install 'judge-engine[embeddings]'" in err
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in err  # the CPU build, not PyPI's CUDA one
     assert "embedder: none" in err and not (tmp_path / "runs").exists()  # nothing sent, nothing spent
