@@ -13,12 +13,12 @@ run(config) / resume(run_dir)
 
 Nothing here prints. What a person watches (the live display, progress lines) reads a
 :class:`~judge_engine.runtime.RunProgress` that the session fills in; the session never calls
-back into the command line. Signals: the first Ctrl-C (or SIGTERM) stops dispatching at once and
-gives the calls in flight :data:`GRACE_S` seconds; a second one cancels them. Either way the
-manifest says ``cancelled`` and :func:`resume` finishes the job, unless every task had finished
-by then: that run completed, whenever the Ctrl-C came. Once the engine is done the run is being
-recorded, and a Ctrl-C changes nothing until the session returns: what ``run.json`` says is
-what the command reports (:class:`Interrupts`).
+back into the command line. Signals (:mod:`judge_engine.interrupts`): the first Ctrl-C (or
+SIGTERM) stops dispatching at once and gives the calls in flight 10 s; a second one cancels them.
+Either way the manifest says ``cancelled`` and :func:`resume` finishes the job, unless every task
+had finished by then: that run completed, whenever the Ctrl-C came. Once the engine is done the
+run is being recorded, and a Ctrl-C changes nothing until the session returns: what ``run.json``
+says is what the command reports.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ import contextlib
 import dataclasses
 import os
 import platform
-import signal
 import time
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from judge_engine.config import JobConfig, JudgeConfig, Limits, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint
 from judge_engine.engine import Engine, EngineResult
 from judge_engine.errors import ConfigError, RunDirError
+from judge_engine.interrupts import Interrupts
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
 from judge_engine.plan import build_protocol, run_id, scan_for, template_hashes
 from judge_engine.protocols import Protocol
@@ -66,8 +66,6 @@ from judge_engine.resumption import resumptions, retry_codes
 from judge_engine.runtime import JudgeRuntime, RunProgress, build_runtime
 from judge_engine.store import RunStore, read_manifest, utc_now
 
-GRACE_S = 10.0
-"""How long in-flight calls may finish after the first Ctrl-C."""
 CHECKPOINT_S = 30.0
 """How often a running run's manifest is rewritten with its counts and spend."""
 LATEST = "latest"
@@ -538,52 +536,3 @@ async def _close_providers(runtimes: list[JudgeRuntime]) -> None:
         with contextlib.suppress(Exception):
             for deployment in runtime.deployments:
                 await deployment.provider.aclose()
-
-
-class Interrupts:
-    """Ctrl-C and SIGTERM during a session. While the engine runs, the first stops dispatching
-    (the calls in flight finish, within :data:`GRACE_S` seconds) and the second cancels those
-    calls. Once the engine is done (:meth:`recording`), a signal changes nothing: the run is
-    being recorded, and a Ctrl-C then must not leave ``run.json`` saying one thing and the exit
-    code another. :meth:`restore` hands the signals back when the session ends."""
-
-    def __init__(self, engine: Engine, main: asyncio.Task[Any] | None, progress: RunProgress) -> None:
-        self._engine, self._main, self._progress = engine, main, progress
-        self._loop = asyncio.get_running_loop()
-        self._count = 0
-        self._recording = False
-        self._grace: asyncio.TimerHandle | None = None
-        self._installed: list[signal.Signals] = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                self._loop.add_signal_handler(sig, self._on_signal)
-                self._installed.append(sig)
-            except (NotImplementedError, RuntimeError):
-                pass
-
-    def _on_signal(self) -> None:
-        if self._recording:
-            return
-        self._count += 1
-        main = self._main
-        if main is None:
-            self._engine.request_stop()
-            return
-        if self._count >= 2:
-            main.cancel()
-            return
-        self._engine.request_stop()
-        self._progress.stop_requested_at = time.monotonic()
-        self._grace = self._loop.call_later(GRACE_S, lambda: main.cancel() if not main.done() else None)
-
-    def recording(self) -> None:
-        """The engine is done: from now on a signal changes nothing (and the grace period's
-        cancel, if one is pending, is called off)."""
-        self._recording = True
-        if self._grace is not None:
-            self._grace.cancel()
-
-    def restore(self) -> None:
-        for sig in self._installed:
-            self._loop.remove_signal_handler(sig)
-        self._installed.clear()
