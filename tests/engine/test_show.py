@@ -100,7 +100,10 @@ def test_a_custom_judges_verdict_and_a_jurys_are_printed_field_by_field(
     verdict = json_judge["verdict"]  # the fields in the order the config declares them
     assert panels[0][0].startswith("reasoning: " + verdict["reasoning"][:20])
     assert f"score: {verdict['score']}" in panels[0]
-    assert f"contradicted: {', '.join(verdict['contradicted']) or 'none'}" in panels[0]
+    quotes = verdict["contradicted"]  # spans: each a record (the quote and where it was found)
+    assert (f"contradicted: {len(quotes)}" if quotes else "contradicted: none") in panels[0]
+    for quote in quotes:
+        assert any(line.startswith("- ") and quote["text"][:20] in line for line in panels[0]), quote
     jury = next(o for o in outcomes if o["judge"] == "panel" and o["item_id"] == json_judge["item_id"])
     lines = " ".join(panels[-1])
     for juror, vote in jury["verdict"]["jurors"].items():
