@@ -677,10 +677,12 @@ def plan_table(plans: Sequence[JudgePlan]) -> FitTable:
         mark = "" if plan.tokens_exact else "~"
         tasks = f"{plan.tasks:,}" + (f"\n{plan.cached:,} cached" if plan.cached else "")
         paid = plan.batch.cost if plan.batch is not None and plan.batch.in_use else plan.cost
+        # latency-bound, concurrency-bound: after the hyphen, so the column stays as narrow as TPM-bound
+        bound = plan.bound_by.replace("-bound", "-\nbound") if len(plan.bound_by) > 9 else plan.bound_by
         cost = Text("no price", style="yellow") if paid is None else _span(paid, dollars)
         rows.append([f"{plan.judge}\n{plan.model}\n{plan.protocol}", tasks,
                      _span(plan.prompt_tokens, mark + "{:,}"), _span(plan.completion_tokens, "{:,}"),
-                     cost, f"{_span(plan.wall_s, None)}\n{plan.bound_by}"])
+                     cost, f"{_span(plan.wall_s, None)}\n{bound}"])
     return FitTable(columns, rows, title="plan (dry run: nothing sent)", title_justify="left",
                     show_lines=len(plans) > 1)
 
