@@ -28,6 +28,7 @@ from typing import Any
 
 from judge_engine.config import Budget, JobConfig
 from judge_engine.errors import ConfigError
+from judge_engine.money import dollars
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +59,8 @@ class BudgetStop:
 
     @property
     def message(self) -> str:
-        what = f"${self.limit:g}" if self.kind == "cost" else f"{self.limit:g} h"
-        used = f"${self.spent:.4f} spent, ${self.committed:.4f} in flight" if self.kind == "cost" \
+        what = dollars(self.limit) if self.kind == "cost" else f"{self.limit:g} h"
+        used = f"{dollars(self.spent)} spent, {dollars(self.committed)} in flight" if self.kind == "cost" \
             else f"{self.spent:.2f} h judged"
         owner = "the run's budget" if self.scope == "run" else f"judge {self.scope}'s budget"
         return f"stopped at {owner} of {what} ({used})"

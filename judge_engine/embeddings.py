@@ -31,8 +31,10 @@ import numpy.typing as npt
 from judge_engine.errors import ConfigError
 
 INSTALL_HINT = "pip install 'judge-engine[embeddings]'"
-TORCH_FIRST = "pip install torch==2.13.0 first: the CPU build it is tested with"
-"""Said when torch is missing: an unpinned torch pulls a multi-GB CUDA build."""
+TORCH_CPU = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+"""The CPU-only build this project is tested with, from PyTorch's own CPU wheel index."""
+TORCH_FIRST = f"{TORCH_CPU} first: the CPU build it is tested with (on Linux, PyPI's torch is the CUDA build, several GB)"
+"""Said when torch is missing: an unpinned torch, or PyPI's on Linux, pulls a multi-GB CUDA build."""
 Vectors = npt.NDArray[np.float32]
 
 

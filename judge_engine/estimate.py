@@ -20,6 +20,7 @@ from typing import Generic, NamedTuple, TypeVar
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig
 from judge_engine.errors import DatasetError, TemplateError, VerdictError
+from judge_engine.money import dollars
 from judge_engine.plan import iter_tasks, render_problem, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint
@@ -62,7 +63,8 @@ class JudgePlan:
     """None when litellm has no price for the model."""
     wall_s: Span[float]
     bound_by: str
-    """The ceiling that sets the wall time: ``RPM``, ``TPM`` or ``latency`` (x concurrency)."""
+    """The ceiling that sets the wall time, in words (:func:`wall_time`): ``RPM-bound``,
+    ``TPM-bound``, ``concurrency-bound``, ``latency-bound``; ``batch window`` in batch mode."""
     tokens_exact: bool
     """False when the prompt tokens are an estimate (``token_note`` says why)."""
     token_note: str
@@ -224,15 +226,19 @@ def _notes(judge: JudgeConfig, protocol: Protocol) -> tuple[str, ...]:
 
 
 def wall_time(judge: JudgeConfig, requests: int, tokens: int, latency_s: float) -> tuple[float, str]:
-    """Lower bound on the wall time: the slowest of the three ceilings (``latency`` is the
-    assumed latency x ``requests`` / concurrency). Several deployments add their limits up."""
+    """Lower bound on the wall time, and which limit sets it, in the words ``plan`` prints: the
+    slowest of the request rate (``RPM-bound``), the token rate (``TPM-bound``), the calls that
+    can be in flight at once (``concurrency-bound``: the assumed latency x ``requests`` /
+    concurrency) and, for fewer requests than that, one call's latency (``latency-bound``).
+    Several deployments add their limits up."""
     every = [d.limits or judge.limits for d in judge.deployments] or [judge.limits]
     concurrency = sum(limits.concurrency for limits in every)
-    options = {"latency": requests * latency_s / concurrency}
+    options = {"latency-bound": latency_s if requests else 0.0,
+               "concurrency-bound": requests * latency_s / concurrency}
     if all(limits.rpm for limits in every):
-        options["RPM"] = requests / sum(limits.rpm or 0.0 for limits in every) * 60
+        options["RPM-bound"] = requests / sum(limits.rpm or 0.0 for limits in every) * 60
     if all(limits.tpm for limits in every):
-        options["TPM"] = tokens / sum(limits.tpm or 0.0 for limits in every) * 60
+        options["TPM-bound"] = tokens / sum(limits.tpm or 0.0 for limits in every) * 60
     bound = max(options, key=lambda k: options[k])
     return options[bound], bound
 
@@ -244,11 +250,11 @@ def budget_warnings(plans: Sequence[JudgePlan], config: JobConfig) -> list[str]:
     for plan in plans:
         budget = budgets[plan.judge]
         if budget.max_cost_usd is not None and plan.cost is not None and plan.cost.low > budget.max_cost_usd:
-            warnings.append(f"{plan.judge}: estimated ${plan.cost.low:.4f} is over its budget of ${budget.max_cost_usd:g}: "
+            warnings.append(f"{plan.judge}: estimated {dollars(plan.cost.low)} is over its budget of {dollars(budget.max_cost_usd)}: "
                             "it will stop there (resume --budget continues)")
         elif budget.max_cost_usd is not None and plan.cost is not None and plan.cost.high > budget.max_cost_usd:
-            warnings.append(f"{plan.judge}: with re-asks up to ${plan.cost.high:.4f}, over its budget of "
-                            f"${budget.max_cost_usd:g}")
+            warnings.append(f"{plan.judge}: with re-asks up to {dollars(plan.cost.high)}, over its budget of "
+                            f"{dollars(budget.max_cost_usd)}")
         if budget.max_hours is not None and plan.wall_s.low > budget.max_hours * 3600:
             warnings.append(f"{plan.judge}: estimated {plan.wall_s.low / 3600:.1f} h is over its budget of "
                             f"{budget.max_hours:g} h")
@@ -257,10 +263,10 @@ def budget_warnings(plans: Sequence[JudgePlan], config: JobConfig) -> list[str]:
     if run.max_cost_usd is not None and priced:
         low, high = sum(c.low for c in priced), sum(c.high for c in priced)
         if low > run.max_cost_usd:
-            warnings.append(f"the run: estimated ${low:.4f} is over its budget of ${run.max_cost_usd:g}: it will stop "
+            warnings.append(f"the run: estimated {dollars(low)} is over its budget of {dollars(run.max_cost_usd)}: it will stop "
                             "there (resume --budget continues)")
         elif high > run.max_cost_usd:
-            warnings.append(f"the run: with re-asks up to ${high:.4f}, over its budget of ${run.max_cost_usd:g}")
+            warnings.append(f"the run: with re-asks up to {dollars(high)}, over its budget of {dollars(run.max_cost_usd)}")
     longest = max((p.wall_s.low for p in plans), default=0.0)
     if run.max_hours is not None and longest > run.max_hours * 3600:
         warnings.append(f"the run: estimated {longest / 3600:.1f} h is over its budget of {run.max_hours:g} h")

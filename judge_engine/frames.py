@@ -9,6 +9,7 @@ million tasks is never a million Python rows. pandas and pyarrow are the ``data`
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,8 @@ def _pandas() -> Any:
     return pandas
 
 
-def load_run(path: str | Path, *, transcripts: bool = False) -> pd.DataFrame:
+def load_run(path: str | Path, *, transcripts: bool = False, with_items: bool = False,
+             items: str | Path | None = None) -> pd.DataFrame:
     """A run directory as a pandas DataFrame, in one call.
 
     Args:
@@ -50,6 +52,13 @@ def load_run(path: str | Path, *, transcripts: bool = False) -> pd.DataFrame:
             number, re-ask, cache hit, latency, usage, cost, finish reason, error, the answer's
             content) instead of one row per task. The request messages are not in it: read
             them with ``judge-engine show`` or :func:`judge_engine.store.iter_transcript`.
+        with_items: join the dataset's items to the tasks, as ``export --with-items`` does: an
+            ``item.<field>`` column per field, after the config's field mapping. The dataset
+            is found where the run recorded it (or at the same place relative to the run, if
+            the project moved); what ``export`` says beside the file (the dataset changed since
+            the run, rows whose item is not in it) is a :class:`UserWarning`.
+        items: the dataset's path if it moved since the run (``export --items``); implies
+            ``with_items``.
 
     Returns:
         One row per task, its last outcome (a task judged again by ``resume --retry`` counts
@@ -60,8 +69,10 @@ def load_run(path: str | Path, *, transcripts: bool = False) -> pd.DataFrame:
         of an unscored task) are ``Int64``; ``at`` is a UTC timestamp.
 
     Raises:
-        ConfigError: pandas or pyarrow is not installed (``pip install 'judge-engine[data]'``).
-        RunDirError: not a run directory, or a malformed line.
+        ConfigError: pandas or pyarrow is not installed (``pip install 'judge-engine[data]'``), or
+            items asked for with ``transcripts`` (they are joined to the tasks).
+        RunDirError: not a run directory, a malformed line, or a run that records no dataset.
+        DatasetError: ``with_items`` and the dataset is gone (give ``items=``) or unreadable.
     """
     from judge_engine.layout import outcome_batches, transcript_batches
     from judge_engine.parquet import table
@@ -70,10 +81,26 @@ def load_run(path: str | Path, *, transcripts: bool = False) -> pd.DataFrame:
     pd = _pandas()
     run_dir = Path(path)
     manifest = read_manifest(run_dir)  # a run directory of a format this version reads, or a clear error
-    columns, batches = transcript_batches(run_dir) if transcripts else outcome_batches(run_dir)
+    join = with_items or items is not None
+    if join and transcripts:
+        raise ConfigError("load_run: with_items joins the items to the tasks, not to transcripts=True's attempts; "
+                          "load the tasks with with_items=True and merge on task_id")
+    notes: list[str] = []
+    if join:
+        from judge_engine.export import run_items
+
+        found = run_items(run_dir, manifest, path=None if items is None else Path(items), notes=notes)
+        columns, batches = outcome_batches(run_dir, items=found, notes=notes)
+    else:
+        found = None
+        columns, batches = transcript_batches(run_dir) if transcripts else outcome_batches(run_dir)
     # self_destruct frees each Arrow column once converted: the peak is about one copy of the run.
     frame = table(columns, batches).to_pandas(types_mapper=_nullable(pd), split_blocks=True, self_destruct=True)
     frame = _typed(pd, frame, columns)
+    if found is not None and found.missing:
+        notes.append(f"{found.missing} rows name an item that is not in the dataset: their item.* columns are empty")
+    for note in notes:
+        warnings.warn(note, UserWarning, stacklevel=2)
     if manifest.demo:  # as a Parquet export's metadata says it
         from judge_engine.records import DEMO_NOTE
 

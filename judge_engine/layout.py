@@ -23,8 +23,9 @@ column                      type   what
                                    :mod:`judge_engine.protocols.confidence`)
 ``confidence.method``       str    ``logprobs``, ``agreement`` or ``jury``
 ``confidence.p.<value>``    float  each value's probability (or share of votes), sorted
-``item.<field>``            \\-    ``--with-items``: the item's fields after the config's field
-                                   mapping (as the prompts saw them), ``id`` left out
+``item.<field>``            \\-    ``--with-items`` (``load_run(with_items=True)``): the item's
+                                   fields after the config's field mapping (as the prompts saw
+                                   them), ``id`` left out
 ==========================  =====  ==============================================================
 
 Wide form (``--wide``), one row per item: ``item_id`` (and ``item.<field>``), then per task key

@@ -13,11 +13,14 @@ run(config) / resume(run_dir)
 
 Nothing here prints. What a person watches (the live display, progress lines) reads a
 :class:`~judge_engine.runtime.RunProgress` that the session fills in; the session never calls
-back into the command line. Signals: the first Ctrl-C (or SIGTERM) stops dispatching at once and
-gives the calls in flight :data:`GRACE_S` seconds; a second one cancels them. Either way the
-manifest says ``cancelled`` and :func:`resume` finishes the job. A disk that refuses the run's
-writes (full, read-only, over quota) stops it like a budget: ``stopped``, with the reason in the
-manifest when it can still be written (the store holds room for that), and ``resume`` finishes it.
+back into the command line. Signals (:mod:`judge_engine.interrupts`): the first Ctrl-C (or
+SIGTERM) stops dispatching at once and gives the calls in flight 10 s; a second one cancels them.
+Either way the manifest says ``cancelled`` and :func:`resume` finishes the job, unless every task
+had finished by then: that run completed, whenever the Ctrl-C came. Once the engine is done the
+run is being recorded, and a Ctrl-C changes nothing until the session returns: what ``run.json``
+says is what the command reports. A disk that refuses the run's writes (full, read-only, over
+quota) stops it like a budget: ``stopped``, with the reason in the manifest when it can still be
+written (the store holds room for that), and ``resume`` finishes it.
 """
 
 from __future__ import annotations
@@ -27,9 +30,8 @@ import contextlib
 import dataclasses
 import os
 import platform
-import signal
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -49,6 +51,7 @@ from judge_engine.decisions import (
 )
 from judge_engine.engine import Engine, EngineResult
 from judge_engine.errors import ConfigError, DiskError, RunDirError, TemplateError
+from judge_engine.interrupts import Interrupts
 from judge_engine.jury import check_juries, settle_juries, write_jury_outcomes
 from judge_engine.plan import (
     build_protocol,
@@ -81,8 +84,6 @@ from judge_engine.resumption import resumptions, retry_codes
 from judge_engine.runtime import JudgeRuntime, RunProgress, build_runtime
 from judge_engine.store import RunStore, read_manifest, utc_now
 
-GRACE_S = 10.0
-"""How long in-flight calls may finish after the first Ctrl-C."""
 CHECKPOINT_S = 30.0
 """How often a running run's manifest is rewritten with its counts and spend."""
 LATEST = "latest"
@@ -404,12 +405,23 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
         manifest = prepared.manifest if not prepared.config.juries else settle_juries(
             prepared.run_dir, prepared.config, prepared.protocols, prepared.manifest)
         return RunResult(prepared.run_dir, "completed", manifest, already_complete=True, started_by=started_by)
+    recorded: list[RunResult] = []
     try:
         with endpoints(prepared) as where:
-            result = asyncio.run(execute(prepared, where, progress=progress, retry=retry))
+            asyncio.run(_kept(execute(prepared, where, progress=progress, retry=retry), recorded))
+    except KeyboardInterrupt:
+        if not recorded:
+            raise
+        # The run was recorded before this Ctrl-C: run.json says how it ended, and so does the result.
     finally:
         progress.finished = True
-    return dataclasses.replace(result, started_by=started_by)
+    return dataclasses.replace(recorded[0], started_by=started_by)
+
+
+async def _kept(session: Coroutine[Any, Any, RunResult], into: list[RunResult]) -> None:
+    """Await ``session`` and keep its result in ``into`` (so a Ctrl-C during the event loop's
+    shutdown does not lose a run that was recorded)."""
+    into.append(await session)
 
 
 async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence[Endpoint]], *, progress: RunProgress | None = None,
@@ -435,6 +447,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
     cache = AnswerCache(prepared.config.cache.dir, enabled=prepared.config.cache.enabled)
     runtimes: list[JudgeRuntime] = []
     disk: DiskError | None = None
+    interrupts: Interrupts | None = None
     try:
         resumed = resumptions(store.index, [j.name for j in prepared.config.judges], retry)
         guard = guard_for(prepared.config, prepared.manifest.sessions,
@@ -458,7 +471,8 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
             store.watch(items.offer)
         progress.start(engine)
         main = asyncio.current_task()
-        restore = _install_signals(engine, main, progress) if install_signals else (lambda: None)
+        if install_signals:
+            interrupts = Interrupts(engine, main, progress)
         checkpoints = asyncio.create_task(_checkpoint(store, manifest, engine, runtimes))
         try:
             outcome = await engine.run()
@@ -467,8 +481,10 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
             if main is not None:
                 main.uncancel()
         finally:
-            restore()
+            if interrupts is not None:
+                interrupts.recording()
             checkpoints.cancel()
+        outcome = _settled(outcome, runtimes)
         if outcome.status != "cancelled" and outcome.disk is None:  # a Ctrl-C wants out; resume writes them
             store.watch(None)
             try:
@@ -500,6 +516,8 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
             # After a disk stop, a file that cannot be synced is the same news, already told.
             with contextlib.suppress(DiskError) if disk is not None else contextlib.nullcontext():
                 store.close()
+            if interrupts is not None:
+                interrupts.restore()
 
 
 def _record_end(store: RunStore, manifest: Manifest, disk: DiskError | None) -> tuple[DiskError | None, bool]:
@@ -528,6 +546,14 @@ def _record_end(store: RunStore, manifest: Manifest, disk: DiskError | None) -> 
 def disk_stop(error: DiskError) -> dict[str, Any]:
     """``run.json``'s ``stopped`` for a run its disk stopped (:attr:`Manifest.stopped`)."""
     return {"reason": "disk", "kind": error.kind, "path": error.path, "error": error.detail, "message": str(error)}
+
+
+def _settled(outcome: EngineResult, runtimes: Sequence[JudgeRuntime]) -> EngineResult:
+    """A stop that came when every judge had finished every task changes nothing: the run
+    completed (``run.json`` and the exit code say so), however close the Ctrl-C came."""
+    if outcome.status == "cancelled" and runtimes and all(j.counters.done >= j.counters.total for j in runtimes):
+        return dataclasses.replace(outcome, status="completed")
+    return outcome
 
 
 def _listed(where: Endpoint | Sequence[Endpoint]) -> list[Endpoint]:
@@ -604,35 +630,3 @@ async def _close_providers(runtimes: list[JudgeRuntime]) -> None:
         with contextlib.suppress(Exception):
             for deployment in runtime.deployments:
                 await deployment.provider.aclose()
-
-
-def _install_signals(engine: Engine, main: asyncio.Task[Any] | None, progress: RunProgress) -> Any:
-    loop = asyncio.get_running_loop()
-    count = 0
-
-    def on_signal() -> None:
-        nonlocal count
-        count += 1
-        if main is None:
-            engine.request_stop()
-            return
-        if count >= 2:
-            main.cancel()
-            return
-        engine.request_stop()
-        progress.stop_requested_at = time.monotonic()
-        loop.call_later(GRACE_S, lambda: main.cancel() if not main.done() else None)
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, on_signal)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError):
-            pass
-
-    def restore() -> None:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-    return restore

@@ -389,6 +389,48 @@ def test_load_run_transcripts_has_one_row_per_transcript_line(demo_runs: dict[st
         assert "messages" not in " ".join(frame.columns)  # the request is not in it: show or iter_transcript
 
 
+def test_load_run_with_items_is_the_export_with_items(demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    pd = pytest.importorskip("pandas")
+    import judge_engine
+
+    run = demo_runs["literary_mt"]
+    out = tmp_path / "o.parquet"
+    assert main(["export", str(run), "--with-items", "--format", "parquet", "-o", str(out)]) == 0
+    frame, exported = judge_engine.load_run(run, with_items=True), pd.read_parquet(out)
+    assert list(frame.columns) == list(exported.columns)
+    assert [c for c in frame.columns if c.startswith("item.")] == ["item.source", "item.source_lang", "item.target",
+                                                                   "item.target_lang"]
+    items = items_by_id(run.parents[1] / "items.jsonl")
+    for row in frame.to_dict("records"):
+        item = items[row["item_id"]]
+        assert (row["item.source"], row["item.target"]) == (item["src"], item["tgt"])  # mapped from src, tgt
+        assert row["item.source_lang"] == language_name(item["src_lang"])
+    assert "item.source" not in judge_engine.load_run(run).columns  # only when asked
+
+
+def test_load_run_with_items_of_a_moved_dataset_and_what_export_would_say(tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    import judge_engine
+    from judge_engine.errors import ConfigError, DatasetError
+
+    with pytest.raises(DatasetError, match=r"give its new place with --items PATH"):
+        judge_engine.load_run(RUN_V1, with_items=True)  # the fixture's dataset path is another machine's
+    frame = judge_engine.load_run(RUN_V1, items=RUN_V1 / "items.jsonl")  # items= implies with_items
+    items = items_by_id(RUN_V1 / "items.jsonl")
+    assert all(frame["item.target"] == frame["item_id"].map(lambda i: items[i]["tgt"]))
+    fewer = tmp_path / "items.jsonl"
+    fewer.write_text("".join(json.dumps(row) + "\n" for row in list(items.values())[1:]), encoding="utf-8")
+    with pytest.warns(UserWarning) as caught:
+        frame = judge_engine.load_run(str(RUN_V1), items=str(fewer))
+    missing = int((frame["item_id"] == next(iter(items))).sum())
+    assert missing and frame["item.target"].isna().sum() == missing
+    said = [str(w.message) for w in caught]
+    assert any("changed since the run was made" in m for m in said)
+    assert f"{missing} rows name an item that is not in the dataset: their item.* columns are empty" in said
+    with pytest.raises(ConfigError, match="not to transcripts=True's attempts"):
+        judge_engine.load_run(RUN_V1, transcripts=True, with_items=True)
+
+
 def test_load_run_without_pandas_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import judge_engine
     from judge_engine.errors import ConfigError

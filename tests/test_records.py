@@ -58,7 +58,7 @@ def test_every_reader_accepts_a_version_1_run_directory(v1_run: Path, capsys: py
 
     run = read_run(v1_run)
     assert len(run.outcomes) == 16 and run.judges == ["mqm"]
-    assert main(["show", str(v1_run), "--item", "lit-002"]) == 0
+    assert main(["show", str(v1_run), "--item", "lit-002", "--full"]) == 0
     shown = capsys.readouterr().out
     assert "sent: system" in shown and "answer · attempt 1" in shown
     assert main(["stats", str(v1_run), "--quiet", "--json", str(v1_run.parent / "stats.json")]) == 0

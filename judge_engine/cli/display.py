@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -37,6 +37,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from judge_engine.money import dollars
 from judge_engine.records import DEMO_NOTE
 from judge_engine.runtime import JudgeRuntime, RunProgress
 
@@ -396,13 +397,13 @@ class LiveDisplay:
             "share": f"{c.done / c.total if c.total else 1.0:.0%}", "in flight": str(c.in_flight),
             "req/min": _compact(rpm), "tok/min": _compact(tpm), "429s": str(judge.rate_limited),
             "retries": str(c.retries), "re-asks": str(c.reasks), "cache hits": str(c.cache_hits),
-            "unscored": str(c.unscored), "cost": f"{c.cost:.4f}", "ETA": _duration(_eta(judge, per_s)),
+            "unscored": str(c.unscored), "cost": dollars(c.cost), "ETA": _duration(_eta(judge, per_s)),
         }
 
     def table(self, rows: Sequence[dict[str, str]]) -> Table:
         table = Table(title="judge-engine", expand=False)
         columns = ("judge", "done/total", "in flight", "req/min", "tok/min", "429s", "retries", "re-asks",
-                   "cache hits", "unscored", "cost $", "ETA")
+                   "cache hits", "unscored", "cost", "ETA")
         for column in columns:
             table.add_column(column, justify="right" if column != "judge" else "left", no_wrap=True)
         for row in rows:
@@ -417,7 +418,7 @@ class LiveDisplay:
         text = Text()
         for row in rows:
             text.append(packed([row["judge"], f"{row['done']}/{row['total']} ({row['share']})",
-                                f"in flight {row['in flight']}", f"ETA {row['ETA']}", f"${row['cost']}"],
+                                f"in flight {row['in flight']}", f"ETA {row['ETA']}", row["cost"]],
                                width, separator="  ") + "\n", style="bold")
             figures = packed([f"{row['req/min']} req/min", f"{row['tok/min']} tok/min", f"{row['429s']} 429s",
                               f"{row['retries']} retries", f"{row['re-asks']} re-asks", f"{row['cache hits']} cached",
@@ -435,7 +436,7 @@ def progress_lines(judges: Sequence[JudgeRuntime], meters: Mapping[str, RateMete
         rpm, _tpm, per_s = meters[judge.config.name].sample(judge)
         share = c.done / c.total if c.total else 1.0
         out.append(f"[{_duration(elapsed_s)}] {judge.config.name}{_state(judge)}: {c.done:,}/{c.total:,} ({share:.0%}) · "
-                   f"{rpm:,.0f} req/min · {c.unscored} unscored · {c.retries} retries · ${c.cost:.4f} · "
+                   f"{rpm:,.0f} req/min · {c.unscored} unscored · {c.retries} retries · {dollars(c.cost)} · "
                    f"ETA {_duration(_eta(judge, per_s))}")
     return out + batch_lines(judges, width=PIPED_WIDTH)
 
@@ -618,7 +619,7 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
     counts = manifest.counts.get("judges", {})
     spend = manifest.spend.get("judges", {})
     columns = [Column("judge", key=True), *(Column(c, justify="right") for c in
-                                            ("scored", "unscored", "calls", "tokens", "cost $"))]
+                                            ("scored", "unscored", "calls", "tokens", "cost"))]
     rows: list[list[Cell]] = []
     for judge in result.judges:
         per, paid = counts.get(judge.name, {}), spend.get(judge.name, {})
@@ -658,18 +659,18 @@ def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:
                 f"{limited:,} 429s", f"{retries:,} retries", f"{reasks:,} re-asks",
                 f"{mine.get('cache_hits', 0):,} from the cache",
                 f"{mine.get('prompt_tokens', 0) + mine.get('completion_tokens', 0):,} tokens",
-                "$" + _cost(mine)], width - 1),
+                _cost(mine)], width - 1),
         packed([f"whole run ({len(sessions)} session{plural}): {total.get('tasks', 0):,} tasks",
                 f"{total.get('scored', 0):,} scored", f"{unscored:,} unscored{why}", f"{paid.get('calls', 0):,} calls",
                 f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,} tokens",
-                "$" + _cost(paid)], width - 1),
+                _cost(paid)], width - 1),
     ]
 
 
 def _cost(spend: Mapping[str, Any], separator: str = " ") -> str:
     """A spend's cost, and the calls it leaves out: answered at no known price (never a silent $0)."""
     unpriced = int(spend.get("unpriced") or 0)
-    cost = f"{spend.get('cost', 0.0):.4f}"
+    cost = dollars(float(spend.get("cost") or 0.0))
     return cost if not unpriced else f"{cost}{separator}+ {unpriced:,} unpriced"
 
 
@@ -679,23 +680,27 @@ def plan_table(plans: Sequence[JudgePlan]) -> FitTable:
     say why). Names and figures are never broken: a long model name draws it long."""
     columns = [Column("judge\nmodel\nprotocol", key=True),
                *(Column(name, justify="right") for name in
-                 ("tasks", "prompt\ntokens", "completion\ntokens", "cost $", "wall\ntime"))]
+                 ("tasks", "prompt\ntokens", "completion\ntokens", "cost", "wall\ntime"))]
     rows: list[list[Cell]] = []
     for plan in plans:
         mark = "" if plan.tokens_exact else "~"
         tasks = f"{plan.tasks:,}" + (f"\n{plan.cached:,} cached" if plan.cached else "")
         paid = plan.batch.cost if plan.batch is not None and plan.batch.in_use else plan.cost
-        cost = Text("no price", style="yellow") if paid is None else _span(paid, "{:.4f}")
+        # latency-bound, concurrency-bound: after the hyphen, so the column stays as narrow as TPM-bound
+        bound = plan.bound_by.replace("-bound", "-\nbound") if len(plan.bound_by) > 9 else plan.bound_by
+        cost = Text("no price", style="yellow") if paid is None else _span(paid, dollars)
         rows.append([f"{plan.judge}\n{plan.model}\n{plan.protocol}", tasks,
                      _span(plan.prompt_tokens, mark + "{:,}"), _span(plan.completion_tokens, "{:,}"),
-                     cost, f"{_span(plan.wall_s, None)}\n{plan.bound_by}"])
+                     cost, f"{_span(plan.wall_s, None)}\n{bound}"])
     return FitTable(columns, rows, title="plan (dry run: nothing sent)", title_justify="left",
                     show_lines=len(plans) > 1)
 
 
-def _span(span: Span[Any], fmt: str | None) -> str:
+def _span(span: Span[Any], fmt: str | Callable[[Any], str] | None) -> str:
     def show(value: Any) -> str:
-        return _duration(value) if fmt is None else fmt.format(value)
+        if fmt is None:
+            return _duration(value)
+        return fmt.format(value) if isinstance(fmt, str) else fmt(value)
 
     low, high = show(span.low), show(span.high)
     return low if low == high else f"{low}\nto {high}"
@@ -721,7 +726,7 @@ def plan_lines(plans: Sequence[JudgePlan], *, items: int) -> list[str]:
     unpriced = [p.judge for p, c in zip(plans, paid, strict=True) if c is None]
     if priced:
         low, high = sum(c.low for c in priced), sum(c.high for c in priced)
-        cost = f"estimated cost ${low:.4f}" + (f" to ${high:.4f}" if f"{high:.4f}" != f"{low:.4f}" else "")
+        cost = f"estimated cost {dollars(low)}" + (f" to {dollars(high)}" if dollars(high) != dollars(low) else "")
         cost += f" (without {', '.join(unpriced)}: no price)" if unpriced else ""
     else:
         cost = "estimated cost unknown (no judge's model has a price)"
@@ -738,7 +743,7 @@ def _batch_plan_line(plan: JudgePlan) -> str:
     if batch is None or batch.cost is None or plan.cost is None:
         return ""
     source = "litellm's batch prices" if batch.listed else "half the online price (litellm lists no batch price)"
-    online, batched = _span(plan.cost, "${:.4f}").replace("\n", " "), _span(batch.cost, "${:.4f}").replace("\n", " ")
+    online, batched = _span(plan.cost, dollars).replace("\n", " "), _span(batch.cost, dollars).replace("\n", " ")
     if batch.in_use:
         return (f"batch: {plan.judge} runs in batch mode ({batch.api}, {batch.batches:,} batch"
                 f"{'es' if batch.batches != 1 else ''}): {batched} at {source}, against {online} online; "

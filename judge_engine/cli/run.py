@@ -4,9 +4,11 @@ The session (:mod:`judge_engine.session`) prints nothing and calls nothing back;
 watches its :class:`~judge_engine.runtime.RunProgress` from a thread (:class:`SessionView`),
 prints the summary of the :class:`~judge_engine.session.RunResult`, and turns it into an exit
 code: 0 every task scored (or ``--allow-unscored``); 1 a judge stopped (provider error,
-unreachable or failing endpoint); 3 the run completed but some tasks are unscored; 4 a budget
-stopped it; 5 the run's disk refused a write (full, read-only, over quota); 130 cancelled.
-Bad input raises before anything is sent and becomes exit 2 in :func:`judge_engine.cli.main`.
+unreachable or failing endpoint); 3 the run completed but some tasks are unscored; 4 stopped at
+a budget; 5 the run's disk refused a write (full, read-only, over quota); 130 cancelled
+(:func:`exit_code`, from the status ``run.json`` records: a Ctrl-C after the run was recorded
+does not change it). Bad input raises before anything is sent and becomes exit 2 in
+:func:`judge_engine.cli.main`.
 """
 
 from __future__ import annotations
@@ -135,9 +137,33 @@ def _watched(args: argparse.Namespace, start: Any) -> int:
     tune_for_a_run()
     console = make_console(stderr=True)
     progress = RunProgress()
-    with SessionView(progress, console=console, live=not args.no_live, every_s=args.progress_every):
-        result: RunResult = start(progress)
-    return _report(result, console, allow_unscored=args.allow_unscored)
+    result: RunResult | None = None
+    try:
+        with SessionView(progress, console=console, live=not args.no_live, every_s=args.progress_every):
+            result = start(progress)
+        return _report(result, console, allow_unscored=args.allow_unscored)
+    except KeyboardInterrupt:
+        if result is None:
+            raise  # before the run was recorded: cancelled (exit 130), and resume finishes it
+        # A Ctrl-C while the display closes or the summary prints: the run is recorded, and
+        # the exit code says what run.json says.
+        return exit_code(result, allow_unscored=args.allow_unscored)
+
+
+def exit_code(result: RunResult, *, allow_unscored: bool) -> int:
+    """The exit code of a recorded session: what its ``run.json`` status says (0, or 3 for a
+    completed run with tasks unscored; 1 failed; 4 stopped at a budget; 5 stopped by its disk; 130 cancelled)."""
+    if result.status == "cancelled":
+        return EXIT_CANCELLED
+    if result.disk is not None:
+        return EXIT_DISK
+    if result.status == "failed":
+        return EXIT_FAILED
+    if result.status == "stopped" and result.budget is not None:
+        return EXIT_BUDGET
+    counts = result.counts
+    unscored = counts.unscored - sum(counts.unscored_by_code.get(code, 0) for code in NOT_FAILURES)
+    return EXIT_UNSCORED if unscored and not allow_unscored else EXIT_OK
 
 
 def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int:
@@ -166,7 +192,7 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
                       "undone.[/yellow]")
     if result.status == "cancelled":
         command(console, resume_command_line(result.run_dir, {}), lead="Cancelled. Finish it with:")
-        return EXIT_CANCELLED
+        return exit_code(result, allow_unscored=allow_unscored)
     if result.disk is not None:
         console.print(f"[red]{_escape(disk_message(result))}[/red]", highlight=False)
         command(console, f"judge-engine resume {shell_word(result.run_dir)}", lead=f"{sentence(result.disk.advice)[:-1]}, "
@@ -175,12 +201,12 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
     if result.status == "failed":
         command(console, resume_command_line(result.run_dir, result.counts.unscored_by_code),
                 lead="Fix the cause above, then finish the run with:")
-        return EXIT_FAILED
+        return exit_code(result, allow_unscored=allow_unscored)
     if result.status == "stopped" and result.budget is not None:
         console.print(f"[yellow]{_escape(sentence(result.budget.message))}[/yellow]", highlight=False)
         lead, line = budget_advice(result.budget, result.run_dir)
         command(console, line, lead=lead)
-        return EXIT_BUDGET
+        return exit_code(result, allow_unscored=allow_unscored)
     return _completed_code(result, console, allow_unscored)
 
 
@@ -216,7 +242,9 @@ def resume_command_line(run_dir: Path, unscored_by_code: Mapping[str, int]) -> s
 def budget_advice(stop: BudgetStop, run_dir: Path) -> tuple[str, str]:
     """(what to do, the command) after a budget stopped a run: the run's budget is raised on the
     command line (and recorded for later resumes); a judge's own budget is in the config."""
-    limit = f"${stop.limit:g}" if stop.kind == "cost" else f"{stop.limit:g} h"
+    from judge_engine.money import dollars
+
+    limit = dollars(stop.limit) if stop.kind == "cost" else f"{stop.limit:g} h"
     if stop.scope == "run":
         more = "--budget USD" if stop.kind == "cost" else "--budget-hours HOURS"
         return (f"The tasks not sent are left for later; continue with a budget above {limit}:",
@@ -239,8 +267,9 @@ def _completed_code(result: RunResult, console: Console, allow_unscored: bool) -
     from judge_engine.cli.display import command
 
     counts = result.counts
-    if not counts.unscored - sum(counts.unscored_by_code.get(code, 0) for code in NOT_FAILURES):
-        return EXIT_OK
+    code = exit_code(result, allow_unscored=allow_unscored)
+    if not counts.unscored - sum(counts.unscored_by_code.get(c, 0) for c in NOT_FAILURES):
+        return code
     # A method's own verdict (a word list with too few nouns) is the data: asking again would only
     # re-read the same cached answer, so it is not offered.
     retryable = sorted(c for c in counts.unscored_by_code if c not in FINAL_CODES)
@@ -254,8 +283,7 @@ def _completed_code(result: RunResult, console: Console, allow_unscored: bool) -
     else:
         console.print("They are the method's own verdicts (the answers are the data): there is nothing to judge "
                       "again.", highlight=False)
-    if allow_unscored:
-        return EXIT_OK
-    console.print(f"Exit code {EXIT_UNSCORED}: the run is complete but not every task is scored "
-                  "(--allow-unscored makes this exit 0).")
-    return EXIT_UNSCORED
+    if code == EXIT_UNSCORED:
+        console.print(f"Exit code {EXIT_UNSCORED}: the run is complete but not every task is scored "
+                      "(--allow-unscored makes this exit 0).")
+    return code

@@ -7,6 +7,10 @@ error, the verdict and score. Without ``--item``, the filters pick tasks (``--ju
 task instead of its transcript. The run's index (``index.sqlite``) finds the lines, so a run of a
 million tasks answers as fast as a small one.
 
+What comes before the item's own turn (a system prompt, few-shot turns: the same in every
+request of a judge) is folded into one line with its count and tokens; ``--full`` prints it.
+A verdict is printed field by field, costs as dollars (:func:`judge_engine.money.dollars`).
+
 Run text (dataset fields, answers, errors) is always printed literally, never read as markup.
 """
 
@@ -46,6 +50,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                       help="order of the tasks (score: lowest first)")
     show.add_argument("--limit", type=int, default=None, help=f"at most N tasks (default {DEFAULT_LIMIT} without --item)")
     show.add_argument("--brief", action="store_true", help="one line per task: no prompt, no transcript")
+    show.add_argument("--full", action="store_true",
+                      help="also the messages before the item's turn (system prompt, few-shot turns), folded otherwise")
     show.set_defaults(handler=show_command)
 
 
@@ -90,12 +96,13 @@ def show_command(args: argparse.Namespace) -> int:
             _print_brief(console, rows, reader)
         else:
             attempts = index.attempt_offsets([r.task_id for r in rows])
+            printed = Printed(full=args.full)
             for row in rows:
                 records = [reader.transcript(offset, length) for offset, length in attempts.get(row.task_id, [])]
                 if row.outcome_offset is None or row.outcome_length is None:
-                    _print_undone(console, records, args.run_dir)
+                    _print_undone(console, records, args.run_dir, printed)
                 else:
-                    _print_task(console, reader.outcome(row.outcome_offset, row.outcome_length), records)
+                    _print_task(console, reader.outcome(row.outcome_offset, row.outcome_length), records, printed)
         if limit is not None and len(rows) == limit and query.limit is not None:
             total = index.count(dataclasses.replace(query, limit=None))
             if total > len(rows):
@@ -128,7 +135,17 @@ def _print_brief(console: Console, rows: Sequence[TaskRow], reader: LineReader) 
     print_table("tasks", columns, table, console=console)
 
 
-def _print_undone(console: Console, attempts: Sequence[TranscriptRecord], run_dir: Path) -> None:
+@dataclasses.dataclass
+class Printed:
+    """What this ``show`` has printed so far: a message it already printed whole (the same
+    prompt at another temperature or repeat) is one line the second time, unless ``full``."""
+
+    full: bool = False
+    messages: dict[tuple[str, str], str] = dataclasses.field(default_factory=dict)
+    """(role, content) of each message printed whole -> the task it was printed under."""
+
+
+def _print_undone(console: Console, attempts: Sequence[TranscriptRecord], run_dir: Path, printed: Printed) -> None:
     from judge_engine.cli.display import command, rule, say
     from judge_engine.cli.run import shell_word
 
@@ -136,29 +153,37 @@ def _print_undone(console: Console, attempts: Sequence[TranscriptRecord], run_di
         return
     first = attempts[0]
     rule(console, f"item {first.item_id} · judge {first.judge} · task {first.task_id[:15]}")
-    _print_attempts(console, attempts)
+    _print_attempts(console, attempts, printed, f"{first.judge} task {first.task_id[:15]}")
     say(console, "[yellow]no outcome[/yellow]: the run stopped before this task finished; resume finishes it:")
     command(console, f"judge-engine resume {shell_word(run_dir)}")
 
 
-def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[TranscriptRecord]) -> None:
-    from judge_engine.cli.display import escape, panel, rule, say
-    from judge_engine.jsonio import pretty
+def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[TranscriptRecord],
+                printed: Printed) -> None:
+    from judge_engine.cli.display import escape, packed, panel, rule, say
+    from judge_engine.money import dollars
 
     head = (f"item {result.item_id} · judge {result.judge} ({result.model}, {result.protocol}) · "
             f"T={result.temperature} · repeat {result.repeat}" + (f" · {result.variant}" if result.variant else ""))
     rule(console, head)
-    _print_attempts(console, attempts)
+    where = f"{result.judge} T={result.temperature} repeat {result.repeat}" + (
+        f" {result.variant}" if result.variant else "")
+    _print_attempts(console, attempts, printed, where)
     if result.scored:
-        panel(console, pretty(result.verdict), title="verdict", style="cyan")
-        say(console, f"score: [bold]{result.score}[/bold]  {escape(str(dict(result.scores)) if result.scores else '')}")
+        panel(console, "\n".join(verdict_lines(result.verdict)), title="verdict", style="cyan")
+        score = "-" if result.score is None else number(result.score)
+        say(console, f"score: [bold]{escape(score)}[/bold]")
+        parts = [f"{name} {number(value)}" for name, value in result.scores.items()
+                 if not (name == "score" and value == result.score)]  # a custom judge's score field is the score
+        if parts:
+            say(console, escape(packed([f"scores: {parts[0]}", *parts[1:]], console.width - 1)))
     else:
         code = f" ({result.reason_code})" if result.reason_code else ""
         say(console, f"[red]unscored[/red]{code}: {escape(result.reason or '')}")
     if result.confidence is not None:
         say(console, escape(confidence_line(result.confidence)))
     say(console, f"attempts: {result.attempts} · re-asks: {result.reasks} · cache hits: {result.cache_hits} · "
-                 f"cost ${result.cost}")
+                 f"cost {dollars(result.cost)}")
 
 
 def confidence_line(confidence: Mapping[str, Any]) -> str:
@@ -174,9 +199,11 @@ def confidence_line(confidence: Mapping[str, Any]) -> str:
     return line
 
 
-def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord]) -> None:
-    """Messages as sent (each once), then every answer or error, and protocol errors."""
-    from judge_engine.cli.display import escape, panel
+def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord], printed: Printed, where: str) -> None:
+    """Messages as sent (each once; those before the item's turn, and those already printed for
+    another task, folded unless ``printed.full``), then every answer or error, and protocol
+    errors. ``where``: the task, as a later fold names it."""
+    from judge_engine.cli.display import escape, panel, say
     from judge_engine.records import AttemptRecord
 
     shown_messages = 0
@@ -185,8 +212,17 @@ def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord]) -> N
             panel(console, attempt.traceback or attempt.error, title=f"protocol error in {attempt.stage}", style="red")
             continue
         messages = list(attempt.request.get("messages", []))
+        if shown_messages == 0 and not printed.full and (lead := leading_messages(messages)):
+            say(console, f"[dim]{escape(folded_line(messages, lead, attempt.usage))}[/dim]")
+            shown_messages = lead
         for message in messages[shown_messages:]:
-            panel(console, str(message.get("content", "")), title=f"sent: {message.get('role')}")
+            role, content = str(message.get("role")), str(message.get("content") or "")
+            before = printed.messages.get((role, content))
+            if before is not None and not printed.full:
+                say(console, f"[dim]{escape(f'sent: {role}, the same message as above ({before})')}[/dim]")
+                continue
+            panel(console, content, title=f"sent: {role}")
+            printed.messages[(role, content)] = where
         shown_messages = len(messages)
         label = f"attempt {attempt.attempt} (re-ask {attempt.reask})" + (" [cache hit]" if attempt.cache_hit else "")
         if attempt.batch:  # a batch API result: which batch, which request in it
@@ -199,3 +235,74 @@ def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord]) -> N
         else:
             error = attempt.error or {}
             panel(console, f"{error.get('kind')}: {error.get('message')}", title=f"error · {label}", style="red")
+
+
+def leading_messages(messages: Sequence[Mapping[str, Any]]) -> int:
+    """How many messages come before the item's own turn (the last user message): the system
+    prompt and few-shot turns a protocol sends first. 0 when there is no such turn."""
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    return users[-1] if users else 0
+
+
+def folded_line(messages: Sequence[Mapping[str, Any]], lead: int, usage: Mapping[str, int] | None) -> str:
+    """The one line that stands for ``messages[:lead]``: what they are, how many, and their share
+    of the prompt's tokens (the attempt's reported prompt tokens split by size, as a lane sizes a
+    prompt without a tokenizer; the size alone when no usage was reported)."""
+    from judge_engine.lanes.tokens import rough_prompt_tokens
+
+    first = messages[:lead]
+    what = ["system prompt"] if first[0].get("role") == "system" else []
+    turns = sum(1 for m in first if m.get("role") == "assistant")
+    if turns:
+        what.append(f"{turns} few-shot turn{'s' if turns != 1 else ''}")
+    named = " and ".join(what) or "earlier turns"
+    rough = rough_prompt_tokens(first)
+    prompt = int((usage or {}).get("prompt_tokens") or 0)
+    if prompt:
+        share = round(prompt * rough / max(1, rough_prompt_tokens(messages)))
+        tokens = f"~{share:,} of the prompt's {prompt:,} tokens"
+    else:
+        tokens = f"~{rough:,} tokens"
+    plural = "s" if lead != 1 else ""
+    return f"sent first, folded: {named} ({lead} message{plural}, {tokens}); --full shows them"
+
+
+def number(value: float) -> str:
+    """A score or figure as ``show`` prints it: up to four significant digits (``-12.5``, ``0.1667``)."""
+    return f"{value:.4g}"
+
+
+def verdict_lines(verdict: Any, indent: str = "") -> list[str]:
+    """A verdict field by field, one ``name: value`` line each, in the verdict's own order: a
+    list of records (MQM errors, quoted spans) as a count and each record's fields below it, a
+    mapping of records (a jury's jurors) one line per key. Values are run text, printed as is."""
+    if not isinstance(verdict, Mapping):
+        return [indent + _value(verdict)]
+    lines = []
+    for key, value in verdict.items():
+        if isinstance(value, Mapping) and value and all(isinstance(v, Mapping) for v in value.values()):
+            lines += [f"{indent}{key}:", *(f"{indent}  {name}: {_value(sub)}" for name, sub in value.items())]
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            lines.append(f"{indent}{key}: {len(value)}")
+            for record in value:
+                fields = verdict_lines(record, indent + "    ")
+                lines += [f"{indent}  - {fields[0].lstrip()}", *fields[1:]]
+        else:
+            lines.append(f"{indent}{key}: {_value(value)}")
+    return lines
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return number(value)
+    if isinstance(value, str):
+        return value if value else '""'
+    if isinstance(value, Mapping):
+        return " · ".join(f"{k} {_value(v)}" for k, v in value.items() if v is not None)
+    if isinstance(value, list | tuple):
+        return ", ".join(_value(v) for v in value) if value else "none"
+    return str(value)

@@ -115,12 +115,13 @@ def handle_stats(args: argparse.Namespace) -> int:
     source = Path(args.source)
     if not source.exists():
         return fail("stats", f"{source}: no such file or directory")
-    from judge_engine.protocols.reports import dimensions
+    from judge_engine.protocols.reports import dimensions, generation_protocols
 
     options = ReportOptions(
         small=args.small, large=args.large, verdict_field=args.verdict_field,
         reliability=args.reliability, bootstrap=args.bootstrap, seed=args.seed,
         n_categories=args.n_categories, dimensions=dimensions(), only_dimensions=args.dimensions,
+        generation=generation_protocols(),
     )  # fmt: skip
     try:
         generation = None

@@ -255,16 +255,17 @@ def _pareto_section(summaries: Sequence[ModelSummary], random: Baseline | None, 
             rows += [{"temperature": temperature, "point": name, "appropriateness": x, "novelty": y, "front": None,
                       "beaten_by": None} for name, (x, y) in baselines.items()]
         beaten += [f"{s.model} T={s.temperature:g} (by {', '.join(s.beaten_by)})"
-                   for s in placed if s.pareto and s.beaten_by]
+                   for s in placed if s.pareto and s.beaten_by]  # a model on the front: only a baseline beats it
     title = "Pareto front of the models: no other model beats them on both axes"
     columns = ["temperature", "point", "appropriateness", "novelty", "front"]
     if not rows:
         return Section("pareto", title, columns, [], "no CDAT list was scored")
     notes = []
-    if baselines:  # a column of blanks otherwise (the JSON has it anyway)
+    if baselines or any(s.beaten_by for s in summaries):  # a column of blanks otherwise (the JSON has it anyway)
         columns.append("beaten_by")
-        notes.append("the front is over the models; the baselines' means are listed beside them, not "
-                      "candidates; beaten_by: the baselines whose mean is as high on both axes and higher on one")
+        notes.append("beaten_by: the models, then the baselines, whose mean is as high on both axes and higher on one")
+    if baselines:
+        notes.append("the front is over the models; the baselines' means are listed beside them, not candidates")
     if beaten:
         notes.append(f"on the front, but a baseline beats it on both axes: {'; '.join(beaten)}")
     if missing := [role for role in ("Random", "Common") if role not in baselines]:

@@ -28,6 +28,14 @@ def dimensions() -> dict[str, tuple[str, ...]]:
     return {"ttct": tuple(DIMENSIONS), "gemba-mqm-literary": ASPECTS}
 
 
+def generation_protocols() -> frozenset[str]:
+    """The protocols whose "judge" is the model under test, its answer scored on its own (CDAT,
+    DAT): ``stats`` leaves them out of agreement between judges and across temperatures."""
+    from judge_engine.protocols.cdat_report import GENERATION
+
+    return frozenset(GENERATION)
+
+
 def length_fields() -> dict[str, tuple[str, str | None]]:
     """The item fields ``stats``' verbosity report measures, by protocol: (the judged text, the
     text it is judged against or None). A translation is judged against its source."""

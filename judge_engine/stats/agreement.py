@@ -1,4 +1,5 @@
-"""Agreement between raters: kappas, Krippendorff's alpha, ICC, percent agreement.
+"""Agreement between raters: kappas, Krippendorff's alpha, ICC, percent agreement (exact, or within
+a tolerance).
 
 Conventions shared by every function here:
 
@@ -11,9 +12,10 @@ Conventions shared by every function here:
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, SupportsFloat, cast
 
 import numpy as np
 
@@ -50,6 +52,25 @@ def percent_agreement(ratings: Sequence[Sequence[Hashable]]) -> float:
             continue
         counts = np.array([labels.count(v) for v in set(labels)], dtype=float)
         shares.append(float((counts * (counts - 1)).sum() / (m * (m - 1))))
+    return float(np.mean(shares)) if shares else math.nan
+
+
+def agreement_within(ratings: Sequence[Sequence[float | None]], tolerance: float = 1.0) -> float:
+    """Agreement within ``tolerance``: the mean, over items, of the share of rater pairs whose
+    numbers differ by at most ``tolerance`` (on a 1-10 grade, 8 and 9 agree within one point,
+    where :func:`percent_agreement` counts them apart). Items with fewer than two ratings are
+    skipped.
+
+    Returns:
+        A value in [0, 1], or NaN when no item has two ratings.
+    """
+    shares = []
+    for row in ratings_matrix(ratings):
+        values = [float(cast(SupportsFloat, v)) for v in row if not is_missing(v)]
+        if len(values) < 2:
+            continue
+        pairs = list(itertools.combinations(values, 2))
+        shares.append(sum(abs(x - y) <= tolerance + 1e-9 for x, y in pairs) / len(pairs))
     return float(np.mean(shares)) if shares else math.nan
 
 

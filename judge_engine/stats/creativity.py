@@ -220,7 +220,9 @@ class ModelSummary:
     unscored_valid: int = 0
     """Valid lists without scores (``not_embedded``): in ``valid``, in no mean."""
     beaten_by: tuple[str, ...] = ()
-    """The baselines (``Random``, ``Common``) whose mean point dominates this model's."""
+    """Whose mean point dominates this model's at its temperature: the other models (in input
+    order), then the baselines (``Random``, ``Common``). A model on the front is beaten by no
+    model, only perhaps by a baseline."""
 
 
 def baseline_mean(points: Sequence[Point]) -> Point:
@@ -238,7 +240,7 @@ def summarize(lists: Sequence[ListScore], *, random: Sequence[Point] | None, com
 
     The gate needs Random; the elbow distance both (its interval is over per-list distances with
     outliers removed, as the paper plots it); the Pareto front is drawn per temperature over the
-    models only, and each model names the baselines given that beat it on both axes."""
+    models only, and each model names the models and the baselines given that beat it on both axes."""
     baselines = {name: baseline_mean(points) for name, points in (("Random", random), ("Common", common))
                  if points is not None}
     groups: dict[float, dict[str, list[ListScore]]] = defaultdict(lambda: defaultdict(list))
@@ -255,8 +257,8 @@ def summarize(lists: Sequence[ListScore], *, random: Sequence[Point] | None, com
         placed = {m: xy for m, xy in means.items() if all(map(math.isfinite, xy))}
         front = set(pareto_front(placed))
         for model, rows in models.items():
-            beaten_by = tuple(name for name, point in baselines.items()
-                              if model in placed and dominates(point, placed[model]))
+            rivals = [*((m, xy) for m, xy in placed.items() if m != model), *baselines.items()]
+            beaten_by = tuple(name for name, point in rivals if model in placed and dominates(point, placed[model]))
             out.append(_summary(model, temperature, rows, scored[model], gate.get(model), baselines,
                                 model in front, beaten_by, sd=sd))
     return out

@@ -15,11 +15,12 @@ def creativity_plane(summaries: Sequence[ModelSummary], *, random: Sequence[Poin
                      title: str = "CDAT: appropriateness and novelty") -> Path:
     """One panel per temperature: the baselines' lists (faint) and means (diamonds), the line
     through the two means (the trivial trade-off the elbow distance is measured from), each model's
-    mean with its 95% intervals, and the Pareto front of the models (dashed; the baselines are
-    drawn, not candidates). A baseline that is None is left out (and the line with it)."""
+    mean with its 95% intervals, and the Pareto front of the models (each model on it ringed, the
+    rings joined by a dashed line when there are two or more; the baselines are drawn, not
+    candidates). A baseline that is None is left out (and the line with it)."""
     plt = _pyplot()
     panels: list[float | None] = [*sorted({s.temperature for s in summaries})] or [None]
-    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5.5), squeeze=False, layout="constrained")
     baselines = [(name, pts, colour) for name, pts, colour in
                  (("Random", random, "tab:gray"), ("Common", common, "tab:brown")) if pts]
     means = {name: baseline_mean(pts) for name, pts, _ in baselines}
@@ -36,7 +37,10 @@ def creativity_plane(summaries: Sequence[ModelSummary], *, random: Sequence[Poin
                         yerr=[[row.novelty.mean - row.novelty.low], [row.novelty.high - row.novelty.mean]],
                         label=f"{row.model}{'' if row.gate is None or row.gate.passed else ' (gate: fail)'}")
         front = sorted(((r.appropriateness.mean, r.novelty.mean) for r in rows if r.pareto), key=lambda p: p[0])
-        ax.plot([p[0] for p in front], [p[1] for p in front], "k--", lw=1.5, label="Pareto front (models)")
+        # Ringed, so that a front of one model is drawn too (a dashed line through one point is
+        # not), and its legend entry points at something.
+        ax.plot([p[0] for p in front], [p[1] for p in front], ls="--", color="black", lw=1.5, marker="o", ms=16,
+                mfc="none", mec="black", mew=1.5, zorder=5, label="Pareto front (models)")
         ax.set(xlabel="appropriateness", ylabel="novelty",
                title=title if temperature is None else f"{title} (T={temperature:g})")
         ax.grid(True, alpha=0.3)

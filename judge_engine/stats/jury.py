@@ -14,7 +14,8 @@ votes' scale, recorded in each verdict (``scale``):
   the items every juror voted on (the jurors are a sample of the judges one could have asked).
 
 Next to it, the raw share of juror pairs that voted alike (exact agreement), which the
-coefficient corrects for chance.
+coefficient corrects for chance, and on a numeric scale the share that voted within one point of
+each other (on a 1-10 grade, 8 and 9 are apart for exact agreement, together within one).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from judge_engine.stats.agreement import (
+    agreement_within,
     cohen_kappa,
     fleiss_kappa,
     icc,
@@ -72,12 +74,20 @@ def agreement_section(juries: Sequence[Outcome]) -> Section:
         scale = str(group[0].verdict.get("scale") or "interval")
         matrix = [_votes(o, jurors) for o in group]
         complete = [row for row in matrix if all(v is not None for v in row)]
+        numeric = scale != "categorical"
         rows.append({"jury": jury, "temperature": temperature, "jurors": ", ".join(jurors), "scale": scale,
                      "n_items": len(complete), "coefficient": COEFFICIENT.get(scale, "icc_2_1"),
-                     "value": coefficient(scale, matrix), "exact_agreement": percent_agreement(matrix)})
+                     "value": coefficient(scale, matrix), "exact_agreement": percent_agreement(matrix),
+                     "within_one": agreement_within(matrix, 1.0) if numeric else math.nan})
     columns = ["jury", "temperature", "jurors", "scale", "n_items", "coefficient", "value", "exact_agreement"]
+    notes = ["value: the coefficient named, corrected for chance; exact_agreement: the share of juror pairs that "
+             "voted the same, per item, averaged"]
+    if any(r["scale"] != "categorical" for r in rows):
+        columns.append("within_one")
+        notes.append("within_one: the share of juror pairs whose votes are at most 1 apart (8 and 9 agree here, "
+                     "not in exact_agreement)")
     return Section("jury_agreement", "Agreement among each jury's jurors (kappa for labels, alpha for ordinal "
-                   "scores, ICC for continuous ones)", columns, rows)
+                   "scores, ICC for continuous ones)", columns, rows, notes=notes)
 
 
 def coefficient(scale: str, matrix: Sequence[Sequence[Any]]) -> float:

@@ -2,7 +2,9 @@
 
 Each function writes one file and returns its path, or returns None and writes nothing when its
 data holds no finite value (a chart of nothing would look like a result). Call :func:`available`
-first to find out whether matplotlib is installed.
+first to find out whether matplotlib is installed. Figures are laid out by matplotlib's
+constrained layout, so labels, titles and colour bars are inside the image, never cut at its edge;
+a count axis has whole-number ticks.
 """
 
 from __future__ import annotations
@@ -46,6 +48,22 @@ def _pyplot() -> Any:
     return plt
 
 
+def integer_ticks(axis: Any) -> None:
+    """Whole-number ticks on ``axis`` (a count: 2.5 scores do not happen)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _bins(values: Sequence[float]) -> Any:
+    """Histogram bins: one per whole number, centred on it, when every value is whole (a 1-5
+    grade gets five bars, not bins straddling 3.5); else up to 30 equal bins."""
+    if all(float(v).is_integer() for v in values) and max(values) - min(values) <= 100:
+        low, high = int(min(values)), int(max(values))
+        return [k - 0.5 for k in range(low, high + 2)]
+    return min(30, max(5, len(set(values))))
+
+
 def consistency_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path | None:
     """Mean pairwise Spearman and |delta| shares against temperature, one line per judge
     (None: no finite value to draw)."""
@@ -57,7 +75,7 @@ def consistency_chart(rows: Sequence[dict[str, Any]], path: Path) -> Path | None
     for r in rows:
         label = r["judge"] + (f" [{r['variant']}]" if r.get("variant") else "")
         series[label].append(r)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
     for label, rs in series.items():
         rs = sorted(rs, key=lambda r: r["temperature"])
         temps = [r["temperature"] for r in rs]
@@ -84,13 +102,15 @@ def distribution_chart(scores: dict[str, dict[float, list[float]]], path: Path) 
     if not judges:
         return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(judges), figsize=(4 * len(judges), 3.5))
+    fig, axes = plt.subplots(1, len(judges), figsize=(4 * len(judges), 3.5), layout="constrained")
     axes = axes if hasattr(axes, "__len__") else [axes]
     for ax, judge in zip(axes, judges, strict=True):
         for temp, values in sorted(finite[judge].items()):
-            ax.hist(values, bins=min(30, max(5, len(set(values)))), histtype="step",
-                    label=f"T={temp:g}")  # fmt: skip
+            ax.hist(values, bins=_bins(values), histtype="step", label=f"T={temp:g}")
         ax.set(title=judge, xlabel="score", ylabel="count")
+        integer_ticks(ax.yaxis)
+        if all(float(v).is_integer() for values in finite[judge].values() for v in values):
+            integer_ticks(ax.xaxis)  # whole-number scores: a tick per grade, not 2.5
         ax.legend(fontsize="small")
     return _save(fig, plt, path)
 
@@ -112,22 +132,28 @@ def heatmap(
         grid[row_labels.index(str(r[row_key]))][col_labels.index(str(r[col_key]))] = (
             math.nan if value is None else float(value)
         )
-    fig, ax = plt.subplots(figsize=(1.2 * len(col_labels) + 3, 0.5 * len(row_labels) + 2))
+    # Wide enough for the row labels (~0.09 in a character), the cells, the colour bar and the title.
+    label_in = 0.09 * max(len(label) for label in row_labels)
+    width = max(label_in + 1.2 * len(col_labels) + 1.8, 0.09 * len(title) + 1.0)
+    fig, ax = plt.subplots(figsize=(width, 0.5 * len(row_labels) + 2), layout="constrained")
     image = ax.imshow(grid, cmap="Blues", aspect="auto")
     ax.set_xticks(range(len(col_labels)), col_labels, rotation=45, ha="right")
     ax.set_yticks(range(len(row_labels)), row_labels)
     for i, line in enumerate(grid):
         for j, v in enumerate(line):
             if math.isfinite(v):
-                ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize="small")
-    fig.colorbar(image, ax=ax)
-    ax.set_title(title)
+                ax.text(j, i, f"{v:.3f}", ha="center", va="center", fontsize="small",
+                        color="white" if image.norm(v) > 0.6 else "black")  # legible on the dark cells
+    fig.colorbar(image, ax=ax, format="%.2f")
+    ax.set(xlabel=col_key, ylabel=row_key)
+    fig.suptitle(title)  # over the whole figure: long row labels leave the axes too narrow for it
     return _save(fig, plt, path)
 
 
 def _save(fig: Any, plt: Any, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:
+        fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
@@ -166,8 +192,10 @@ def run_charts(
         charts.append(_chart(distribution_chart(scores, path), path, "no finite score"))
     if "judge_agreement" in shown:
         path = plot_dir / "judge_agreement.png"
-        drawn = heatmap(shown["judge_agreement"].rows, row_key="judges", col_key="temperature",
-                        value_key="kendall", path=path, title="Kendall tau between judges")  # fmt: skip
+        # Kendall's tau compares two judges: the table's "all judges" row has none to draw.
+        pairs = [r for r in shown["judge_agreement"].rows if r["judges"] != "all judges"]
+        drawn = heatmap(pairs, row_key="judges", col_key="temperature", value_key="kendall", path=path,
+                        title="Kendall's tau between two judges (item means)")
         charts.append(_chart(drawn, path, "every Kendall tau between judges is undefined"))
     return charts
 

@@ -8,7 +8,8 @@ which apply and in what order, from :class:`ReportOptions`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,16 @@ class ReportOptions:
     """Sub-scores shown across repeats, by protocol (e.g. TTCT's four dimensions)."""
     only_dimensions: Sequence[str] | None = None
     """Sub-scores shown for every protocol instead (``--dimensions``)."""
+    generation: frozenset[str] = frozenset()
+    """Protocols whose "judge" is the model under test writing its own answer (CDAT, DAT): left
+    out of the agreement between judges and the consistency across temperatures."""
+
+
+NOT_FOR_GENERATION = {
+    "judge_agreement": "each model is scored on lists it wrote, so there is no shared answer to agree on",
+    "temperatures": "a list at another temperature is a new answer, not the same one judged again",
+}
+"""Why a section is left out for generation judges (CDAT, DAT), by section name."""
 
 
 def run_report(run: Run, options: ReportOptions) -> list[Section]:
@@ -56,7 +67,8 @@ def run_report(run: Run, options: ReportOptions) -> list[Section]:
     o = options
     sections = [
         consistency_section(run, small=o.small, large=o.large, verdict_field=o.verdict_field),
-        temperature_section(run, small=o.small, large=o.large, verdict_field=o.verdict_field),
+        _judging(lambda r: temperature_section(r, small=o.small, large=o.large, verdict_field=o.verdict_field),
+                 run, o.generation),
         dimension_section(run, o.dimensions, only=o.only_dimensions),
     ]
     if o.reliability:
@@ -66,8 +78,27 @@ def run_report(run: Run, options: ReportOptions) -> list[Section]:
         *sections,
         distribution_section(run),
         unscored_section(run),
-        judge_agreement_section(run),
+        _judging(judge_agreement_section, run, o.generation),
     ]
+
+
+def _judging(section: Callable[[Run], Section], run: Run, generation: frozenset[str]) -> Section:
+    """``section`` over the judges that judge, with the generation judges (``generation``'s
+    protocols) left out and named: the section's one line when no other judge is left, a note
+    under it otherwise."""
+    made = sorted({o.judge for o in run.outcomes if o.protocol in generation})
+    if not made:
+        return section(run)
+    kept = [o for o in run.outcomes if o.judge not in made]
+    shown = section(dataclasses.replace(run, outcomes=kept))
+    protocols = ", ".join(sorted({o.protocol for o in run.outcomes if o.protocol in generation}))
+    why = f"generation run ({protocols}): {NOT_FOR_GENERATION[shown.name]}"
+    if not kept:
+        return dataclasses.replace(shown, rows=[], absent=why, notes=[])
+    left = f"{', '.join(made)} left out ({why})"
+    if shown.rows:
+        return dataclasses.replace(shown, notes=[*shown.notes, f"not shown: {left}"])
+    return dataclasses.replace(shown, absent=f"{shown.absent}; {left}")
 
 
 def table_report(

@@ -38,7 +38,8 @@ class Section:
     """Why the section has no rows (e.g. "needs 2+ repeats"), shown instead of an empty table;
     empty when it has rows."""
     notes: list[str] = field(default_factory=list)
-    """Rows the section leaves out, and why (printed under the table)."""
+    """Rows the section leaves out, and why, and what a figure is where its name cannot say
+    (printed under the table)."""
     small_values: tuple[str, ...] = ()
     """Columns whose small values matter (p-values): shown with significant digits, not rounded
     to three decimals."""
@@ -95,8 +96,12 @@ def unscored_section(run: Run) -> Section:
     return Section("unscored", "Unscored rate", cols, rows)
 
 
+SAMPLE_SD_NOTE = "sd: the sample standard deviation (n - 1 in the denominator), as pandas' std() and R's sd() give it"
+
+
 def distribution_section(run: Run) -> Section:
-    """Score distribution (count, mean, SD, quartiles) per judge and temperature."""
+    """Score distribution (count, mean, SD, quartiles) per judge and temperature. The SD is the
+    sample SD (ddof = 1), as ``frame.groupby(...)["score"].std()`` gives it (NaN for one score)."""
     rows = []
     skipped: dict[str, list[str]] = defaultdict(list)
     for (judge, temp), group in _by(run.outcomes, "judge", "temperature").items():
@@ -106,11 +111,11 @@ def distribution_section(run: Run) -> Section:
             continue
         q = np.percentile(v, [0, 25, 50, 75, 100])
         stats = dict(zip(["min", "q25", "median", "q75", "max"], map(float, q), strict=True))
-        stats |= {"mean": float(v.mean()), "sd": float(v.std())}
+        stats |= {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else math.nan}
         rows.append({"judge": judge, "temperature": temp, "n": int(v.size), **stats})
     cols = ["judge", "temperature", "n", "mean", "sd", "min", "q25", "median", "q75", "max"]
     absent, notes = left_out(skipped, rows, "")
-    return Section("distribution", "Score distribution", cols, rows, absent, notes)
+    return Section("distribution", "Score distribution", cols, rows, absent, [*notes, SAMPLE_SD_NOTE] if rows else notes)
 
 
 def _labels(run: Run, verdict_field: str | None) -> dict[tuple[str, float, str], list[list[Any]]]:

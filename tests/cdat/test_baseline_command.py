@@ -100,7 +100,9 @@ def test_without_the_embeddings_extra_it_says_how_to_install_it(
     out = tmp_path / "out.json"
     assert main(["cdat-baselines", "--cues", str(_cues(tmp_path)), "--seed", "1", "--output", str(out)]) == 2
     err = capsys.readouterr().err
-    assert "pip install 'judge-engine[embeddings]'" in err and "pip install torch==2.13.0 first" in err
+    assert "pip install 'judge-engine[embeddings]'" in err
+    # The CPU build, from PyTorch's CPU index: PyPI's torch on Linux is the CUDA one (issue 26, item 3).
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu first" in err
     assert not out.exists()
 
 

@@ -73,7 +73,7 @@ def test_stats_with_both_baselines_shows_every_section_finite(
     assert all(r["cdat"] == novelty[(r["judge"], r["temperature"])] for r in s["cdat_score"]["rows"])
     front = [r for r in s["pareto"]["rows"] if r["front"]]
     assert {r["point"] for r in s["pareto"]["rows"]} >= {"Random", "Common"} and front
-    assert {p.name for p in plots.iterdir()} == {"distributions.png", "judge_agreement.png", "cdat_plane.png"}
+    assert {p.name for p in plots.iterdir()} == {"distributions.png", "cdat_plane.png"}  # no agreement between models
     assert (plots / "cdat_plane.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -106,5 +106,6 @@ def test_without_the_embeddings_extra_the_example_refuses_to_start_and_says_how_
     code = main(["run", str(EXAMPLE / "config.yaml"), "--demo", "--no-live", "--output", str(tmp_path / "runs"),
                  "--cache-dir", str(tmp_path / "cache")])
     err = capsys.readouterr().err
-    assert code == 2 and "pip install 'judge-engine[embeddings]'" in err and "torch==2.13.0" in err
+    assert code == 2 and "pip install 'judge-engine[embeddings]'" in err
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in err  # the CPU build, not PyPI's CUDA one
     assert "embedder: none" in err and not (tmp_path / "runs").exists()  # nothing sent, nothing spent

@@ -14,6 +14,7 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
+from judge_engine.money import dollars
 from judge_engine.protocols import available
 from tests.engine.conftest import make_job, read_lines
 from tests.stats.fixtures import outcome, write_run
@@ -183,7 +184,7 @@ def test_status_of_a_run_stopped_by_its_budget_says_so_with_the_figures(
     assert main(["status", str(run)]) == 0
     out = capsys.readouterr().out
     assert "stopped: budget" in out
-    assert f"Stopped at the run's budget of $0.001 (${stopped['spent']:.4f} spent" in out
+    assert f"Stopped at the run's budget of $0.001 ({dollars(stopped['spent'])} spent" in out
     assert f"  judge-engine resume {run} --budget USD" in out.splitlines()
     assert f"  judge-engine resume {run}" not in out.splitlines()  # a plain resume would stop again
 

@@ -50,7 +50,7 @@ def test_live_display_shows_every_figure_whole_at_any_width(width: int) -> None:
     assert all(len(line) <= width for line in text.splitlines())
     for name in NAMES:
         assert name in text
-    assert text.count("123,456/1,000,000") == 3 and text.count("123.4567") == 3
+    assert text.count("123,456/1,000,000") == 3 and text.count("$123.46") == 3
     for figure in ("345", "64", "12"):
         assert figure in text
 
@@ -81,7 +81,7 @@ def test_summary_at_80_columns_cuts_nothing() -> None:
     assert "…" not in text and all(len(line) <= 80 for line in text.splitlines())
     assert "transport_exhausted 7, unreadable 3" in text
     assert "this session: 899 tasks judged" in text and "whole run (2 sessions): 1,000 tasks" in text
-    assert "$0.1900" in text and "$0.2200" in text
+    assert "$0.19" in text and "$0.22" in text and "$0.1900" not in text  # dollars, not 4 fixed decimals
 
 
 def test_without_a_live_display_progress_lines_are_printed_periodically(

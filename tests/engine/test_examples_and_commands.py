@@ -129,6 +129,10 @@ def test_show_prints_the_transcript_of_an_item(tmp_path: Path, fake_server: Fake
     capsys.readouterr()
     assert main(["show", str(job.only_run()), "--item", reasked["item_id"]]) == 0
     out = capsys.readouterr().out
+    assert "sent first, folded: system prompt and 3 few-shot turns" in out and "You are an annotator" not in out
+    assert "Your previous answer could not be used" in out  # the re-ask is the attempt's own: never folded
+    assert main(["show", str(job.only_run()), "--item", reasked["item_id"], "--full"]) == 0
+    out = capsys.readouterr().out
     assert "sent: system" in out and "You are an annotator" in out
     assert "Your previous answer could not be used" in out
     assert "re-asks: " in out and ("verdict" in out or "unscored" in out)

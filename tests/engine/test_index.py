@@ -82,7 +82,8 @@ def test_show_filters_pick_exactly_the_tasks_asked_for(faulty_run: Path, capsys:
     assert main(["show", str(faulty_run), "--status", "scored", "--sort", "score", "--limit", "1"]) == 0
     lowest = min((o for o in latest.values() if o.scored), key=lambda o: (o.score, o.item_id))
     shown = capsys.readouterr().out
-    assert f"item {lowest.item_id} " in shown and "sent: system" in shown and f"score: {lowest.score}" in shown
+    assert f"item {lowest.item_id} " in shown and "sent first, folded: system prompt" in shown
+    assert f"score: {lowest.score:g}" in shown
 
 
 def test_show_of_a_judge_the_run_does_not_have_is_bad_input(faulty_run: Path,

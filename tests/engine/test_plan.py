@@ -12,6 +12,7 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.errors import VerdictError
+from judge_engine.money import dollars
 from judge_engine.providers.catalog import load_litellm
 from tests.engine.conftest import make_job
 
@@ -99,6 +100,47 @@ def test_plan_is_readable_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFi
         mark = "" if plan.tokens_exact else "~"
         assert f"{mark}{plan.prompt_tokens.low:,}" in out and f"to {mark}{plan.prompt_tokens.high:,}" in out
         assert f"{plan.completion_tokens.low:,}" in out and f"to {plan.completion_tokens.high:,}" in out
-        assert plan.judge in out and plan.bound_by in out
+        assert plan.judge in out and _as_shown(plan.bound_by) in out
         if plan.cost is not None:
-            assert f"{plan.cost.low:.4f}" in out and f"to {plan.cost.high:.4f}" in out
+            assert dollars(plan.cost.low) in out and f"to {dollars(plan.cost.high)}" in out
+
+
+@pytest.mark.parametrize(("limits", "requests", "tokens", "bound", "seconds"), [
+    # 600 requests at 60 RPM: 10 min; 32 at a time x 2 s: 37.5 s; 6e5 tokens at 1M TPM: 36 s.
+    ({"rpm": 60, "tpm": 1_000_000, "concurrency": 32}, 600, 600_000, "RPM-bound", 600.0),
+    # 6e6 tokens at 100k TPM: 60 min, against 10 s at 3,600 RPM.
+    ({"rpm": 3600, "tpm": 100_000, "concurrency": 64}, 600, 6_000_000, "TPM-bound", 3600.0),
+    # 4 at a time, 2 s a call: 600 x 2 / 4 = 300 s, against 10 s at 3,600 RPM.
+    ({"rpm": 3600, "tpm": 10_000_000, "concurrency": 4}, 600, 600_000, "concurrency-bound", 300.0),
+    # 10 requests, 64 at a time: one wave, so one call's 2 s (not 10 x 2 / 64 = 0.3 s).
+    ({"rpm": 3600, "tpm": 10_000_000, "concurrency": 64}, 10, 10_000, "latency-bound", 2.0),
+])  # fmt: skip
+def test_plan_says_in_words_which_limit_binds(limits: dict[str, int], requests: int, tokens: int, bound: str,
+                                              seconds: float, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from judge_engine.config import JudgeConfig
+    from judge_engine.estimate import wall_time
+
+    judge = JudgeConfig.model_validate({"name": "j", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm",
+                                        "limits": limits})
+    assert wall_time(judge, requests, tokens, 2.0) == (pytest.approx(seconds), bound)
+    job = make_job(tmp_path, None, items=requests if requests < 100 else 60,
+                   judge={"limits": limits, "repeats": 1 if requests < 100 else 10})
+    assert main(["plan", str(job.config)]) == 0
+    assert _as_shown(bound) in capsys.readouterr().out
+
+
+def _as_shown(bound: str) -> str:
+    """The words as the time column shows them: latency- and concurrency-bound on two lines."""
+    return bound if len(bound) <= len("TPM-bound") else bound.removesuffix("bound")
+
+
+def test_the_readmes_plan_stays_one_table_at_80_columns(capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Dollars and the limit in words widen the cost and time columns: they must still fit.
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["plan", str(Path(__file__).resolve().parents[2] / "examples/literary_mt/config.yaml")]) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and max(len(line) for line in table) <= 80
+    assert "latency-" in out or "-bound" in out

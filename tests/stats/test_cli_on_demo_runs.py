@@ -26,9 +26,11 @@ EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/config.yaml
 EXPECTED: dict[str, dict[str, Any]] = {
     "cdat": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
                         "gate": "needs the Random baseline",
-                        "cdat_score": "needs the gate", "elbow": "needs both baselines"},
+                        "cdat_score": "needs the gate", "elbow": "needs both baselines",
+                        "judge_agreement": "generation run (cdat, dat): each model is scored on lists it wrote",
+                        "temperatures": "generation run (cdat, dat): a list at another temperature is a new answer"},
              "notes": {"pareto": "Random, Common not given"},
-             "plots": {"distributions.png", "judge_agreement.png", "cdat_plane.png"}},
+             "plots": {"distributions.png", "cdat_plane.png"}},
     "bws": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
                        "temperatures": "needs 2+ temperatures", "distribution": "no per-item score",
                        "judge_agreement": "no per-item score"},
@@ -220,3 +222,24 @@ def test_meta_adequacy_draws_no_heatmap_for_a_comparison_with_no_items(
     assert f"plot: {tmp_path / 'plots' / 'adequacy_top.png'}" in out
     assert "no plot adequacy_other.png: no item compares the human translation with other systems" in out
     assert {p.name for p in (tmp_path / "plots").iterdir()} == {"adequacy_top.png"}
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_show_of_every_protocols_demo_run_reads_at_80_columns(
+    name: str, runs: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``show``'s first look at each example (issue 26, item 6): nothing wider than 80 columns,
+    costs in dollars, verdicts field by field (no dict), the shared turns folded."""
+    from rich.cells import cell_len
+
+    if name not in runs:
+        pytest.skip(minilm_problem() or name)
+    monkeypatch.setenv("COLUMNS", "80")
+    capsys.readouterr()
+    assert main(["show", str(runs[name])]) == 0
+    out = capsys.readouterr().out
+    assert max(cell_len(line) for line in out.splitlines()) <= 80
+    costs = re.findall(r"cost (\S+)", out)
+    assert costs and all(re.fullmatch(r"\$(0|0\.\d+|[\d,]+\.\d\d)", c) for c in costs), costs
+    assert not re.search(r"\de-\d", out) and "{'" not in out and "╭─ verdict" in out  # no 2.955e-05, no dict
+    assert "─ sent: system ─" not in out  # a system prompt is folded, with the few-shot turns

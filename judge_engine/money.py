@@ -1,0 +1,38 @@
+"""How an amount of dollars is written, wherever one is printed (``plan``, the run's summary and
+progress, ``show``, ``status``, budget messages).
+
+A call costs fractions of a cent and a run can cost hundreds of dollars, so a fixed number of
+decimals is wrong at one end or the other (``$0.0000`` for a call, ``$2.955e-05`` from ``str``).
+Under a dollar an amount keeps three significant digits, written out in full; from a dollar
+on, cents.
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import ROUND_HALF_UP, Decimal
+
+SIGNIFICANT = 3
+"""Significant digits kept below a dollar: enough to compare two judges' calls, no false precision."""
+
+
+def dollars(amount: float) -> str:
+    """``amount`` as dollars: ``$0``, ``$0.0000296``, ``$0.0123``, ``$0.50``, ``$12.35``, ``$1,234.50``.
+
+    Below $1, three significant digits, never in exponent notation, with no trailing zero past
+    the cents; from $1 on, two decimals with thousands separators. A negative amount keeps its sign
+    (``-$0.01``); NaN and infinities are written as Python writes them.
+    """
+    if not math.isfinite(amount):
+        return f"${amount}"
+    if amount < 0:
+        return "-" + dollars(-amount)
+    if amount == 0:
+        return "$0"
+    if round(amount, 2) >= 1:
+        return f"${amount:,.2f}"
+    decimals = SIGNIFICANT - 1 - math.floor(math.log10(amount))
+    # Rounded as the amount is written (2.955e-05 -> 0.0000296), not as its binary value is.
+    rounded = Decimal(repr(amount)).quantize(Decimal(1).scaleb(-decimals), rounding=ROUND_HALF_UP)
+    whole, _, fraction = f"{rounded:f}".partition(".")
+    return f"${whole}.{fraction.rstrip('0').ljust(2, '0')}"  # at least cents: $0.50, not $0.5
