@@ -5,7 +5,9 @@
   temperatures, twice each (so the histogram and the consistency figures have something to say);
 * ``item-close-reading.png``: the close-reading example's demo run;
 * ``transcript.png``: a task of a run against the fake server with a 429 storm, 500s and
-  malformed answers (a transcript with a rate limit, a retry and a re-ask).
+  malformed answers (a transcript with a rate limit, a retry and a re-ask);
+* ``item-custom.png``, ``item-jury.png``: the custom_rubric example's demo run (three custom
+  judges and their jury): an item whose JSON judge quoted the response, then its jury's card.
 
     python docs/screenshots/take.py [--out docs/screenshots]
 """
@@ -43,7 +45,8 @@ def runs(work: Path) -> dict[str, Path]:
     config = config.replace("temperatures: [0.0]", "temperatures: [0.0, 1.0]").replace("repeats: 1", "repeats: 2")
     (examples / "literary_mt" / "repeats.yaml").write_text(config, encoding="utf-8")
     found = {"mqm": judge_engine.run(examples / "literary_mt" / "repeats.yaml", demo=True).run_dir,
-             "close": judge_engine.run(examples / "close_reading" / "config.yaml", demo=True).run_dir}
+             "close": judge_engine.run(examples / "close_reading" / "config.yaml", demo=True).run_dir,
+             "custom": judge_engine.run(examples / "custom_rubric" / "config.yaml", demo=True).run_dir}
     (work / "faulty").mkdir()
     fake = FakeConfig(malformed_rate=0.3, error_500_rate=0.15, storm=Storm(duration_s=0.3, retry_after_s=0.2), seed=3)
     with FakeServer(fake) as server:
@@ -87,6 +90,17 @@ def shoot(page: Any, url: str, ready: str, path: Path, *, height: int | None = N
     print(path)
 
 
+def quoted_item(run: Path) -> str:
+    """The item of the custom_rubric run whose jurors disagree most, among those the JSON judge
+    quoted the response of."""
+    from judge_engine.store import latest_outcome_records
+
+    outcomes = list(latest_outcome_records(run).values())
+    quoted = {o.item_id for o in outcomes if o.judge == "helpful-json" and (o.verdict or {}).get("contradicted")}
+    spread = {o.item_id: (o.verdict or {}).get("spread") or 0 for o in outcomes if o.judge == "panel"}
+    return max(sorted(quoted), key=lambda item: spread.get(item, 0))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "screenshots")
@@ -114,6 +128,10 @@ def main() -> None:
                   args.out / "item-close-reading.png", height=1100)
             shoot(page, served["faulty"].url + f"#/transcript?run=0&task={reasked.task_id}", "section.attempt",
                   args.out / "transcript.png", height=1500)
+            shoot(page, served["custom"].url + f"#/item?id={quoted_item(found['custom'])}", ".task-card .custom mark",
+                  args.out / "item-custom.png", height=1000)
+            page.locator(".task-card", has=page.locator(".jury")).screenshot(path=str(args.out / "item-jury.png"))
+            print(args.out / "item-jury.png")
             browser.close()
         for one in served.values():
             one.close()

@@ -12,6 +12,9 @@ time) and reads only the lines a page shows, by offset. The browser holds one pa
 ``summary.py``            the overview's figures: counts, histograms, consistency
 ``queries.py``            the task list: filters, sorts and pages as SQL
 ``verdicts.py``           each protocol's verdict laid out as its users read it (segments)
+``custom_card.py``        a custom judge's verdict, from its declared fields
+``composed.py``           outcomes made of other tasks' outcomes (a jury's votes), and their parts
+``marks.py``              texts with marked spans (segments), quotes found with ``text.locate``
 ``pages.py``              the JSON documents of the overview, a list page, an item, a transcript
 ``server.py``             the HTTP server (aiohttp.web), its security headers, ``--check``
 ``static/``               the page: plain JavaScript modules and a style sheet, no build step

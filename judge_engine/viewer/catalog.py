@@ -264,6 +264,16 @@ def _judges(runs: Sequence[OpenRun], db: sqlite3.Connection) -> list[Judge]:
             for number, name, entry, jury in found]
 
 
+def declared_scales(manifest: Manifest) -> dict[str, tuple[float, float]]:
+    """Judge or jury -> the scale its scores are on, as the run recorded it (those that have one)."""
+    found = {entry.name: scale for entry in manifest.judges if (scale := _range(entry)) is not None}
+    for config in manifest.config.get("juries") or []:
+        jury = _jury(manifest, str(config.get("name"))) if isinstance(config, dict) else None
+        if jury is not None and jury.score_range is not None:
+            found[str(config.get("name"))] = jury.score_range
+    return found
+
+
 def _range(entry: JudgeEntry) -> tuple[float, float] | None:
     if not entry.score_range:
         return None

@@ -34,7 +34,7 @@ from judge_engine.errors import DatasetError, JudgeEngineError
 from judge_engine.jsonio import dumps, loads
 from judge_engine.records import OUTCOMES, TRANSCRIPTS
 from judge_engine.viewer import summary
-from judge_engine.viewer.catalog import Catalog, OpenRun
+from judge_engine.viewer.catalog import Catalog, OpenRun, declared_scales
 
 TASK_INDEXES = {
     "viewer_tasks_by_item": "tasks (item_id, judge, temperature, repeat, variant, status, reason_code, score)",
@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS viewer_items (id INTEGER PRIMARY KEY, item_id TEXT NO
 CREATE VIRTUAL TABLE IF NOT EXISTS viewer_items_text USING fts5(body, content='', columnsize=0,
                                                                 tokenize='unicode61 remove_diacritics 2');
 """
-VERSION = 2
+VERSION = 3
 """Of what the viewer derives: part of every cached entry's key, so a viewer that derives
 differently never reads an older one's figures."""
 REFRESH_S = 2.0
@@ -147,11 +147,10 @@ class Builder:
             return
         cached = _cached(db, "summary", str(covers))
         if cached is None:
-            judges = {e.name: e for e in run.current_manifest().judges}
+            scales = declared_scales(run.current_manifest())
             counted = summary.counts(db, source(run))
             cached = {"counts": counted, "histograms": {
-                judge: summary.histogram(db, source(run), judge, judges[judge].score_range if judge in judges else None)
-                for judge in counted}}
+                judge: summary.histogram(db, source(run), judge, scales.get(judge)) for judge in counted}}
             self._keep(run, db, "summary", str(covers), cached)
         state.counts, state.histograms, state.covers = cached["counts"], cached["histograms"], covers
 

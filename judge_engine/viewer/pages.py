@@ -15,6 +15,7 @@ from judge_engine.jsonio import loads
 from judge_engine.protocols.base import REASK_MARKER
 from judge_engine.records import OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
 from judge_engine.viewer.catalog import Catalog, Judge, OpenRun
+from judge_engine.viewer.composed import parts
 from judge_engine.viewer.derived import Builder, RunState
 from judge_engine.viewer.queries import STATUSES, TaskList, filter_from
 from judge_engine.viewer.verdicts import card
@@ -211,7 +212,8 @@ class Pages:
             outcome = {"status": o.status, "score": o.score, "scores": dict(o.scores), "reason": o.reason,
                        "reason_code": o.reason_code, "attempts": o.attempts, "reasks": o.reasks, "cost": o.cost,
                        "latency_s": o.latency_s, "at": o.at, "model": o.model, "protocol": o.protocol,
-                       "temperature": o.temperature, "repeat": o.repeat, "variant": o.variant}
+                       "temperature": o.temperature, "repeat": o.repeat, "variant": o.variant,
+                       "parts": parts(o)}  # a jury's: its jurors' tasks, whose transcripts stand for its own
         return {"run": number, "run_id": run.run_id, "synthetic": self.catalog.synthetic([number]),
                 "task_id": task_id, "item_id": item_id,
                 "judge": self.catalog.judge_of(number, judge).label, "outcome": outcome, "attempts": attempts,

@@ -48,8 +48,10 @@ def counts(db: sqlite3.Connection, schema: str) -> dict[str, dict[str, Any]]:
 
 def histogram(db: sqlite3.Connection, schema: str, judge: str,
               score_range: Sequence[float] | None) -> dict[str, Any] | None:
-    """The judge's score distribution: ``{bars: [{low, high, n}], exact}``; ``exact`` when each
-    bar is one score (``low == high``). None when the judge has no score."""
+    """The judge's score distribution: ``{bars: [{low, high, n}], exact, low, high}``; ``exact``
+    when each bar is one score (``low == high``); ``low``..``high`` the axis it is drawn on: the
+    judge's declared scale (``score_range``), widened to any score outside it, else the scores'
+    own extremes. None when the judge has no score."""
     where = f"FROM {schema}.tasks WHERE judge = ? AND score IS NOT NULL"
     values = [v for (v,) in db.execute(f"SELECT DISTINCT score {where} LIMIT {EXACT_VALUES + 1}", (judge,))]
     if not values:
@@ -57,17 +59,24 @@ def histogram(db: sqlite3.Connection, schema: str, judge: str,
     if len(values) <= EXACT_VALUES:
         bars = [{"low": v, "high": v, "n": n}
                 for v, n in db.execute(f"SELECT score, count(*) {where} GROUP BY score ORDER BY score", (judge,))]
-        return {"bars": bars, "exact": True}
-    low, high = db.execute(f"SELECT min(score), max(score) {where}", (judge,)).fetchone()
-    if score_range:
-        low, high = min(low, score_range[0]), max(high, score_range[1])
+        low, high = _axis(bars[0]["low"], bars[-1]["high"], score_range)
+        return {"bars": bars, "exact": True, "low": low, "high": high}
+    least, most = db.execute(f"SELECT min(score), max(score) {where}", (judge,)).fetchone()
+    low, high = _axis(least, most, score_range)
     width = (high - low) / BINS
     bars = [{"low": low + i * width, "high": low + (i + 1) * width, "n": 0} for i in range(BINS)]
     rows = db.execute(f"SELECT min({BINS - 1}, CAST((score - ?) / ? AS INTEGER)), count(*) {where} GROUP BY 1",
                       (low, width, judge))
     for index, n in rows:
         bars[int(index)]["n"] += n
-    return {"bars": bars, "exact": False}
+    return {"bars": bars, "exact": False, "low": low, "high": high}
+
+
+def _axis(low: float, high: float, score_range: Sequence[float] | None) -> tuple[float, float]:
+    """The span a histogram is drawn on: the declared scale, widened to the scores'."""
+    if score_range and score_range[1] > score_range[0]:
+        return min(low, score_range[0]), max(high, score_range[1])
+    return low, high
 
 
 def consistency(db: sqlite3.Connection, schema: str, judge: str, entry: JudgeEntry | None) -> dict[str, Any]:

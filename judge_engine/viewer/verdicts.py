@@ -1,11 +1,8 @@
 """Each protocol's verdict, laid out the way its users read it: the data of a task's card in
-the item view (the page draws it, :file:`static/item.js`; nothing here is HTML).
+the item view (the page draws it, :file:`static/cards.js`; nothing here is HTML).
 
-Texts with marked spans travel as **segments**, ``[{"text", "marks": [indices]}]``: the text cut
-at every span boundary, each piece listing the spans that cover it (spans may overlap). Offsets
-are found here, server-side, with :func:`judge_engine.text.locate` (exact, else after folding
-case, quote marks and spacing), so the page never searches text, and what is highlighted is
-what the protocol itself found.
+Texts with marked spans travel as segments, their quotes found server-side
+(:mod:`judge_engine.viewer.marks`), so the page never searches text.
 
 ======================================  ======================================================
 protocol                                card (``kind``)
@@ -21,6 +18,10 @@ protocol                                card (``kind``)
 ``ttct``                                ``ttct``: the twelve questions in their dimensions
 ``bws``                                 ``bws``: candidates as shown, best and worst, the seed
 ``cdat``, ``dat``                       ``words``: the cue, each word valid or dropped and why
+``custom``                              ``custom``: the declared fields, quotes highlighted in
+                                        the text they quote (:mod:`.custom_card`)
+``jury`` (an outcome of outcomes)       ``jury``: the decision, each juror's vote and its task
+                                        (:mod:`.composed`: such cards name their ``parts``)
 anything else                           ``verdict``: the verdict as JSON text
 ======================================  ======================================================
 """
@@ -29,59 +30,32 @@ from __future__ import annotations
 
 import ast
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
 from judge_engine.jsonio import pretty
 from judge_engine.records import JudgeEntry, OutcomeRecord
-from judge_engine.text import locate
+from judge_engine.viewer.composed import COMPOSED
+from judge_engine.viewer.custom_card import custom
+from judge_engine.viewer.marks import Segments, find, segments
 
-Segments = list[dict[str, Any]]
+__all__ = ["Segments", "card", "segments"]
 
-
-def segments(text: str, spans: Sequence[tuple[int, int, int]]) -> Segments:
-    """``text`` cut at every boundary of ``spans`` (``(start, end, index)``), each piece with
-    the indices of the spans covering it."""
-    cuts = sorted({0, len(text), *(s for s, _, _ in spans), *(e for _, e, _ in spans)})
-    pieces = []
-    for start, end in zip(cuts, cuts[1:], strict=False):
-        if start < end:
-            pieces.append({"text": text[start:end], "marks": [i for s, e, i in spans if s <= start and end <= e]})
-    return pieces
-
-
-def _match(needle: str, haystack: str) -> tuple[str, tuple[int, int] | None]:
-    """(``exact``/``normalised``/``none``, offsets) of a quote in a text."""
-    found = locate(needle, haystack) if needle.strip() else None
-    if found is None:
-        return "none", None
-    return ("exact" if haystack[found[0]:found[1]] == needle.strip() else "normalised"), found
+Card = Callable[[OutcomeRecord, Mapping[str, Any], JudgeEntry | None], dict[str, Any] | None]
+"""How a protocol's card is made: from the outcome, its item and the manifest's entry of its judge."""
 
 
 def card(outcome: OutcomeRecord, item: Mapping[str, Any], entry: JudgeEntry | None) -> dict[str, Any]:
     """The card of one task: what its verdict says, on its item's text."""
-    verdict = outcome.verdict
-    if not verdict:
+    if not outcome.verdict:
         return {"kind": "none"}
-    protocol = outcome.protocol
-    if protocol in ("gemba-mqm", "gemba-mqm-literary"):
-        return mqm(verdict, item, outcome.scores if protocol == "gemba-mqm-literary" else None)
-    if protocol in ("novel-spans", "nonpragmatic-spans"):
-        return close_reading(verdict, item)
-    if protocol == "prometheus-absolute":
-        return rubric(verdict, item, entry)
-    if protocol == "prometheus-relative":
-        return {"kind": "pair", "instruction": _text(item, "instruction"), "response_a": _text(item, "response_a"),
-                "response_b": _text(item, "response_b"), "winner": verdict.get("winner"),
-                "feedback": str(verdict.get("feedback") or ""), "order": outcome.variant or "AB"}
-    if protocol == "ttct":
-        return ttct(verdict, item, outcome.scores)
-    if protocol == "bws":
-        return bws(verdict, item, outcome.variant)
-    if protocol in ("cdat", "dat") and "words" in verdict:
-        return words(verdict, item, outcome.scores)
-    return {"kind": "verdict", "json": pretty(verdict)}
+    composed = COMPOSED.get(outcome.protocol)
+    if composed is not None:
+        return composed(outcome)
+    build = PROTOCOLS.get(outcome.protocol)
+    shown = build(outcome, item, entry) if build is not None else None
+    return shown if shown is not None else {"kind": "verdict", "json": pretty(outcome.verdict)}
 
 
 def _text(item: Mapping[str, Any], name: str) -> str:
@@ -101,7 +75,7 @@ def mqm(verdict: Mapping[str, Any], item: Mapping[str, Any], literary: Mapping[s
         span = str(error.get("span") or "")
         where, how, found = "none", "none", None
         for name, text, marks in (("target", target, in_target), ("source", source, in_source)):
-            how, found = _match(span, text)
+            how, found = find(span, text)
             if found is not None:
                 where = name
                 marks.append((found[0], found[1], index))
@@ -124,7 +98,7 @@ def close_reading(verdict: Mapping[str, Any], item: Mapping[str, Any]) -> dict[s
     expressions, spans = [], []
     for index, expression in enumerate(verdict.get("expressions") or []):
         text = str(expression.get("expression") or "")
-        how, found = _match(text, passage)
+        how, found = find(text, passage)
         if found is not None:
             spans.append((found[0], found[1], index))
         expressions.append({"expression": text, "justification": str(expression.get("justification") or ""),
@@ -220,3 +194,25 @@ def words(verdict: Mapping[str, Any], item: Mapping[str, Any], scores: Mapping[s
     listed += [{"word": w, "valid": False, "scored": False, "reason": r} for w, r in dropped]
     return {"kind": "words", "cue": _text(item, "cue"), "words": listed, "lexicon": verdict.get("lexicon"),
             "scores": {k: v for k, v in scores.items() if k in ("novelty", "appropriateness")}}
+
+
+def _pair(verdict: Mapping[str, Any], item: Mapping[str, Any], order: str) -> dict[str, Any]:
+    return {"kind": "pair", "instruction": _text(item, "instruction"), "response_a": _text(item, "response_a"),
+            "response_b": _text(item, "response_b"), "winner": verdict.get("winner"),
+            "feedback": str(verdict.get("feedback") or ""), "order": order or "AB"}
+
+
+PROTOCOLS: dict[str, Card] = {
+    "gemba-mqm": lambda o, item, _: mqm(o.verdict or {}, item, None),
+    "gemba-mqm-literary": lambda o, item, _: mqm(o.verdict or {}, item, o.scores),
+    "novel-spans": lambda o, item, _: close_reading(o.verdict or {}, item),
+    "nonpragmatic-spans": lambda o, item, _: close_reading(o.verdict or {}, item),
+    "prometheus-absolute": lambda o, item, entry: rubric(o.verdict or {}, item, entry),
+    "prometheus-relative": lambda o, item, _: _pair(o.verdict or {}, item, o.variant),
+    "ttct": lambda o, item, _: ttct(o.verdict or {}, item, o.scores),
+    "bws": lambda o, item, _: bws(o.verdict or {}, item, o.variant),
+    "cdat": lambda o, item, _: words(o.verdict or {}, item, o.scores) if "words" in (o.verdict or {}) else None,
+    "dat": lambda o, item, _: words(o.verdict or {}, item, o.scores) if "words" in (o.verdict or {}) else None,
+    "custom": lambda o, item, entry: custom(o.verdict or {}, item, entry),
+}
+"""Protocol -> its card (None: the verdict as JSON text); a protocol's card goes here."""

@@ -119,6 +119,17 @@ def demo_runs(examples: Path) -> DemoRuns:
 
 
 @pytest.fixture(scope="session")
+def rich_custom_run(examples: Path) -> Path:
+    """A demo run of a custom judge writing a field of every kind, scored 1-10
+    (:data:`tests.viewer.runs.RICH_CUSTOM`)."""
+    from tests.viewer.runs import RICH_CUSTOM
+
+    (examples / "custom_rich").mkdir(exist_ok=True)
+    (examples / "custom_rich" / "config.yaml").write_text(RICH_CUSTOM, encoding="utf-8")
+    return run_demo(examples, "custom_rich")
+
+
+@pytest.fixture(scope="session")
 def faulty(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A GEMBA-MQM run against the fake server with a 429 storm at the start, 500s and
     malformed answers (re-asked): transcripts with every kind of attempt. Its ``RunResult``

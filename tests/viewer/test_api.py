@@ -452,3 +452,94 @@ def test_a_run_written_before_records_existed_opens(served: Any, tmp_path: Path)
     transcript = viewer.json(f"api/transcript?run=0&task={quote(row['task_id'])}")
     assert transcript["attempts"] and transcript["attempts"][0]["messages"]
     assert not any(m["shared"] for m in transcript["attempts"][0]["messages"])  # no blocks: nothing known shared
+
+
+def _quote_marks(card: dict[str, Any], field: str) -> list[tuple[int, int, str]]:
+    """``(start, end, quote)`` of each marked piece of ``field``'s text in a custom card."""
+    (text,) = [t for t in card["texts"] if t["field"] == field]
+    found, at = [], 0
+    for piece in text["segments"]:
+        found += [(at, at + len(piece["text"]), card["spans"][i]["text"]) for i in piece["marks"]]
+        at += len(piece["text"])
+    return found
+
+
+def test_a_custom_judges_card_has_its_fields_and_quotes_in_place(served: Any, demo_runs: dict[str, Path],
+                                                                 rich_custom_run: Path) -> None:
+    """Each declared field in the config's order with its type, range, choices and number; each
+    quote highlighted where text.locate finds it in the field it quotes (the 1-5 example and a
+    1-10 judge writing a field of every kind)."""
+    viewer = served([demo_runs["custom_rubric"], rich_custom_run]).ready()
+    quoted = 0
+    outcomes = [*latest_outcome_records(demo_runs["custom_rubric"]).values(), *latest_outcome_records(rich_custom_run).values()]
+    for outcome in (o for o in outcomes if o.judge in ("helpful-json", "rich") and o.scored):
+        item = viewer.json(f"api/item?id={outcome.item_id}")
+        (task,) = [t for t in item["tasks"] if t["task_id"] == outcome.task_id]
+        card = task["card"]
+        assert card["kind"] == "custom"
+        fields = {f["name"]: f for f in card["fields"]}
+        assert list(fields) == [k for k in (outcome.verdict or {})]  # the declared order
+        assert [f["name"] for f in card["fields"] if f["headline"]] == ["score" if outcome.judge == "helpful-json" else "quality"]
+        response = item["fields"]["response"]
+        assert "".join(p["text"] for p in card["texts"][0]["segments"]) == response and card["texts"][0]["field"] == "response"
+        quotes = (outcome.verdict or {})["contradicted"]
+        assert [card["spans"][i]["text"] for i in fields["contradicted"]["spans"]] == [q["text"] for q in quotes]
+        for written in quotes:
+            start, end = locate(written["text"], response)  # type: ignore[misc]
+            assert (start, end) == (written["start"], written["end"])  # where the protocol found it
+            assert [m for m in _quote_marks(card, "response") if m[2] == written["text"]] == [(start, end, written["text"])]
+            quoted += 1
+        assert all(s["where"] == "response" and s["match"] == "exact" for s in card["spans"])
+        if outcome.judge == "helpful-json":
+            assert (fields["score"]["type"], fields["score"]["low"], fields["score"]["high"]) == ("integer", 1, 5)
+            assert fields["reasoning"]["type"] == "text" and fields["reasoning"]["description"] == "two or three sentences"
+            continue
+        verdict = outcome.verdict or {}
+        assert [f["type"] for f in card["fields"]] == ["text", "integer", "label", "boolean", "number", "spans"]
+        assert (fields["quality"]["value"], fields["quality"]["low"], fields["quality"]["high"]) == (verdict["quality"], 1, 10)
+        assert fields["verdict"]["choices"] == ["pass", "borderline", "fail"]
+        assert fields["verdict"]["number"] == {"pass": 1, "borderline": 0.5, "fail": 0}[verdict["verdict"]]
+        assert fields["unsafe"]["value"] is verdict["unsafe"] and (fields["confidence"]["low"], fields["confidence"]["high"]) == (0, 1)
+    assert quoted >= 3
+
+
+def test_a_jurys_card_shows_each_vote_and_links_its_jurors(served: Any, demo_runs: dict[str, Path]) -> None:
+    """Each juror's vote, score and status with its task, whose transcript has its attempts; the
+    jury's own transcript has none, and names its jurors' instead."""
+    viewer = served([demo_runs["custom_rubric"]]).ready()
+    outcomes = latest_outcome_records(demo_runs["custom_rubric"]).values()
+    juries = [o for o in outcomes if o.judge == "panel"]
+    assert len(juries) == 12
+    for jury in juries[:4]:
+        jurors = {o.judge: o for o in outcomes if o.item_id == jury.item_id and o.judge != "panel"}
+        (task,) = [t for t in viewer.json(f"api/item?id={jury.item_id}")["tasks"] if t["judge"] == "panel"]
+        card = task["card"]
+        assert card["kind"] == "jury" and card["aggregate"] == "median" and card["voted"] == 3
+        assert card["value"] == jury.score == sorted(o.score for o in jurors.values())[1]  # type: ignore[type-var]
+        assert [j["judge"] for j in card["jurors"]] == ["helpful-json", "helpful-regex", "helpful-marker"]
+        for row in card["jurors"]:
+            juror = jurors[row["judge"]]
+            assert (row["vote"], row["score"], row["status"], row["reason_code"], row["task_id"]) == (
+                juror.score, juror.score, "scored", None, juror.task_id)
+            transcript = viewer.json(f"api/transcript?run=0&task={quote(row['task_id'])}")
+            assert transcript["judge"] == row["judge"] and len(transcript["attempts"]) == juror.attempts >= 1
+        assert card["parts"] == [{"judge": j["judge"], "task_id": j["task_id"]} for j in card["jurors"]]
+        own = viewer.json(f"api/transcript?run=0&task={quote(jury.task_id)}")
+        assert own["attempts"] == [] and own["outcome"]["parts"] == card["parts"]
+    helpful = next(t for t in viewer.json(f"api/item?id={juries[0].item_id}")["tasks"] if t["judge"] == "helpful-json")
+    assert "parts" not in helpful["card"]  # a judge's card has its own transcript
+    judge_transcript = viewer.json(f"api/transcript?run=0&task={quote(helpful['task_id'])}")
+    assert judge_transcript["outcome"]["parts"] is None
+
+
+def test_histograms_span_the_declared_scale(served: Any, demo_runs: dict[str, Path], rich_custom_run: Path) -> None:
+    """A 1-10 custom score is drawn on 1..10 and a jury on its jurors' 1..5, whatever the scores'
+    own extremes; a judge without a scale on its scores'."""
+    viewer = served([demo_runs["custom_rubric"], rich_custom_run]).ready()
+    judges = {j["label"]: j for j in viewer.json("api/overview")["judges"]}
+    rich = judges["rich"]["histogram"]
+    assert (rich["low"], rich["high"], rich["exact"]) == (1, 10, True)
+    assert sum(b["n"] for b in rich["bars"]) == judges["rich"]["counts"]["scored"]
+    for label in ("panel", "helpful-json"):
+        assert (judges[label]["histogram"]["low"], judges[label]["histogram"]["high"]) == (1, 5)
+    assert judges["panel"]["score_range"] == [1, 5]

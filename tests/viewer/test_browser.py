@@ -51,7 +51,7 @@ def test_overview(tab: Watched, viewer: ServedViewer) -> None:
     assert banner(page) == DEMO_NOTE
     assert page.locator(".judge h2").inner_text() == "mqm-mini"
     judge = viewer.json("api/overview")["judges"][0]
-    assert page.locator(".judge .histogram rect").count() == len(judge["histogram"]["bars"])
+    assert page.locator(".judge .histogram rect.bar").count() == len(judge["histogram"]["bars"])
     assert "20 tasks" in page.locator(".judge .counts").inner_text()
     assert page.locator(".run .badge.status-completed").inner_text() == "completed"
     assert tab.errors == []
@@ -226,3 +226,112 @@ def test_a_failed_run_names_each_stopped_judge_once(tab: Watched, demo_runs: dic
     page = tab.open(served([run]).ready().url, ".run p.error")
     assert page.locator(".run p.error").all_inner_texts() == [why]
     assert tab.errors == []
+
+
+MARK_OFFSETS = """(box) => [...box.querySelectorAll('mark')].map((mark) => {
+    const range = document.createRange();
+    range.setStart(box, 0);
+    range.setEndBefore(mark);
+    return {start: range.toString().length, text: mark.textContent, title: mark.title};
+})"""
+
+
+@pytest.fixture(scope="module")
+def rubric(demo_runs: dict[str, Path]) -> Iterator[ServedViewer]:
+    """The custom_rubric example's demo run: three custom judges and their jury."""
+    with ServedViewer([demo_runs["custom_rubric"]]) as served:
+        yield served.ready()
+
+
+def _quoted(run: Path) -> Any:
+    """An outcome of helpful-json that quotes the response."""
+    return next(o for o in latest_outcome_records(run).values()
+                if o.judge == "helpful-json" and (o.verdict or {}).get("contradicted"))
+
+
+def test_a_custom_judges_card_shows_its_fields_and_highlights_its_quotes(tab: Watched, rubric: ServedViewer,
+                                                                         demo_runs: dict[str, Path]) -> None:
+    outcome = _quoted(demo_runs["custom_rubric"])
+    page = tab.open(rubric.url + f"#/item?id={outcome.item_id}", ".task-card .custom")
+    card = page.locator(".task-card", has=page.locator(".custom .quoted"))
+    assert card.locator("header strong").inner_text() == "helpful-json"
+    response = rubric.json(f"api/item?id={outcome.item_id}")["fields"]["response"]
+    box = card.locator(".quoted .marked")
+    assert box.inner_text() == response
+    marks = box.evaluate(MARK_OFFSETS)
+    for quote in (outcome.verdict or {})["contradicted"]:
+        start, end = locate(quote["text"], response)  # type: ignore[misc]
+        assert {"start": start, "text": response[start:end], "title": f"contradicted: {quote['text']}"} in marks
+    score = card.locator('tr[data-field="score"]')
+    assert score.locator("td").inner_text() == f"{outcome.score:g} on 1..5" and "headline" in str(score.get_attribute("class"))
+    assert card.locator('tr[data-field="score"] meter').get_attribute("max") == "5"
+    quotes = card.locator('tr[data-field="contradicted"] ol.quotes li').all_inner_texts()
+    assert quotes == [f"{q['text']} found exactly in the response" for q in (outcome.verdict or {})["contradicted"]]
+    assert card.locator('.field-text[data-field="reasoning"] pre').inner_text() == (outcome.verdict or {})["reasoning"]
+    assert card.locator(".transcript-link").count() == 1
+    assert tab.errors == []
+
+
+def test_a_jurys_card_shows_the_votes_and_links_each_jurors_transcript(tab: Watched, rubric: ServedViewer,
+                                                                       demo_runs: dict[str, Path]) -> None:
+    records = latest_outcome_records(demo_runs["custom_rubric"]).values()
+    jury = next(o for o in records if o.judge == "panel")
+    jurors = {o.judge: o for o in records if o.item_id == jury.item_id and o.judge != "panel"}
+    page = tab.open(rubric.url + f"#/item?id={jury.item_id}", ".task-card .jury")
+    card = page.locator(".task-card", has=page.locator(".jury"))
+    assert card.locator(".transcript-link").count() == 0  # a jury sent no request: no transcript of its own
+    assert "attempts" not in card.locator("p.small").inner_text()
+    rows = card.locator("table.votes tbody tr")
+    assert rows.count() == 3
+    for index, name in enumerate(["helpful-json", "helpful-regex", "helpful-marker"]):
+        cells = rows.nth(index).locator("td").all_inner_texts()
+        score = f"{jurors[name].score:g}"
+        assert cells == [name, score, score, "scored", "transcript ›"]
+    assert card.locator(".decision strong").inner_text() == f"{jury.score:g}"
+    card.click()  # the jury chosen, Enter opens nothing
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(200)
+    assert "#/item" in page.url
+
+    rows.nth(1).locator("a.juror-transcript").click()
+    page.wait_for_selector("section.attempt")
+    assert jurors["helpful-regex"].task_id in page.locator("h1").inner_text()
+    assert page.locator("section.attempt").count() == jurors["helpful-regex"].attempts >= 1
+    assert page.locator("main > p").first.inner_text().startswith("helpful-regex · run ")
+    page.go_back()
+    page.wait_for_selector(".jury")
+
+    page = tab.open(rubric.url + f"#/transcript?run=0&task={jury.task_id}", "p.parts")  # an old link to the jury's
+    assert page.locator("p.parts a").all_inner_texts() == ["helpful-json", "helpful-regex", "helpful-marker"]
+    assert "attempt(s)" not in page.locator("main").inner_text()
+    page.locator("p.parts a").first.click()
+    page.wait_for_selector("section.attempt")
+    assert jurors["helpful-json"].task_id in page.locator("h1").inner_text()
+    assert tab.errors == []
+
+
+def test_a_histogram_spans_the_declared_scale_with_a_count_axis(tab: Watched, rich_custom_run: Path) -> None:
+    """A 1-10 judge's histogram runs from 1 to 10 whatever its scores, each bar above its score's
+    tick, under a labelled count axis whose top is at or above the tallest bar."""
+    with ServedViewer([rich_custom_run]) as served:
+        served.ready()
+        bars = next(j for j in served.json("api/overview")["judges"] if j["label"] == "rich")["histogram"]["bars"]
+        page = tab.open(served.url, '.judge[data-judge="rich"] .histogram rect.bar')
+        figure = page.locator('.judge[data-judge="rich"] .histogram')
+        assert figure.locator(".score-tick").all_text_contents() == [str(v) for v in range(1, 11)]
+        counts = [float(t) for t in figure.locator(".count-tick text").all_text_contents()]
+        assert counts[0] == 0 and counts == sorted(counts) and len(counts) >= 2 and counts[-1] >= max(b["n"] for b in bars)
+        assert figure.locator(".axis.title").text_content() == "tasks"
+        placed = figure.evaluate("""(f) => {
+            const ticks = Object.fromEntries([...f.querySelectorAll('.score-tick')].map((t) => [t.textContent, +t.getAttribute('x')]));
+            return [...f.querySelectorAll('rect.bar')].map((r) => ({
+                centre: +r.getAttribute('x') + +r.getAttribute('width') / 2, tick: ticks[r.querySelector('title').textContent.split(':')[0]],
+                height: +r.getAttribute('height')}));
+        }""")
+        assert len(placed) == len(bars)
+        tallest = max(p["height"] for p in placed)
+        for bar, shown in zip(bars, placed, strict=True):
+            assert abs(shown["centre"] - shown["tick"]) < 0.5, (bar, shown)
+            assert abs(shown["height"] / tallest - bar["n"] / max(b["n"] for b in bars)) < 0.02
+        assert "on the judge's scale 1..10" in figure.locator("figcaption").inner_text()
+        assert tab.errors == []

@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -160,3 +161,87 @@ def test_a_generation_list_shows_each_word_valid_or_dropped_and_why() -> None:
     assert [(w["word"], w["valid"], w["reason"]) for w in shown["words"]] == [
         ("river", True, ""), ("run", False, "not_a_noun"), ("apple", True, ""), ("river", False, "duplicate"),
         ("", False, "no_letters")]
+
+
+def _outcome(protocol: str, verdict: dict[str, Any], **more: Any) -> Any:
+    from judge_engine.records import OutcomeRecord
+
+    return OutcomeRecord(task_id="t", item_id="i", judge="j", protocol=protocol, protocol_version="1", model="m",
+                         temperature=0.0, repeat=0, variant="", status="scored", verdict=verdict, **more)
+
+
+def test_a_custom_card_locates_quotes_and_lists_the_rest_apart() -> None:
+    from judge_engine.records import JudgeEntry
+    from judge_engine.viewer.verdicts import card
+
+    fields = {"why": {"type": "text"}, "best": {"type": "candidate", "score_map": {"c2": 1}},
+              "quotes": {"type": "spans", "of": "answer"}, "ok": {"type": "boolean"}}
+    entry = JudgeEntry("j", "m", "custom", "1", {"fields": fields, "score": "mean(best, ok)", "candidates": "options"},
+                       {}, [0.0], 1, None, 1)
+    verdict = {"why": "because", "best": "A", "quotes": [{"text": "THE “lamp”", "start": 4, "end": 14},
+                                                         {"text": "a moon", "start": 0, "end": 6}],
+               "ok": False, "best_id": "c2", "order": ["c2", "c1"]}
+    item = {"id": "i", "answer": "See the \"lamp\" glow.", "options": [{"id": "c1", "text": "one"}, {"id": "c2", "text": "two"}]}
+    shown = card(_outcome("custom", verdict), item, entry)
+    assert [(f["name"], f["type"]) for f in shown["fields"]] == [("why", "text"), ("best", "candidate"), ("quotes", "spans"),
+                                                                 ("ok", "boolean")]  # best_id and order go with best
+    assert shown["spans"] == [{"field": "quotes", "text": "THE “lamp”", "where": "answer", "match": "normalised"},
+                              {"field": "quotes", "text": "a moon", "where": "none", "match": "none"}]
+    assert shown["texts"] == [{"field": "answer", "segments": [{"text": "See ", "marks": []},
+                                                               {"text": "the \"lamp\"", "marks": [0]},
+                                                               {"text": " glow.", "marks": []}]}]
+    best = shown["fields"][1]
+    assert (best["value"], best["id"], best["number"]) == ("A", "c2", 1)
+    assert shown["candidates"] == [{"label": "A", "id": "c2", "text": "two", "picked_by": ["best"]},
+                                   {"label": "B", "id": "c1", "text": "one", "picked_by": []}]
+    assert shown["score"] == {"rule": "mean(best, ok)", "expression": True}
+    gone = card(_outcome("custom", verdict), {"prompt": "Answer: See the \"lamp\" glow."}, entry)  # the dataset is gone
+    assert gone["texts"][0]["field"] == "prompt" and gone["spans"][0]["where"] == "prompt"
+
+
+def test_a_custom_card_without_its_declarations_reads_the_values() -> None:
+    from judge_engine.viewer.verdicts import card
+
+    verdict = {"note": "fine", "grade": 4, "flag": True, "bits": [{"text": "lamp", "start": 0, "end": 4}]}
+    shown = card(_outcome("custom", verdict), {"id": "i", "body": "a lamp"}, None)
+    assert [(f["name"], f["type"]) for f in shown["fields"]] == [("note", "text"), ("grade", "number"), ("flag", "boolean"),
+                                                                 ("bits", "spans")]
+    assert shown["spans"][0]["where"] == "body" and shown["texts"][0]["segments"][1] == {"text": "lamp", "marks": [0]}
+
+
+def test_a_jury_card_names_each_juror_and_the_tasks_standing_for_it() -> None:
+    from judge_engine.viewer.composed import parts
+    from judge_engine.viewer.verdicts import card
+
+    verdict = {"aggregate": "weighted", "scale": "categorical", "value": "pass", "tie": None, "voted": 1,
+               "agreement": None, "weights": {"a": 2, "b": 1},
+               "jurors": {"a": {"vote": "pass", "score": 1.0, "status": "scored", "reason_code": None, "task_id": "ta"},
+                          "b": {"vote": None, "score": None, "status": "unscored", "reason_code": "unreadable",
+                                "task_id": "tb"}}}
+    outcome = _outcome("jury", verdict, score=1.0)
+    shown = card(outcome, {}, None)
+    assert shown["kind"] == "jury" and shown["weighted"] and shown["value"] == "pass"
+    assert [(j["judge"], j["vote"], j["status"], j["reason_code"], j["weight"]) for j in shown["jurors"]] == [
+        ("a", "pass", "scored", None, 2), ("b", None, "unscored", "unreadable", 1)]
+    assert shown["parts"] == parts(outcome) == [{"judge": "a", "task_id": "ta"}, {"judge": "b", "task_id": "tb"}]
+    assert parts(_outcome("custom", {"x": 1})) is None
+
+
+def test_a_histogram_is_drawn_on_the_declared_scale() -> None:
+    import sqlite3
+
+    from judge_engine.viewer.summary import histogram
+
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE TABLE tasks (judge TEXT, score REAL)")
+    db.executemany("INSERT INTO tasks VALUES ('a', ?)", [(3,), (4,), (4,), (8,), (None,)])
+    db.executemany("INSERT INTO tasks VALUES ('b', ?)", [(i / 10,) for i in range(50)])
+    exact = histogram(db, "main", "a", (1.0, 10.0))
+    assert exact == {"bars": [{"low": 3, "high": 3, "n": 1}, {"low": 4, "high": 4, "n": 2}, {"low": 8, "high": 8, "n": 1}],
+                     "exact": True, "low": 1, "high": 10}
+    unscaled = histogram(db, "main", "a", None) or {}
+    assert (unscaled["low"], unscaled["high"]) == (3, 8)  # no scale: the scores' own extremes
+    binned = histogram(db, "main", "b", (0.0, 10.0)) or {}
+    assert not binned["exact"] and (binned["low"], binned["high"]) == (0, 10)
+    assert binned["bars"][0] == {"low": 0, "high": 0.5, "n": 5} and sum(b["n"] for b in binned["bars"]) == 50
+    assert histogram(db, "main", "c", (1.0, 5.0)) is None

@@ -1,29 +1,42 @@
-// Each protocol's verdict as its users read it. The server sends the layout (verdicts.py):
-// texts as segments, each listing the spans that cover it, so nothing here searches text.
-import {el, fmt, pre} from "./dom.js";
+// Each outcome's card as its users read it. The server sends the layout (verdicts.py): texts as
+// segments, each listing the spans that cover it, so nothing here searches text. A kind of card
+// is an entry of KINDS: how to draw it, whether it shows the item's text (then the item's fields
+// are folded above the cards), and whether the task has a transcript of its own (an outcome made
+// of other tasks' outcomes, a jury's, names those tasks, its `parts`, and links each instead).
+import {custom} from "./custom.js";
+import {el, fmt, marked, pre} from "./dom.js";
+import {jury} from "./jury.js";
 
 const SEVERITY = {critical: 3, major: 2, minor: 1};
 
+const KINDS = {
+  mqm: {draw: mqm, showsItem: true},
+  spans: {draw: spans, showsItem: true},
+  rubric: {draw: rubric, showsItem: true},
+  pair: {draw: pair, showsItem: true},
+  ttct: {draw: ttct, showsItem: true},
+  bws: {draw: bws, showsItem: true},
+  words: {draw: words, showsItem: true},
+  custom: {draw: custom, showsItem: false},  // it shows only the texts it quotes, or none
+  jury: {draw: jury, showsItem: false},
+  verdict: {draw: (data) => pre(data.json), showsItem: false},
+};
+
 export function card(data, task) {
-  switch (data.kind) {
-    case "mqm": return mqm(data);
-    case "spans": return spans(data);
-    case "rubric": return rubric(data);
-    case "pair": return pair(data);
-    case "ttct": return ttct(data);
-    case "bws": return bws(data);
-    case "words": return words(data);
-    case "verdict": return pre(data.json);
-    default: return task.status === "undone" ? el("p", {class: "muted"}, "No outcome yet: the run has not finished this task.") : null;
-  }
+  const kind = KINDS[data.kind];
+  if (kind) return kind.draw(data, task);
+  return task.status === "undone" ? el("p", {class: "muted"}, "No outcome yet: the run has not finished this task.") : null;
 }
 
-// A text with its marked pieces: `kind(marks)` names the class of a marked piece, `title(marks)`
-// what hovering it says.
-function marked(segments, kind, title) {
-  return el("div", {class: "text marked"}, segments.map((piece) => piece.marks.length
-    ? el("mark", {class: kind(piece.marks), title: title(piece.marks), "data-marks": piece.marks.join(" ")}, piece.text)
-    : piece.text));
+// Whether the card shows the item's text itself.
+export function showsItem(data) {
+  const shows = KINDS[data.kind]?.showsItem;
+  return typeof shows === "function" ? shows(data) : Boolean(shows);
+}
+
+// Whether the task has a transcript of its own (not an outcome made of other tasks' outcomes).
+export function ownTranscript(task) {
+  return !task.card?.parts;
 }
 
 function mqm(data) {

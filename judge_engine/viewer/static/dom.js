@@ -87,6 +87,14 @@ export function table(rows, columns, props = {}) {
     el("tbody", {}, rows.map((row) => el("tr", {}, columns.map(([, cell]) => el("td", {}, cell(row)))))));
 }
 
+// A text with its marked pieces (segments: the server cut the text at every span boundary):
+// `kind(marks)` names the class of a marked piece, `title(marks)` what hovering it says.
+export function marked(segments, kind, title) {
+  return el("div", {class: "text marked"}, segments.map((piece) => piece.marks.length
+    ? el("mark", {class: kind(piece.marks), title: title(piece.marks), "data-marks": piece.marks.join(" ")}, piece.text)
+    : piece.text));
+}
+
 export function pre(text, props = {}) {
   return el("pre", {class: "text", ...props}, text ?? "");
 }

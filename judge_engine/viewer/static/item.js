@@ -3,7 +3,7 @@
 // protocol's users read it (cards.js). j/k choose a task, Enter opens its transcript, Esc goes
 // back to the list, [ and ] go to the previous and next item of the list page.
 import {get} from "./api.js";
-import {card} from "./cards.js";
+import {card, ownTranscript, showsItem} from "./cards.js";
 import {el, fmt, link, pre, replace, SPREAD_TITLE, spread} from "./dom.js";
 import {label, shadeClass, state} from "./state.js";
 
@@ -40,7 +40,7 @@ function fields(data) {
   if (!data.fields) return el("p", {class: "muted"}, "The item's text is not available (its dataset is gone).");
   const note = data.origin === "request" ? el("p", {class: "note"},
     "The run's dataset could not be read (gone, or not indexed yet): this is the item as the judge was sent it.") : null;
-  const shown = data.tasks.some((t) => !["none", "verdict"].includes(t.card.kind));
+  const shown = data.tasks.some((t) => showsItem(t.card));
   const value = (v) => typeof v === "string" && v.length < 80 && !v.includes("\n") ? v
     : pre(typeof v === "string" ? v : JSON.stringify(v, null, 2));
   return el("details", {class: "fields", open: shown ? null : ""},
@@ -67,7 +67,7 @@ function grid(tasks) {
 }
 
 function taskCard(task, index) {
-  const transcript = link("transcript", {run: task.run, task: task.task_id});
+  const transcript = ownTranscript(task) ? link("transcript", {run: task.run, task: task.task_id}) : null;
   return el("section", {class: "task-card" + (index === view.selected ? " selected" : ""), "data-task": task.task_id,
     onclick: () => select(index, false)},
     el("header", {},
@@ -75,12 +75,12 @@ function taskCard(task, index) {
       task.variant ? ` · ${task.variant}` : "",
       el("span", {class: "badge " + (task.status === "scored" ? shadeClass(task.judge, task.score) : "status-" + task.status)},
         task.status === "scored" ? "score " + fmt(task.score ?? "–") : task.status),
-      el("a", {href: transcript, class: "transcript-link"}, "transcript ›")),
+      transcript ? el("a", {href: transcript, class: "transcript-link"}, "transcript ›") : null),
     task.status === "unscored" ? el("p", {class: "error"}, `${task.reason_code}: `, task.reason || "") : null,
     card(task.card, task),
     task.confidence ? el("p", {class: "small"}, confidenceText(task.confidence)) : null,
-    el("p", {class: "muted small"}, `${task.model || ""} · ${task.protocol || ""} · attempts ${fmt(task.attempts)} · `
-      + `re-asks ${fmt(task.reasks)} · cost ${task.cost === undefined ? "–" : "$" + Number(task.cost).toFixed(5)}`));
+    el("p", {class: "muted small"}, `${task.model || ""} · ${task.protocol || ""}`, transcript ? ` · attempts ${fmt(task.attempts)} · `
+      + `re-asks ${fmt(task.reasks)} · cost ${task.cost === undefined ? "–" : "$" + Number(task.cost).toFixed(5)}` : ""));
 }
 
 function confidenceText(c) {
@@ -113,7 +113,9 @@ export function key(name) {
   switch (name) {
     case "j": case "ArrowDown": select(view.selected + 1); return true;
     case "k": case "ArrowUp": select(view.selected - 1); return true;
-    case "Enter": case "o": if (task) location.hash = link("transcript", {run: task.run, task: task.task_id}); return true;
+    case "Enter": case "o":  // a jury has no transcript of its own: its card links its jurors'
+      if (task && ownTranscript(task)) location.hash = link("transcript", {run: task.run, task: task.task_id});
+      return true;
     case "Escape": case "u": location.hash = state.list.hash; return true;
     case "]": case "[": {
       const id = neighbourId(name === "]" ? 1 : -1);

@@ -108,27 +108,77 @@ const DEFINITIONS = "Each judge's calls, tokens, cost, 429s, retries and re-asks
   + "judge's retry budget, each tried again. 429s: rate-limit answers, waited out by the lane, not retries. "
   + "Re-asks: unusable answers sent back.";
 
-const WIDTH = 360;
-const HEIGHT = 90;
+// The histogram: scores on the judge's declared scale (the axis spans it even where no score
+// fell; a judge without one spans its scores), counts on a labelled axis.
+const WIDTH = 400;
+const HEIGHT = 96;
+const LEFT = 34;  // the count axis' labels
+const TOP = 18;  // room for its title
+const RIGHT = 8;
 
 function histogram(judge) {
   const data = judge.histogram;
   if (!data) return el("p", {class: "muted"}, "no score distribution (no scored task, or a categorical verdict)");
-  const top = Math.max(...data.bars.map((b) => b.n), 1);
-  const step = WIDTH / data.bars.length;
+  const bars = data.bars;
+  const low = data.low ?? bars[0].low;
+  const high = data.high ?? bars[bars.length - 1].high;
+  const integral = [low, high, ...bars.map((b) => b.low)].every(Number.isInteger);
+  const unit = data.exact ? barUnit(bars, low, high, integral) : 0;
+  const from = low - unit / 2 - (high === low ? 0.5 : 0);
+  const to = high + unit / 2 + (high === low ? 0.5 : 0);
+  const x = (v) => LEFT + ((v - from) / (to - from)) * (WIDTH - LEFT - RIGHT);
+  const counts = ticks(0, Math.max(...bars.map((b) => b.n), 1), 4, true);
+  const top = counts[counts.length - 1];
+  const y = (n) => TOP + HEIGHT - (n / top) * HEIGHT;
   const label = (bar) => data.exact ? fmt(bar.low) : `${fmt(bar.low)} to ${fmt(bar.high)}`;
-  const first = data.bars[0];
-  const last = data.bars[data.bars.length - 1];
+  const scores = integral && high - low <= 12 ? range(low, high, 1) : ticks(low, high, 5, false);
   return el("figure", {class: "histogram"},
-    svg("svg", {viewBox: `0 0 ${WIDTH} ${HEIGHT + 14}`, role: "img", "aria-label": `score distribution of ${judge.label}`},
-      data.bars.map((bar, i) => {
-        const height = Math.max(bar.n ? 1 : 0, (bar.n / top) * HEIGHT);
-        return svg("rect", {x: i * step + 1, y: HEIGHT - height, width: Math.max(1, step - 2), height, class: "bar"},
+    svg("svg", {viewBox: `0 0 ${WIDTH} ${TOP + HEIGHT + 16}`, role: "img", "aria-label": `score distribution of ${judge.label}`},
+      svg("text", {x: 0, y: 9, class: "axis title"}, "tasks"),
+      counts.map((n) => svg("g", {class: "count-tick"},
+        svg("line", {x1: LEFT, x2: WIDTH - RIGHT, y1: y(n), y2: y(n), class: n ? "grid" : "baseline"}),
+        svg("text", {x: LEFT - 4, y: y(n) + 3, class: "axis end"}, fmt(n)))),
+      bars.map((bar) => {
+        const left = data.exact ? x(bar.low - unit * 0.4) : x(bar.low) + 0.5;
+        const right = data.exact ? x(bar.low + unit * 0.4) : x(bar.high) - 0.5;
+        const width = Math.max(2, right - left);
+        const height = Math.max(bar.n ? 1 : 0, y(0) - y(bar.n));
+        return svg("rect", {x: (left + right - width) / 2, y: y(0) - height, width, height, class: "bar"},
           svg("title", {}, `${label(bar)}: ${fmt(bar.n)} tasks`));
       }),
-      svg("text", {x: 0, y: HEIGHT + 12, class: "axis"}, label(first)),
-      svg("text", {x: WIDTH, y: HEIGHT + 12, class: "axis end"}, data.exact ? fmt(last.high) : fmt(last.high))),
-    el("figcaption", {class: "muted"}, "scores of scored tasks (hover a bar for its count)"));
+      scores.map((v) => svg("text", {x: x(v), y: TOP + HEIGHT + 12, class: "axis middle score-tick"}, fmt(v)))),
+    el("figcaption", {class: "muted"}, "scores of scored tasks, " + (judge.score_range
+      ? `on the judge's scale ${judge.score_range.map((v) => fmt(v)).join("..")}` : "from the lowest to the highest (no declared scale)")
+      + " (hover a bar for its count)"));
+}
+
+// The width of an exact bar in score units: 1 on an integer scale, else the closest two scores.
+function barUnit(bars, low, high, integral) {
+  if (integral) return 1;
+  const gaps = bars.slice(1).map((b, i) => b.low - bars[i].low);
+  return Math.min(...gaps, (high - low) / 10 || 1);
+}
+
+// About `count` round ticks from `low` to `high` (1, 2 or 5 times a power of ten apart); counts
+// (`whole`) in whole steps, the last tick at or above `high`.
+function ticks(low, high, count, whole) {
+  let step = nice((high - low) / count || 1);
+  if (whole) step = Math.max(1, Math.round(step));
+  const first = Math.ceil(low / step - 1e-9) * step;
+  const last = whole ? Math.ceil(high / step) * step : high;
+  return range(first, last, step);
+}
+
+function nice(raw) {
+  const power = 10 ** Math.floor(Math.log10(raw));
+  const mantissa = raw / power;
+  return (mantissa <= 1 ? 1 : mantissa <= 2 ? 2 : mantissa <= 5 ? 5 : 10) * power;
+}
+
+function range(from, to, step) {
+  const found = [];
+  for (let k = 0; from + k * step <= to + step * 1e-9; k++) found.push(Number((from + k * step).toPrecision(12)));
+  return found;
 }
 
 function consistency(data) {

@@ -19,10 +19,14 @@ export async function render(main, params) {
     el("h1", {}, "Transcript ", el("span", {class: "mono small"}, data.task_id)),
     el("p", {}, `${data.judge} · run ${data.run_id}`, outcome ? ` · T ${fmt(outcome.temperature)} · repeat ${outcome.repeat}`
       + (outcome.variant ? ` · ${outcome.variant}` : "") : ""),
+    outcome?.parts ? el("p", {class: "note parts"}, "This outcome was decided from other tasks' outcomes (a jury's from "
+      + "its jurors') and sent no request of its own. Their transcripts: ",
+    outcome.parts.map((p, i) => [i ? ", " : "", el("a", {href: link("transcript", {run: data.run, task: p.task_id})}, p.judge)]))
+      : null,
     outcome ? el("p", {class: "outcome status-" + outcome.status},
       outcome.status === "scored" ? `scored ${fmt(outcome.score)}` : `unscored (${outcome.reason_code}): `,
       outcome.status === "scored" ? "" : outcome.reason || "",
-      ` · ${outcome.attempts} attempt(s) · ${outcome.reasks} re-ask(s) · ${money(outcome.cost)}`)
+      outcome.parts ? "" : ` · ${outcome.attempts} attempt(s) · ${outcome.reasks} re-ask(s) · ${money(outcome.cost)}`)
       : el("p", {class: "muted"}, "No outcome: the run stopped before this task finished (resume finishes it)."),
     data.attempts.map(attempt),
     data.protocol_errors.map((e) => el("section", {class: "attempt error-block"},

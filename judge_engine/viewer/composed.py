@@ -1,0 +1,42 @@
+"""Outcomes made of other tasks' outcomes: a jury's (``protocol: jury``), from its jurors'.
+
+Such an outcome sent no request of its own, so it has no transcript: its card names its
+**parts**, ``[{"judge", "task_id"}]``, the tasks of the same run whose transcripts stand for
+it (the page links each, and no transcript of its own). Another kind of composed outcome (a
+cascade's, from the stage that answered) adds its card here, with its parts, under its outcome
+``protocol`` in :data:`COMPOSED`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from judge_engine.jury import JURY_PROTOCOL
+from judge_engine.records import OutcomeRecord
+
+
+def jury(outcome: OutcomeRecord) -> dict[str, Any]:
+    """A jury's decision and each juror's vote (``jurors``: juror, vote, score, status, reason
+    code, weight, task), in the panel's order."""
+    verdict = outcome.verdict or {}
+    weights: Mapping[str, Any] = verdict.get("weights") or {}
+    recorded: Mapping[str, Any] = verdict.get("jurors") or {}
+    jurors = [{"judge": str(name), "vote": vote.get("vote"), "score": vote.get("score"),
+               "status": str(vote.get("status") or "undone"), "reason_code": vote.get("reason_code"),
+               "weight": weights.get(name), "task_id": str(vote.get("task_id") or "")}
+              for name, vote in recorded.items() if isinstance(vote, Mapping)]
+    return {"kind": "jury", "aggregate": str(verdict.get("aggregate") or ""), "scale": str(verdict.get("scale") or ""),
+            "value": verdict.get("value"), "tie": verdict.get("tie"), "voted": verdict.get("voted"),
+            "agreement": verdict.get("agreement"), "spread": verdict.get("spread"), "weighted": bool(weights),
+            "jurors": jurors, "parts": [{"judge": j["judge"], "task_id": j["task_id"]} for j in jurors if j["task_id"]]}
+
+
+COMPOSED: dict[str, Callable[[OutcomeRecord], dict[str, Any]]] = {JURY_PROTOCOL: jury}
+"""Outcome ``protocol`` -> its card, for the outcomes made of other tasks' outcomes."""
+
+
+def parts(outcome: OutcomeRecord) -> list[dict[str, Any]] | None:
+    """The tasks whose transcripts stand for a composed outcome's (None: it has its own)."""
+    build = COMPOSED.get(outcome.protocol)
+    return None if build is None or not outcome.verdict else list(build(outcome)["parts"])
