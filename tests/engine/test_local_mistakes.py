@@ -92,7 +92,7 @@ def test_a_request_our_client_refuses_is_not_a_call_nor_a_verdict(transport: str
     job = make_job(tmp_path, fake_server, items=6, judge={"transport": transport, "retries": {"transport": 2}})
     assert main(["run", str(job.config), "--no-live"]) == 1
     err = capsys.readouterr().err
-    assert "mqm (openai/gpt-4o-mini) stopped" in err and "nothing was sent" in err
+    assert "judges[mqm] (openai/gpt-4o-mini) stopped" in err and "nothing was sent" in err
     assert "fake-test-key" not in err
     run = job.only_run()
     manifest = json.loads((run / "run.json").read_text())
