@@ -319,37 +319,38 @@ def scan(
     """
     _require_file(config.path)
     seen: dict[bytes, int] = {}
-    count = rows = 0  # items that passed; rows read, good or bad (what config.limit counts)
     variants = [0] * len(variant_counts)
     bad = _BadRows(config)
+    limit = config.limit if config.limit is not None else sys.maxsize  # rows read, good or bad
+    unread = 0  # rows the reader could not read (reported, never yielded)
 
     def unreadable(number: int, problem: str) -> None:
-        nonlocal rows
-        rows += 1
-        if config.limit is None or rows <= config.limit:
+        nonlocal unread
+        unread += 1
+        if unread + count <= limit:
             bad.add(number, problem)
 
-    for number, row in iter_rows(config, strict=True, report=unreadable):
-        rows += 1
-        if config.limit is not None and rows > config.limit:
+    count = 0
+    for count, (number, row) in enumerate(iter_rows(config, strict=True, report=unreadable), start=1):
+        if count + unread > limit:
+            count -= 1
             break
         where = location(config, number)
         try:
             item = to_item(row, config.fields, required, where)
-            # 8-byte digests: a million ids cost ~100 MB as strings but ~50 MB like this.
-            first = seen.setdefault(hashlib.blake2b(item["id"].encode(), digest_size=8).digest(), number)
             problems = [problem for check in checks for problem in check(item)]
-            if first != number:
-                problems.append(f"duplicate id {item['id']!r} (first on {bad.unit} {first})")
+            # 8-byte digests: a million ids cost ~100 MB as strings but ~50 MB like this.
+            key = hashlib.blake2b(item["id"].encode(), digest_size=8).digest()
+            if key in seen:
+                problems.append(f"duplicate id {item['id']!r} (first on {bad.unit} {seen[key]})")
+            else:
+                seen[key] = number
             if problems:
                 raise DatasetError(f"{where}: {'; '.join(problems)}")
-            counted = [variant_count(item) for variant_count in variant_counts]
+            for index, variant_count in enumerate(variant_counts):  # a bad row's are dropped with the scan
+                variants[index] += variant_count(item)
         except DatasetError as exc:  # a protocol's own check may raise too (item 'x': ...)
             bad.add(number, str(exc).removeprefix(f"{where}: "))
-            continue
-        count += 1
-        for index, n in enumerate(counted):
-            variants[index] += n
     bad.raise_any()
     if count == 0:
         raise DatasetError(f"{config.path}: the dataset has no items")
