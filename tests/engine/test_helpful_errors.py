@@ -203,6 +203,16 @@ def test_bad_rows_of_a_csv_and_a_protocols_own_checks_are_reported_together(tmp_
     ]
 
 
+def test_every_value_no_config_can_hold_is_named_at_once(tmp_path: Path) -> None:
+    job = make_job(tmp_path, None, items=3)
+    _edit(job.config, lambda d: (d["judges"][0].update(temperatures=[0.0, float("nan")]),
+                                 d["judges"][0]["limits"].update(rpm=float("inf"))))
+    with pytest.raises(ConfigError) as caught:
+        load_config(job.config)
+    assert [line.split(": ")[1] for line in str(caught.value).splitlines()] == [
+        "judges[mqm].limits.rpm", "judges[mqm].temperatures[1]"]  # in the file's order (keys dumped sorted)
+
+
 # --- one way to name a judge -----------------------------------------------------------------------
 
 
