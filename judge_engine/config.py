@@ -30,7 +30,7 @@ from judge_engine.config_file import (
     read_scalar as read_scalar,  # re-exported: rescore reads --option values here
 )
 from judge_engine.errors import ConfigError
-from judge_engine.naming import config_key, did_you_mean, problem
+from judge_engine.naming import config_key, describe_error, did_you_mean
 from judge_engine.redaction import redact_url
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -604,7 +604,7 @@ def _describe(exc: ValidationError, file: Path, flags: Mapping[str, str] | None 
         if flag:  # the value came from the command line, not the file
             lines.append(f"{flag} ({key}): {error['msg'].removeprefix('Value error, ')}")
             continue
-        message = problem(JobConfig, error)
+        message = describe_error(JobConfig, error)
         if error["type"] == "missing":
             message = "required key is missing"
         elif message.startswith(f"{error['loc'][0]}[" if error["loc"] else "juries["):  # it names its own key (juries[panel].tie)

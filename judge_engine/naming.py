@@ -84,10 +84,10 @@ def _entry_name(raw: Any, section: int | str, index: int) -> str | None:
     return name if usable and names.count(name) == 1 else None
 
 
-def problem(model: Any, error: Mapping[str, Any], *, what: str = "key") -> str:
+def describe_error(model: Any, error: Mapping[str, Any], *, what: str = "key") -> str:
     """A pydantic ``error`` under ``model`` in words: an unknown key (or option...) with the
-    nearest known one, a value outside a closed set with the nearest allowed one (the value
-    itself is never repeated: it may be a secret); otherwise pydantic's message."""
+    nearest known one, a value outside a closed set with the nearest allowed one (a suggestion
+    never repeats the value typed: it may be a secret); otherwise pydantic's message."""
     kind, loc = error["type"], tuple(error["loc"])
     if kind == "extra_forbidden" and loc:
         return unknown_key(str(loc[-1]), known_keys(model, loc[:-1]), what=what)
