@@ -29,6 +29,7 @@ from typing import Any
 from judge_engine.config import Budget, JobConfig
 from judge_engine.errors import ConfigError
 from judge_engine.money import dollars
+from judge_engine.naming import judge_ref
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +63,7 @@ class BudgetStop:
         what = dollars(self.limit) if self.kind == "cost" else f"{self.limit:g} h"
         used = f"{dollars(self.spent)} spent, {dollars(self.committed)} in flight" if self.kind == "cost" \
             else f"{self.spent:.2f} h judged"
-        owner = "the run's budget" if self.scope == "run" else f"judge {self.scope}'s budget"
+        owner = "the run's budget" if self.scope == "run" else judge_ref(self.scope, "budget")
         return f"stopped at {owner} of {what} ({used})"
 
 
@@ -167,9 +168,9 @@ def guard_for(config: JobConfig, sessions: list[dict[str, Any]], spend: Callable
             continue
         price = cost_per_token(judge.model)
         if price is None:
-            where = f"judges[{judge.name}].budget.max_cost_usd" if judge.budget.max_cost_usd is not None else \
-                "the run's budget (budget.max_cost_usd, or --budget)"
-            raise ConfigError(f"judges[{judge.name}]: {where} needs {judge.model}'s price, and litellm knows none; "
+            what = ("its budget.max_cost_usd" if judge.budget.max_cost_usd is not None
+                    else "the run's budget (budget.max_cost_usd, or --budget)")
+            raise ConfigError(f"{judge_ref(judge.name)}: {what} needs {judge.model}'s price, and litellm knows none; "
                               "use a model it prices, or set no cost budget for it")
         prices[judge.name] = price
         if judge.mode == "batch" and (batch := batch_cost_per_token(judge.model)) is not None:

@@ -30,6 +30,7 @@ from judge_engine.config_file import (
     read_scalar as read_scalar,  # re-exported: rescore reads --option values here
 )
 from judge_engine.errors import ConfigError
+from judge_engine.naming import config_key, describe_error, did_you_mean
 from judge_engine.redaction import redact_url
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -351,7 +352,8 @@ class JuryConfig(BaseModel):
         elif self.weights:
             raise ValueError(f"{where}.weights: only aggregate weighted uses weights")
         if unknown := sorted(set(self.weights) - set(self.judges)):
-            raise ValueError(f"{where}.weights: not on the panel: {', '.join(unknown)}")
+            raise ValueError(f"{where}.weights: not on the panel: " + ", ".join(
+                f"{j} ({hint})" if (hint := did_you_mean(j, self.judges)) else j for j in unknown))
         if any(w <= 0 for w in self.weights.values()):
             raise ValueError(f"{where}.weights: weights must be greater than 0")
         size = len(self.judges)
@@ -425,7 +427,8 @@ class JobConfig(BaseModel):
                 raise ValueError(f"{where}.name: already the name of a judge or jury")
             taken.add(jury.name)
             if unknown := [j for j in jury.judges if j not in protocols]:
-                raise ValueError(f"{where}.judges: no judge named {', '.join(unknown)}")
+                raise ValueError(f"{where}.judges: no judge named " + ", ".join(
+                    f"{j} ({hint})" if (hint := did_you_mean(j, protocols)) else j for j in unknown))
             if len({protocols[j] for j in jury.judges}) > 1:
                 raise ValueError(f"{where}.judges: a panel's judges share one protocol (here: "
                                  + ", ".join(f"{j} {protocols[j]}" for j in jury.judges) + ")")
@@ -464,7 +467,7 @@ def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None)
     try:
         config = JobConfig.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, file, _cli_flags(overrides or {}))) from None
+        raise ConfigError(_describe(exc, file, _cli_flags(overrides or {}), merged)) from None
     return _resolve_paths(config, file.resolve().parent)
 
 
@@ -475,7 +478,7 @@ def recorded_config(raw: Mapping[str, Any], *, where: Path, overrides: Mapping[s
     try:
         return JobConfig.model_validate(_apply_overrides(_usable_urls(raw), dict(overrides or {})))
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, where)) from None
+        raise ConfigError(_describe(exc, where, raw=raw)) from None
 
 
 def _usable_urls(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -591,18 +594,18 @@ def _cli_flags(overrides: Mapping[str, Any]) -> dict[str, str]:
     return {key: flag for name, (flag, key) in _OVERRIDE_FLAGS.items() if overrides.get(name) is not None}
 
 
-def _describe(exc: ValidationError, file: Path, flags: Mapping[str, str] | None = None) -> str:
+def _describe(exc: ValidationError, file: Path, flags: Mapping[str, str] | None = None, raw: Any = None) -> str:
+    """Each problem on a line, naming the key (a judge by its name: ``judges[mqm].limits``) and
+    the file, or the flag the value came from; an unknown key with the nearest known one."""
     lines = []
     for error in exc.errors():
-        key = _dotted(error["loc"])
+        key = config_key(error["loc"], raw)
         flag = (flags or {}).get(key) or (flags or {}).get(str(error["loc"][-1]) if error["loc"] and key.startswith("judges[") else "")
         if flag:  # the value came from the command line, not the file
             lines.append(f"{flag} ({key}): {error['msg'].removeprefix('Value error, ')}")
             continue
-        message = error["msg"].removeprefix("Value error, ")
-        if error["type"] == "extra_forbidden":
-            message = "unknown key"
-        elif error["type"] == "missing":
+        message = describe_error(JobConfig, error)
+        if error["type"] == "missing":
             message = "required key is missing"
         elif message.startswith(f"{error['loc'][0]}[" if error["loc"] else "juries["):  # it names its own key (juries[panel].tie)
             lines.append(f"{file}: {message}")
@@ -610,9 +613,3 @@ def _describe(exc: ValidationError, file: Path, flags: Mapping[str, str] | None 
         lines.append(f"{file}: {key}: {message}")
     return "\n".join(lines)
 
-
-def _dotted(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out or "(top level)"

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from judge_engine.errors import ConfigError
+from judge_engine.naming import config_key
 
 MAX_DEPTH = 64
 """How deeply a config's values may nest (the deepest option a config needs is under 10 levels;
@@ -33,6 +34,8 @@ MAX_VALUES = 1_000_000
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's safe loader where PyYAML was built with it: a long value reads in milliseconds, not
 seconds (a 500 kB score expression: 20 ms against 1.8 s)."""
+_SHOWN = 20
+"""Problems one error names (it counts the rest)."""
 _INT_RANGE = (-(2**63), 2**64 - 1)
 """Integers JSON encoding (orjson) can write: the run's records and hashes hold every value."""
 
@@ -157,19 +160,22 @@ def _check_shape(events: Iterable[yaml.Event], file: Path) -> None:
 
 def _check_values(raw: Any, file: Path) -> None:
     """Refuse ``.nan``, ``.inf`` and integers past 64 bits anywhere in the config (each shared
-    node is checked once)."""
+    node is checked once), every one in one error, in the file's order."""
     seen: set[int] = set()
-    todo: list[tuple[str, Any]] = [("", raw)]
+    problems: list[str] = []
+    todo: list[tuple[tuple[int | str, ...], Any]] = [((), raw)]
     while todo:
-        path, value = todo.pop()
+        loc, value = todo.pop()
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{file}: {path or '(top level)'}: {value} is not a number a config can use "
-                              "(leave the key out for no limit)")
-        if isinstance(value, int) and not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
-            raise ConfigError(f"{file}: {path or '(top level)'}: a number of {value.bit_length()} bits is too large "
-                              "(at most 64 bits)")
-        if isinstance(value, dict | list) and id(value) not in seen:
+            problems.append(f"{file}: {config_key(loc, raw)}: {value} is not a number a config can use "
+                            "(leave the key out for no limit)")
+        elif isinstance(value, int) and not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+            problems.append(f"{file}: {config_key(loc, raw)}: a number of {value.bit_length()} bits is too large "
+                            "(at most 64 bits)")
+        elif isinstance(value, dict | list) and id(value) not in seen:
             seen.add(id(value))
             items = value.items() if isinstance(value, dict) else enumerate(value)
-            todo.extend((f"{path}[{k}]" if isinstance(value, list) else f"{path}.{k}" if path else str(k), v)
-                        for k, v in items)
+            todo.extend(reversed([((*loc, k if isinstance(value, list) else str(k)), v) for k, v in items]))
+    if problems:
+        more = [f"... and {len(problems) - _SHOWN:,} more"] if len(problems) > _SHOWN else []
+        raise ConfigError("\n".join(problems[:_SHOWN] + more))

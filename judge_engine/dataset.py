@@ -5,7 +5,8 @@ reader (Parquet: one batch of rows, read through :mod:`judge_engine.parquet`, th
 extra). :func:`scan` makes one validating pass before anything is sent (so a bad line 90,000
 fails before money is spent) and fingerprints the file; :func:`iter_items` streams items. Errors
 name the file and the line (``items.jsonl:7``; CSV counts the header as line 1) or, for Parquet,
-the row (``items.parquet:row 7``, from 1).
+the row (``items.parquet:row 7``, from 1). The scan reports every bad row it finds in one error
+(the first :data:`MAX_SHOWN`, then how many more), so one run shows what to fix.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from judge_engine.languages import language_name
 
 MAX_DEPTH = 64
 """How deeply an item's values may nest (its task id hashes them as JSON, which stops at 255)."""
+MAX_SHOWN = 20
+"""Bad rows one scan names (it counts the rest)."""
 LANGUAGE_FIELDS = ("source_lang", "target_lang", "language")
 """Fields whose language codes (``de``, ``zh-Hans``...) become English names (``German``)."""
 
@@ -63,31 +66,45 @@ def _format(config: DatasetConfig) -> str:
     raise DatasetError(f"{config.path}: cannot tell the format from the suffix; set dataset.format")
 
 
-def iter_rows(config: DatasetConfig, *, skip: int = 0, strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+Report = Callable[[int, str], None]
+"""Where a reader puts a bad row's problem (its line or row number, what is wrong) and reads on."""
+
+
+def iter_rows(config: DatasetConfig, *, skip: int = 0, strict: bool = False,
+              report: Report | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, raw row) pairs. Line numbers are 1-based file lines (CSV: the header
     is line 1; Parquet: row numbers, from 1). Blank JSONL lines are skipped. ``skip``: leave
     out the first rows unread (a JSONL line is not even parsed: a resumed run passes its finished
     prefix this way). ``strict`` (the validating :func:`scan`): a row nested past
     :data:`MAX_DEPTH`, or a JSONL line with a key given twice, is an error too (a CSV header's or
-    Parquet schema's repeated name always is).
+    Parquet schema's repeated name always is). ``report``: a row that cannot be read goes there
+    and is left out, instead of raising (a CSV that is no longer CSV ends the reading after it).
 
     Raises:
-        DatasetError: no such file, or a line that cannot be read.
+        DatasetError: no such file, or a line that cannot be read (without ``report``).
         ConfigError: a Parquet dataset without pyarrow installed (the message says how).
     """
     path = config.path
     _require_file(path)
+    unit = "row " if _format(config) == "parquet" else ""
+
+    def bad(number: int, problem: str) -> None:
+        if report is None:
+            raise DatasetError(f"{path}:{unit}{number}: {problem}")
+        report(number, problem)
+
     match _format(config):
         case "jsonl":
-            yield from _jsonl_rows(path, skip, strict=strict)
+            yield from _jsonl_rows(path, skip, strict=strict, bad=bad)
         case "csv":
-            yield from itertools.islice(_csv_rows(path), skip, None)
+            yield from itertools.islice(_csv_rows(path, bad), skip, None)
         case "parquet":
             from judge_engine.parquet import read_rows
 
             for number, row in itertools.islice(read_rows(path), skip, None):
                 if strict and any(isinstance(value, dict | list) for value in row.values()) and _depth(row) > MAX_DEPTH:
-                    raise DatasetError(f"{path}:row {number}: values nested more than {MAX_DEPTH} levels deep")
+                    bad(number, f"values nested more than {MAX_DEPTH} levels deep")
+                    continue
                 yield number, row
         case other:
             raise AssertionError(other)
@@ -118,7 +135,7 @@ def fingerprint(path: Path) -> str:
     return "b2:" + digest.hexdigest()
 
 
-def _jsonl_rows(path: Path, skip: int = 0, *, strict: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+def _jsonl_rows(path: Path, skip: int, *, strict: bool, bad: Report) -> Iterator[tuple[int, dict[str, Any]]]:
     """``strict``: also refuse a key given twice in a line (the validating scan's check)."""
     with path.open("rb") as handle:
         for number, line in enumerate(handle, start=1):
@@ -136,23 +153,25 @@ def _jsonl_rows(path: Path, skip: int = 0, *, strict: bool = False) -> Iterator[
                 where = getattr(exc, "pos", None)
                 at = "" if not isinstance(where, int) else (
                     " at the end of the line (is it cut off?)" if where >= len(line) else f" at character {where + 1}")
-                raise DatasetError(f"{path}:{number}: not valid JSON: {getattr(exc, 'msg', exc)}{at}") from None
-            if not isinstance(row, dict):
-                raise DatasetError(f"{path}:{number}: each line must be a JSON object")
-            if strict:
-                _check_line(path, number, line, row)
+                bad(number, f"not valid JSON: {getattr(exc, 'msg', exc)}{at}")
+                continue
+            problem = "each line must be a JSON object" if not isinstance(row, dict) else (
+                _line_problem(line, row) if strict else None)
+            if problem is not None:
+                bad(number, problem)
+                continue
             yield number, row
 
 
-def _check_line(path: Path, number: int, line: bytes, row: dict[str, Any]) -> None:
+def _line_problem(line: bytes, row: dict[str, Any]) -> str | None:
     """What the validating scan checks of a JSONL row besides its fields: nesting a task id can
     hash, and no key given twice (orjson keeps the last silently)."""
     flat = not [value for value in row.values() if type(value) is dict or type(value) is list]
     if not flat and _depth(row) > MAX_DEPTH:
-        raise DatasetError(f"{path}:{number}: values nested more than {MAX_DEPTH} levels deep")
+        return f"values nested more than {MAX_DEPTH} levels deep"
     if twice := _duplicate_key(line, row, flat):
-        raise DatasetError(f"{path}:{number}: the key {twice!r} is given twice in one object (JSON readers "
-                           "keep one of them silently)")
+        return f"the key {twice!r} is given twice in one object (JSON readers keep one of them silently)"
+    return None
 
 
 def _duplicate_key(line: bytes, row: dict[str, Any], flat: bool) -> str | None:
@@ -184,7 +203,9 @@ def _key_count(value: Any) -> int:
     return 0
 
 
-def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _csv_rows(path: Path, bad: Report) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The CSV's rows; a row that breaks the CSV's own rules (a stray quote) is the last one
+    read, as the reader cannot tell where the next row starts."""
     delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
     with path.open(newline="", encoding="utf-8-sig") as handle:
         # strict: a quote left open at the end of the file is an error, not a value that
@@ -204,18 +225,21 @@ def _csv_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 return
             except csv.Error as exc:
                 hint = ": is a closing quote missing?" if "end of data" in str(exc) else ""
-                raise DatasetError(f"{path}:{last + 1}: not valid CSV ({exc}){hint}") from None
+                bad(last + 1, f"not valid CSV ({exc}){hint}")
+                return
             except UnicodeDecodeError:
-                raise DatasetError(f"{path}:{_undecodable_line(path)}: not UTF-8 text; save the file as UTF-8") from None
+                bad(_undecodable_line(path), "not UTF-8 text; save the file as UTF-8")
+                return
             first, last = last + 1, reader.line_num  # a quoted value may hold line breaks
             if None in row:
-                raise DatasetError(f"{path}:{first}: more values than header columns")
-            if last > first and any(value is None for value in row.values()):
+                bad(first, "more values than header columns")
+            elif last > first and any(value is None for value in row.values()):
                 # Fewer values than columns in a row that ran over several lines: a quote opened
                 # here and closed only later (or never) swallowed the lines after it.
-                raise DatasetError(f"{path}:{first}: a quoted value that runs on to line {last} and leaves this row "
-                                   "short of values: is a closing quote missing?")
-            yield first, dict(row)
+                bad(first, f"a quoted value that runs on to line {last} and leaves this row short of values: "
+                           "is a closing quote missing?")
+            else:
+                yield first, dict(row)
 
 
 def _check_header(path: Path, names: Sequence[str] | None) -> None:
@@ -290,29 +314,74 @@ def scan(
     fingerprint the file and sum ``variant_counts`` over the items.
 
     Raises:
-        DatasetError: the first bad row, naming the file and line.
+        DatasetError: every bad row (up to :data:`MAX_SHOWN`, then how many more), each named by
+            the file and line.
     """
     _require_file(config.path)
     seen: dict[bytes, int] = {}
-    count = 0
     variants = [0] * len(variant_counts)
-    for count, (number, row) in enumerate(iter_rows(config, strict=True), start=1):
-        if config.limit is not None and count > config.limit:
+    bad = _BadRows(config)
+    limit = config.limit if config.limit is not None else sys.maxsize  # rows read, good or bad
+    unread = 0  # rows the reader could not read (reported, never yielded)
+
+    def unreadable(number: int, problem: str) -> None:
+        nonlocal unread
+        unread += 1
+        if unread + count <= limit:
+            bad.add(number, problem)
+
+    count = 0
+    for count, (number, row) in enumerate(iter_rows(config, strict=True, report=unreadable), start=1):
+        if count + unread > limit:
             count -= 1
             break
         where = location(config, number)
-        item = to_item(row, config.fields, required, where)
-        for check in checks:
-            if problems := check(item):
+        try:
+            item = to_item(row, config.fields, required, where)
+            problems = [problem for check in checks for problem in check(item)]
+            # 8-byte digests: a million ids cost ~100 MB as strings but ~50 MB like this.
+            key = hashlib.blake2b(item["id"].encode(), digest_size=8).digest()
+            if key in seen:
+                problems.append(f"duplicate id {item['id']!r} (first on {bad.unit} {seen[key]})")
+            else:
+                seen[key] = number
+            if problems:
                 raise DatasetError(f"{where}: {'; '.join(problems)}")
-        # 8-byte digests: a million ids cost ~100 MB as strings but ~50 MB like this.
-        key = hashlib.blake2b(item["id"].encode(), digest_size=8).digest()
-        if key in seen:
-            unit = "row" if _format(config) == "parquet" else "line"
-            raise DatasetError(f"{where}: duplicate id {item['id']!r} (first on {unit} {seen[key]})")
-        seen[key] = number
-        for index, variant_count in enumerate(variant_counts):
-            variants[index] += variant_count(item)
+            for index, variant_count in enumerate(variant_counts):  # a bad row's are dropped with the scan
+                variants[index] += variant_count(item)
+        except DatasetError as exc:  # a protocol's own check may raise too (item 'x': ...)
+            bad.add(number, str(exc).removeprefix(f"{where}: "))
+    bad.raise_any()
     if count == 0:
         raise DatasetError(f"{config.path}: the dataset has no items")
     return DatasetSummary(items=count, fingerprint=fingerprint(config.path), variants=tuple(variants))
+
+
+class _BadRows:
+    """The bad rows of one scan: the first :data:`MAX_SHOWN` named, the rest counted."""
+
+    def __init__(self, config: DatasetConfig) -> None:
+        self.config = config
+        self.unit = "row" if _format(config) == "parquet" else "line"
+        self.shown: list[str] = []
+        self.more = 0
+
+    def __len__(self) -> int:
+        return len(self.shown) + self.more
+
+    def add(self, number: int, problem: str) -> None:
+        """Row ``number`` (as :func:`iter_rows` numbers it) cannot be used, because ``problem``."""
+        if len(self.shown) < MAX_SHOWN:
+            self.shown.append(f"{location(self.config, number)}: {problem}")
+        else:
+            self.more += 1
+
+    def raise_any(self) -> None:
+        """Raise one DatasetError for the rows found bad, if any: one alone as its line, several
+        under a heading that counts them, one to a line."""
+        if len(self) == 1:
+            raise DatasetError(self.shown[0])
+        if self:
+            more = [f"  ... and {self.more:,} more"] if self.more else []
+            raise DatasetError("\n".join([f"{self.config.path}: {len(self):,} {self.unit}s cannot be used:",
+                                          *(f"  {line}" for line in self.shown), *more]))

@@ -53,6 +53,7 @@ from judge_engine.config import JobConfig, JudgeConfig
 from judge_engine.errors import ReasonCode
 from judge_engine.index import RunIndex, TaskRow
 from judge_engine.jsonio import content_hash
+from judge_engine.naming import judge_ref
 from judge_engine.protocols import Protocol, VoteScale
 from judge_engine.records import OutcomeRecord
 from judge_engine.store import LineReader, RunStore, utc_now
@@ -434,7 +435,7 @@ def item_lines(config: JobConfig, protocols: Mapping[str, Protocol]) -> list[str
             how += "; a probability-weighted score beside the judge's own (scores.weighted)"
         items = f"; an outcome per item as {item_judge(judge.name)}" if decides_items(judge, protocols[judge.name]) \
             else ""
-        lines.append(f"{judge.name}: confidence from {how}{items}")
+        lines.append(f"{judge_ref(judge.name)}: confidence from {how}{items}")
     return lines
 
 

@@ -27,6 +27,7 @@ from judge_engine.budget import BudgetStop
 from judge_engine.cache import AnswerCache
 from judge_engine.config import DatasetConfig
 from judge_engine.errors import Abandoned, DiskError, FatalProviderError
+from judge_engine.naming import judge_stopped
 from judge_engine.plan import Task, iter_tasks
 from judge_engine.resumption import Resumption
 from judge_engine.runtime import JudgeRuntime
@@ -198,7 +199,7 @@ class Engine:
                 record = await judge_task(judge, task, cache=self._cache, transcript=self._store.write_transcript)
             except FatalProviderError as exc:
                 if judge.stopped is None:
-                    judge.stopped = f"{judge.config.name} ({judge.config.model}) stopped: {exc}"
+                    judge.stopped = judge_stopped(judge.config.name, judge.config.model, str(exc))
                 continue
             except DiskError as exc:  # a transcript line: the task is left undone
                 self.stop_for_disk(exc)

@@ -21,6 +21,7 @@ from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig
 from judge_engine.errors import DatasetError, TemplateError, VerdictError
 from judge_engine.money import dollars
+from judge_engine.naming import judge_ref
 from judge_engine.plan import iter_tasks, render_problem, template_hashes
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint
@@ -159,8 +160,8 @@ def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, l
         cost=cost, wall_s=Span(wall_low, wall_high), bound_by=bound, tokens_exact=counter.exact,
         token_note=counter.note,
         warnings=_warnings(judge.model, counter.provider, prices is None) + (
-            (f"{judge.name}: mode: batch, but {judge.model} has no batch API judge-engine speaks; the run would "
-             "refuse it (use mode: online for this judge)",) if judge.mode == "batch" and batch is None else ()),
+            (f"{judge_ref(judge.name, 'mode')}: batch, but {judge.model} has no batch API judge-engine speaks; "
+             "the run would refuse it (use mode: online for this judge)",) if judge.mode == "batch" and batch is None else ()),
         notes=_notes(judge, protocol), batch=batch, self_preference=judge.self_preference,
         self_judged=sum(1 for systems in own.values() if systems),
         self_systems=tuple(dict.fromkeys(s for systems in own.values() for s in systems))[:3],
@@ -174,8 +175,8 @@ def self_preference_lines(plans: Sequence[JudgePlan], *, items: int) -> list[str
     for plan in plans:
         if not plan.self_judged:
             continue
-        whose = (f"{plan.judge} ({plan.model}, family {model_family(plan.model)}) would judge {plan.self_judged:,} of "
-                 f"{items:,} items whose system is of its family ({', '.join(plan.self_systems)})")
+        whose = (f"{judge_ref(plan.judge)} ({plan.model}, family {model_family(plan.model)}) would judge "
+                 f"{plan.self_judged:,} of {items:,} items whose system is of its family ({', '.join(plan.self_systems)})")
         if plan.self_preference == "forbid":
             lines.append(f"self-preference: {whose}: forbidden, so those tasks are recorded unscored "
                          "(self_preference) with no call")
@@ -220,8 +221,8 @@ def _warnings(model: str, provider: str, no_price: bool) -> tuple[str, ...]:
 
 def _notes(judge: JudgeConfig, protocol: Protocol) -> tuple[str, ...]:
     if judge.max_tokens is not None and judge.max_tokens < protocol.typical_completion_tokens:
-        return (f"{judge.name}: max_tokens {judge.max_tokens} is below {protocol.name}'s typical answer "
-                f"(~{protocol.typical_completion_tokens} tokens): answers may be cut off",)
+        return (f"{judge_ref(judge.name, 'max_tokens')}: {judge.max_tokens} is below {protocol.name}'s typical "
+                f"answer (~{protocol.typical_completion_tokens} tokens): answers may be cut off",)
     return ()
 
 
@@ -250,13 +251,13 @@ def budget_warnings(plans: Sequence[JudgePlan], config: JobConfig) -> list[str]:
     for plan in plans:
         budget = budgets[plan.judge]
         if budget.max_cost_usd is not None and plan.cost is not None and plan.cost.low > budget.max_cost_usd:
-            warnings.append(f"{plan.judge}: estimated {dollars(plan.cost.low)} is over its budget of {dollars(budget.max_cost_usd)}: "
-                            "it will stop there (resume --budget continues)")
+            warnings.append(f"{judge_ref(plan.judge)}: estimated {dollars(plan.cost.low)} is over its budget of "
+                            f"{dollars(budget.max_cost_usd)}: it will stop there (resume --budget continues)")
         elif budget.max_cost_usd is not None and plan.cost is not None and plan.cost.high > budget.max_cost_usd:
-            warnings.append(f"{plan.judge}: with re-asks up to {dollars(plan.cost.high)}, over its budget of "
+            warnings.append(f"{judge_ref(plan.judge)}: with re-asks up to {dollars(plan.cost.high)}, over its budget of "
                             f"{dollars(budget.max_cost_usd)}")
         if budget.max_hours is not None and plan.wall_s.low > budget.max_hours * 3600:
-            warnings.append(f"{plan.judge}: estimated {plan.wall_s.low / 3600:.1f} h is over its budget of "
+            warnings.append(f"{judge_ref(plan.judge)}: estimated {plan.wall_s.low / 3600:.1f} h is over its budget of "
                             f"{budget.max_hours:g} h")
     run = config.budget
     priced = [p.cost for p in plans if p.cost is not None]

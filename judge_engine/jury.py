@@ -154,7 +154,7 @@ def jury_lines(config: JobConfig, protocols: Mapping[str, Protocol]) -> list[str
                                 if jury.weights else "")
         tie = jury.tie if jury.tie is not None else "abstain (an odd panel, every juror voting)" \
             if len(jury.judges) % 2 else "none"
-        lines.append(f"jury {jury.name}: {how} of {', '.join(jury.judges)} on {_scale_words(scale)}; "
+        lines.append(f"juries[{jury.name}]: {how} of {', '.join(jury.judges)} on {_scale_words(scale)}; "
                      f"tie: {tie}; quorum: {jury.quorum or 'every juror not kept off the item'}; an outcome per item "
                      "once all its jurors have one")
     return lines

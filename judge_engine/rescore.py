@@ -30,6 +30,7 @@ from judge_engine.dataset import DatasetSummary, fingerprint
 from judge_engine.errors import ConfigError, DatasetError, RunDirError
 from judge_engine.index import Query, RunIndex
 from judge_engine.jury import check_juries
+from judge_engine.naming import did_you_mean, judge_ref
 from judge_engine.plan import build_protocol, scan_for
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint, check_credentials, endpoint_for, for_judge
@@ -95,14 +96,17 @@ def parse_options(pairs: Sequence[str], config: JobConfig) -> dict[str, dict[str
             raise ConfigError(f"--protocol-option {pair!r}: expected [JUDGE.]KEY=VALUE")
         judge_name, dot, option = key.rpartition(".")
         if dot and judge_name not in names:
-            raise ConfigError(f"--protocol-option {pair!r}: no judge {judge_name!r} (judges: {', '.join(names)})")
-        targets = [j for j in ([names[judge_name]] if dot else config.judges)
-                   if option in build_protocol(j).options_model.model_fields]
-        if not targets and dot:
-            raise ConfigError(f"--protocol-option {pair!r}: the protocol of judge {judge_name!r} "
-                              f"({names[judge_name].protocol}) has no option {option!r}")
+            hint = did_you_mean(judge_name, names)
+            raise ConfigError(f"--protocol-option {pair!r}: the run has no {judge_ref(judge_name)}"
+                              + (f"; {hint}" if hint else "") + f" (judges: {', '.join(names)})")
+        asked = [names[judge_name]] if dot else config.judges
+        known = {j.name: list(build_protocol(j).options_model.model_fields) for j in asked}
+        targets = [j for j in asked if option in known[j.name]]
         if not targets:
-            raise ConfigError(f"--protocol-option {pair!r}: no judge's protocol has an option {option!r}")
+            hint = did_you_mean(option, [o for options in known.values() for o in options])
+            problem = (f"{judge_ref(judge_name, 'protocol_options')}: {names[judge_name].protocol} has no option {option!r}"
+                       if dot else f"no judge's protocol has an option {option!r}")
+            raise ConfigError(f"--protocol-option {pair!r}: {problem}" + (f"; {hint}" if hint else ""))
         value = read_scalar(raw)
         for judge in targets:
             by_judge.setdefault(judge.name, {})[option] = value

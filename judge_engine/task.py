@@ -35,6 +35,7 @@ from judge_engine.errors import (
     TransientError,
     VerdictError,
 )
+from judge_engine.naming import judge_stopped
 from judge_engine.plan import Task
 from judge_engine.protocols import Message, Protocol, Score
 from judge_engine.providers.base import ProviderRequest, ProviderResponse
@@ -253,8 +254,8 @@ def _exhausted(judge: JudgeRuntime, task: Task, log: TaskLog, error: TransientEr
                      code=ReasonCode.TRANSPORT_EXHAUSTED)
     limit = judge.config.retries.stop_after_exhausted
     if judge.exhausted_in_row >= limit and judge.stopped is None:
-        judge.stopped = (
-            f"{name} ({model}) stopped: {judge.exhausted_in_row} tasks in a row used up their transport "
+        judge.stopped = judge_stopped(
+            name, model, f"{judge.exhausted_in_row} tasks in a row used up their transport "
             f"retries at {judge.endpoint_label} (last: {error}); the endpoint is failing. Its tasks are recorded "
             "transport_exhausted, to be judged again once it is back")
     return record

@@ -35,6 +35,7 @@ from judge_engine.cache import AnswerCache
 from judge_engine.config import DatasetConfig
 from judge_engine.errors import DiskError, FatalProviderError, TransientError
 from judge_engine.lanes import rough_prompt_tokens
+from judge_engine.naming import judge_stopped
 from judge_engine.plan import Task, iter_tasks
 from judge_engine.providers.base import ErrorClass, ErrorKind
 from judge_engine.providers.batch import BatchAPI, BatchInfo, batch_api_for
@@ -377,14 +378,14 @@ class BatchDriver:
         """Stop this judge (its open batches stay at the provider: resume collects them)."""
         judge = self.judge
         if judge.stopped is None:
-            judge.stopped = f"{judge.config.name} ({judge.config.model}) stopped: {error}"
+            judge.stopped = judge_stopped(judge.config.name, judge.config.model, str(error))
 
     def stop_if_unreachable(self) -> None:
         failure = self._last_failure
         if not self._reached and failure is not None and failure.unreachable and self.judge.stopped is None:
-            self.judge.stopped = (f"{self.judge.config.name} ({self.judge.config.model}) stopped: cannot reach "
-                                  f"{self.judge.endpoint_label}'s batch API ({failure.message}); check the endpoint, "
-                                  "then resume the run")
+            config = self.judge.config
+            self.judge.stopped = judge_stopped(config.name, config.model, f"cannot reach {self.judge.endpoint_label}'s "
+                                               f"batch API ({failure.message}); check the endpoint, then resume the run")
 
     def record(self, line: BatchLine, *, sync: bool = False) -> None:
         """Append a line to ``batches.jsonl`` and fold it into the ledger (and the board)."""

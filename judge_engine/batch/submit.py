@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from judge_engine.batch.ledger import Chunk, unix
 from judge_engine.errors import FatalProviderError, TransientError
+from judge_engine.naming import judge_stopped
 from judge_engine.providers.batch import BatchAPI
 from judge_engine.records import BATCH_DIR, BatchEvent
 from judge_engine.store import utc_now
@@ -111,9 +112,9 @@ class Submitter:
             return True
         if not open_sent and self._alone.get(chunk.chunk_id, 0) >= REFUSALS_ALONE:
             judge = self.driver.judge
-            judge.stopped = (
-                f"{judge.config.name} ({judge.config.model}) stopped: the provider refused chunk "
-                f"{chunk.chunk_id} ({chunk.tokens:,} tokens) {REFUSALS_ALONE} times with no other batch of this "
+            judge.stopped = judge_stopped(
+                judge.config.name, judge.config.model, f"the provider refused chunk {chunk.chunk_id} "
+                f"({chunk.tokens:,} tokens) {REFUSALS_ALONE} times with no other batch of this "
                 "judge in progress: its enqueued-token quota is below one chunk. Set batch.max_enqueued_tokens "
                 "(or max_requests_per_file) lower, then resume the run")
             return False

@@ -38,6 +38,7 @@ from rich.table import Table
 from rich.text import Text
 
 from judge_engine.money import dollars
+from judge_engine.naming import judge_ref
 from judge_engine.records import DEMO_NOTE
 from judge_engine.runtime import JudgeRuntime, RunProgress
 
@@ -708,9 +709,9 @@ def _span(span: Span[Any], fmt: str | Callable[[Any], str] | None) -> str:
 
 def plan_lines(plans: Sequence[JudgePlan], *, items: int) -> list[str]:
     """What the table cannot say: estimates, warnings, assumptions and the totals."""
-    lines = [f"~ {p.judge}: {p.token_note}" for p in plans if p.token_note]
-    lines += [f"note: {note}" for p in plans for note in p.notes]
-    lines += [f"[yellow]warning: {warning}[/yellow]" for p in plans for warning in p.warnings]
+    lines = [escape(f"~ {judge_ref(p.judge)}: {p.token_note}") for p in plans if p.token_note]
+    lines += [escape(f"note: {note}") for p in plans for note in p.notes]  # judges[mqm] is no markup
+    lines += [f"[yellow]{escape(f'warning: {warning}')}[/yellow]" for p in plans for warning in p.warnings]
     typical: dict[str, int] = {}  # per protocol; a judge capped lower by max_tokens has a note
     for p in plans:
         typical[p.protocol] = max(typical.get(p.protocol, 0), p.completion_per_call)
@@ -720,7 +721,7 @@ def plan_lines(plans: Sequence[JudgePlan], *, items: int) -> list[str]:
               else ", ".join(f"{judge} {n}" for judge, n in budgets.items()))  # fmt: skip
     lines.append(f"completion tokens per answer ({answers}): the protocol's typical answer, at most max_tokens; "
                  f"ranges: from no re-ask to every task re-asked its whole retries.reasks budget ({budget})")
-    lines += [line for p in plans if (line := _batch_plan_line(p))]
+    lines += [escape(line) for p in plans if (line := _batch_plan_line(p))]
     paid = [p.batch.cost if p.batch is not None and p.batch.in_use else p.cost for p in plans]
     priced = [c for c in paid if c is not None]
     unpriced = [p.judge for p, c in zip(plans, paid, strict=True) if c is None]
@@ -745,10 +746,11 @@ def _batch_plan_line(plan: JudgePlan) -> str:
     source = "litellm's batch prices" if batch.listed else "half the online price (litellm lists no batch price)"
     online, batched = _span(plan.cost, dollars).replace("\n", " "), _span(batch.cost, dollars).replace("\n", " ")
     if batch.in_use:
-        return (f"batch: {plan.judge} runs in batch mode ({batch.api}, {batch.batches:,} batch"
+        return (f"batch: {judge_ref(plan.judge)} runs in batch mode ({batch.api}, {batch.batches:,} batch"
                 f"{'es' if batch.batches != 1 else ''}): {batched} at {source}, against {online} online; "
                 f"results within {batch.window}")
-    return f"batch: {plan.judge} would cost {batched} in batch mode (--batch; {source}, results within {batch.window})"
+    return (f"batch: {judge_ref(plan.judge)} would cost {batched} in batch mode (--batch; {source}, "
+            f"results within {batch.window})")
 
 
 # --- stats and meta -------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ def plan_command(args: argparse.Namespace) -> int:
         console.print(line, highlight=False)
     path_line(console, "run directory", prepared.run_dir)
     for warning in budget_warnings(plans, prepared.config):
-        console.print(f"[yellow]budget: {warning}[/yellow]", highlight=False)
+        console.print(f"[yellow]budget: {escape(warning)}[/yellow]", highlight=False)
     for line in self_preference_lines(plans, items=prepared.dataset.items):
         console.print(f"[yellow]{escape(line)}[/yellow]", highlight=False)
     for line in jury_lines(prepared.config, prepared.protocols):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from judge_engine.errors import ConfigError
+from judge_engine.naming import did_you_mean
 from judge_engine.protocols.base import Item, Message, Protocol, ProtocolOptions, Score, VoteScale
 
 _BUILTIN: dict[str, str] = {
@@ -64,8 +65,9 @@ def get_protocol(name: str) -> type[Protocol]:
         if cls is not None:
             _REGISTERED[name] = cls
             return cls
-    known = ", ".join(sorted(set(_BUILTIN) | set(_REGISTERED)))
-    raise ConfigError(f"unknown protocol {name!r} (known: {known})")
+    known = sorted(set(_BUILTIN) | set(_REGISTERED))
+    hint = did_you_mean(name, known)
+    raise ConfigError(f"unknown protocol {name!r}" + (f"; {hint}" if hint else "") + f" (known: {', '.join(known)})")
 
 
 __all__ = ["Item", "Message", "Protocol", "ProtocolOptions", "Score", "VoteScale", "available", "get_protocol",

@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from judge_engine.errors import ConfigError, ReasonCode, VerdictError
+from judge_engine.naming import describe_error, shown_loc
 
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
@@ -160,10 +161,9 @@ class Protocol(ABC):
         try:
             return cls(cls.options_model.model_validate(dict(raw or {})))
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{where}{''.join(f'.{p}' for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
-                for e in exc.errors()
-            )
+            model = cls.options_model
+            problems = "; ".join(f"{where}{''.join(f'.{p}' for p in shown_loc(model, e['loc']))}: "
+                                 f"{describe_error(model, e, what='option')}" for e in exc.errors())
             raise ConfigError(f"protocol {cls.name}: {problems}") from None
 
     # --- what the engine asks of every protocol -------------------------------------------

@@ -62,6 +62,10 @@ def deployment_names(judge: JudgeConfig) -> list[str]:
     return [d.name or f"d{index + 1}" for index, d in enumerate(judge.deployments)]
 
 
+NO_KEY_HINT = "Nothing was sent; `judge-engine run CONFIG --demo` runs without a key (synthetic answers)."
+"""What a message about a missing key ends with: the demo needs none."""
+
+
 def api_key_for(judge: JudgeConfig) -> str | None:
     """The key for ``judge``: ``api_key``, else the value of ``api_key_env``, else None (the
     provider's own variable, read by the transport).
@@ -74,7 +78,8 @@ def api_key_for(judge: JudgeConfig) -> str | None:
     if judge.api_key_env:
         value = os.environ.get(judge.api_key_env)
         if value is None:
-            raise ConfigError(f"judges[{judge.name}].api_key_env: environment variable {judge.api_key_env} is not set")
+            raise ConfigError(f"judges[{judge.name}].api_key_env: environment variable {judge.api_key_env} is not set. "
+                              f"{NO_KEY_HINT}")
         return value
     return None
 
@@ -88,7 +93,7 @@ def _key(judge: JudgeConfig, index: int) -> str | None:
         value = os.environ.get(deployment.api_key_env)
         if value is None:
             raise ConfigError(f"judges[{judge.name}].deployments[{index}].api_key_env: environment variable "
-                              f"{deployment.api_key_env} is not set")
+                              f"{deployment.api_key_env} is not set. {NO_KEY_HINT}")
         return value
     return api_key_for(judge)
 
@@ -120,7 +125,7 @@ def check_credentials(config: JobConfig) -> None:
                 raise ConfigError(
                     f"judges[{judge.name}]: {model} needs an API key in the environment, and "
                     f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: export it (or "
-                    "name your variable with api_key_env). Nothing was sent."
+                    f"name your variable with api_key_env). {NO_KEY_HINT}"
                 )
 
 

@@ -82,7 +82,7 @@ def test_the_first_answer_without_logprobs_stops_the_judge_with_what_to_change(
     config = job(tmp_path, fake_server, [{**RELATIVE, "name": "proxy", "model": "openai/claude-via-proxy"}])
     assert main(["run", str(config), "--no-live"]) == 1
     said = capsys.readouterr()
-    assert "proxy (openai/claude-via-proxy) stopped: the provider answered openai/claude-via-proxy without token " \
+    assert "judges[proxy] (openai/claude-via-proxy) stopped: the provider answered openai/claude-via-proxy without token " \
            "log-probs" in said.out + said.err
     run = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
     assert list(latest_outcome_records(run).values()) == []  # nothing recorded: resume judges them once fixed

@@ -142,7 +142,7 @@ def test_a_failed_run_names_its_judge_once_and_says_how_to_go_on(
     assert main(["run", str(job.config), "--no-live"]) == 1
     err = capsys.readouterr().err
     run = job.only_run()
-    assert err.count("stopped:") == 1 and "mqm (openai/gpt-4o-mini) stopped: 3 tasks in a row" in err
+    assert err.count("stopped:") == 1 and "judges[mqm] (openai/gpt-4o-mini) stopped: 3 tasks in a row" in err
     assert f"  judge-engine resume {run} --retry transport_exhausted" in err.splitlines()
 
     assert main(["status", str(run)]) == 0
@@ -198,7 +198,7 @@ def test_status_of_a_run_stopped_by_a_judges_own_budget_points_at_the_config(
     capsys.readouterr()
     assert main(["status", str(run)]) == 0
     out = capsys.readouterr().out
-    assert "stopped: budget" in out and "judge mqm's budget of $0.001" in out
+    assert "stopped: budget" in out and "judges[mqm].budget of $0.001" in out
     assert "raise judges[mqm].budget.max_cost_usd" in out and f"  judge-engine resume {run}" in out.splitlines()
 
 

@@ -23,9 +23,9 @@ def _edit(config: Path, change) -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda d: d["judges"][0].update(temprature=[0.0]), "judges[0].temprature: unknown key"),
-        (lambda d: d["judges"][0]["limits"].update(rpm="fast"), "judges[0].limits.rpm"),
-        (lambda d: d["judges"][0].update(repeats=0), "judges[0].repeats"),
+        (lambda d: d["judges"][0].update(temprature=[0.0]), "judges[mqm].temprature: unknown key; did you mean `temperatures`?"),
+        (lambda d: d["judges"][0]["limits"].update(rpm="fast"), "judges[mqm].limits.rpm"),
+        (lambda d: d["judges"][0].update(repeats=0), "judges[mqm].repeats"),
         (lambda d: d.pop("dataset"), "dataset: required key is missing"),
         (lambda d: d["judges"][0].update(protocol="gemba-xyz"), "config.yaml: judges[mqm].protocol: unknown protocol 'gemba-xyz'"),
         (lambda d: d["judges"][0].update(protocol_options={"parsr": "strict"}), "protocol_options.parsr"),

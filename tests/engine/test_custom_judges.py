@@ -162,7 +162,7 @@ def test_plan_flags_a_judge_of_its_own_family_with_counts(tmp_path: Path, capsys
     path = job(tmp_path, None, JSON_OPTIONS)
     assert main(["plan", str(path)]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert ("self-preference: mine (openai/gpt-4o-mini, family openai) would judge 3 of 9 items whose system is of "
+    assert ("self-preference: judges[mine] (openai/gpt-4o-mini, family openai) would judge 3 of 9 items whose system is of "
             "its family (gpt-4o-2024-08-06); set self_preference: forbid") in out
     assert main(["plan", str(job(tmp_path, None, JSON_OPTIONS, self_preference="allow"))]) == 0
     assert "self-preference" not in capsys.readouterr().out

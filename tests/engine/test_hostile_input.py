@@ -161,8 +161,8 @@ def named_case_text(name: str, folder: Path, server: FakeServer | None) -> str |
 
 
 NAMED = {
-    "temperature_nan": ["judges[0].temperatures[0]"],
-    "max_tokens_huge": ["judges[0].max_tokens"],
+    "temperature_nan": ["judges[mqm].temperatures[0]"],
+    "max_tokens_huge": ["judges[mqm].max_tokens"],
     "not_utf8": ["line ", "not UTF-8"],
     "alias_bomb": ["judges[0].params.extra_body.l5[9]", "more than 1,000,000 values once its aliases are expanded"],
     "deep_nesting": ["judges[0].params.extra_body.seed", "nested more than 64 levels"],
@@ -170,8 +170,8 @@ NAMED = {
     "score_long_sum": ["judges[mine].protocol_options", "characters long, more than 2,000"],
     "score_zero_divisor": ["judges[mine].protocol_options", "'adequacy - adequacy' is 0 whatever the answer"],
     "score_zero_difference": ["judges[mine].protocol_options", "is 0 whatever the answer"],
-    "field_min_nan": ["judges[0].protocol_options.fields.adequacy.min"],
-    "field_max_inf": ["judges[0].protocol_options.fields.adequacy.max"],
+    "field_min_nan": ["judges[mine].protocol_options.fields.adequacy.min"],
+    "field_max_inf": ["judges[mine].protocol_options.fields.adequacy.max"],
     "output_dev_null": ["output.dir: /dev/null is not a folder"],
     "cache_cannot_be_made": ["cache.dir: cannot make", "a-file is not a folder"],
 }

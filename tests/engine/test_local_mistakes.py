@@ -21,16 +21,16 @@ from tests.engine.conftest import TEST_KEY_ENV, TRANSPORTS, make_job, read_lines
 @pytest.mark.parametrize(
     ("judge", "expected"),
     [
-        ({"timeout_s": float("inf")}, "judges[0].timeout_s"),
-        ({"timeout_s": float("nan")}, "judges[0].timeout_s"),
-        ({"timeout_s": 0}, "judges[0].timeout_s"),
-        ({"timeout_s": 1e12}, "judges[0].timeout_s"),
-        ({"api_base": "file:///etc/passwd"}, "judges[0].api_base: must start with http:// or https://"),
-        ({"api_base": "ftp://127.0.0.1/v1"}, "judges[0].api_base: must start with http:// or https://"),
-        ({"api_base": "http:///v1"}, "judges[0].api_base: names no host"),
-        ({"api_base": "http://127.0.0.1:99999/v1"}, "judges[0].api_base: not a URL"),
-        ({"api_base": "http://127.0.0.1:8000/v1?api-key=hunter2hunter2"}, "judges[0].api_base: a base URL cannot carry a query"),
-        ({"deployments": [{"api_base": "unix:///tmp/sock"}]}, "judges[0].deployments[0].api_base: must start with"),
+        ({"timeout_s": float("inf")}, "judges[mqm].timeout_s"),
+        ({"timeout_s": float("nan")}, "judges[mqm].timeout_s"),
+        ({"timeout_s": 0}, "judges[mqm].timeout_s"),
+        ({"timeout_s": 1e12}, "judges[mqm].timeout_s"),
+        ({"api_base": "file:///etc/passwd"}, "judges[mqm].api_base: must start with http:// or https://"),
+        ({"api_base": "ftp://127.0.0.1/v1"}, "judges[mqm].api_base: must start with http:// or https://"),
+        ({"api_base": "http:///v1"}, "judges[mqm].api_base: names no host"),
+        ({"api_base": "http://127.0.0.1:99999/v1"}, "judges[mqm].api_base: not a URL"),
+        ({"api_base": "http://127.0.0.1:8000/v1?api-key=hunter2hunter2"}, "judges[mqm].api_base: a base URL cannot carry a query"),
+        ({"deployments": [{"api_base": "unix:///tmp/sock"}]}, "judges[mqm].deployments[0].api_base: must start with"),
     ],
 )
 def test_settings_no_client_can_use_exit_2_naming_the_key(tmp_path: Path, fake_server: FakeServer, capsys: Any,
@@ -92,7 +92,7 @@ def test_a_request_our_client_refuses_is_not_a_call_nor_a_verdict(transport: str
     job = make_job(tmp_path, fake_server, items=6, judge={"transport": transport, "retries": {"transport": 2}})
     assert main(["run", str(job.config), "--no-live"]) == 1
     err = capsys.readouterr().err
-    assert "mqm (openai/gpt-4o-mini) stopped" in err and "nothing was sent" in err
+    assert "judges[mqm] (openai/gpt-4o-mini) stopped" in err and "nothing was sent" in err
     assert "fake-test-key" not in err
     run = job.only_run()
     manifest = json.loads((run / "run.json").read_text())

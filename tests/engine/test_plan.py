@@ -28,7 +28,7 @@ def test_plan_marks_estimated_rows(tmp_path: Path, capsys: pytest.CaptureFixture
 
     mini, claude = plan_rows(prepare(job.config, check_keys=False))
     assert f"~{claude.prompt_tokens.low:,}" in out and f"~{mini.prompt_tokens.low:,}" not in out
-    assert "~ claude: estimated: no offline tokenizer for anthropic/claude-sonnet-4-5" in out
+    assert "~ judges[claude]: estimated: no offline tokenizer for anthropic/claude-sonnet-4-5" in out
 
 
 def test_completion_tokens_calls_and_cost_are_ranges_over_the_reask_budget(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_completion_tokens_calls_and_cost_are_ranges_over_the_reask_budget(tmp_p
     capped = make_job(tmp_path / "capped", None, items=10, judge={"max_tokens": 30, "retries": {"reasks": 0}})
     (plan,) = plan_rows(prepare(capped.config, check_keys=False))
     assert plan.completion_tokens == (300, 300) and plan.calls == (10, 10)  # capped at 30; no re-asks
-    assert any("max_tokens 30 is below gemba-mqm's typical answer" in n for n in plan.notes)
+    assert any("judges[mqm].max_tokens: 30 is below gemba-mqm's typical answer" in n for n in plan.notes)
 
 
 @pytest.mark.parametrize(("judge", "warning"), [

@@ -161,7 +161,7 @@ def test_protocol_options_apply_to_an_old_run(project: Path, capsys: pytest.Capt
     assert all(o.scored and o.reasks == 0 for o in legacy.values() if o.judge == "mqm")  # garbage scores 0
     assert read_manifest(project / "legacy").judge("mqm").protocol_options["parser"] == "legacy-gemba"  # type: ignore[union-attr]
     assert main(["rescore", str(run), "--protocol-option", "mqm.rubric=x", "--output", str(project / "x")]) == 2
-    assert "the protocol of judge 'mqm' (gemba-mqm) has no option 'rubric'" in capsys.readouterr().err
+    assert "judges[mqm].protocol_options: gemba-mqm has no option 'rubric'" in capsys.readouterr().err
     assert main(["rescore", str(run), "--protocol-option", "mqm.parser=lenient", "--output", str(project / "x")]) == 2
     assert capsys.readouterr().err.startswith("judge-engine: error: --protocol-option: ")
     assert not (project / "x").exists()

@@ -43,7 +43,7 @@ def test_an_unreachable_endpoint_stops_the_judge_records_nothing_and_resume_fini
         "retries": {"transport": 2, "backoff_max_s": 0.01}})
     assert main(["run", str(job.config), "--no-live"]) == 1
     err = capsys.readouterr().err
-    assert "mqm (openai/gpt-4o-mini)" in err and f"127.0.0.1:{port}" in err and "cannot reach" in err
+    assert "judges[mqm] (openai/gpt-4o-mini) stopped" in err and f"127.0.0.1:{port}" in err and "cannot reach" in err
     run = job.only_run()
     assert read_lines(run / "outcomes.jsonl") == []  # no task was turned into an "unscored" verdict
     assert _manifest(run)["status"] == "failed"

@@ -137,7 +137,7 @@ def test_a_regex_reads_its_named_groups_from_the_last_match() -> None:
     ({"fields": {"score": "integer", "note": "text"}, "score": "score + note"}, "'note' is not a field with a number"),
     ({"output": "json", "fields": {"note": "text"}, "score": "note"}, "note is a text field, which has no score"),
     ({"fields": {"class": "integer"}}, "'class' cannot be a field name"),
-    ({"fields": {"s": {"type": "integer", "min": 5, "max": 1}}}, "fields.s.integer: min 5 is greater than max 1"),
+    ({"fields": {"s": {"type": "integer", "min": 5, "max": 1}}}, "fields.s: min 5 is greater than max 1"),
     ({"fields": {"g": {"type": "label"}}}, "a label field needs choices"),
     ({"fields": {"w": "candidate"}}, "a candidate field needs the candidates option"),
     ({"fields": {"s": "integer"}, "orders": 2}, "several orders need candidates"),
