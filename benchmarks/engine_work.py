@@ -54,7 +54,7 @@ def main() -> None:
     tasks = [task for task, _ in zip(iter_tasks(judge, protocol, config.dataset), range(args.n), strict=False)]
     book = AnswerBook()
     messages = [protocol.render(t.item, t.variant) for t in tasks]
-    answers = [book.answer(m, temperature=0.0, json_mode=False)[0] for m in messages]
+    answers = [book.answer(m, model=judge.model, temperature=0.0, json_mode=False)[0] for m in messages]
     requests = [runtime.request(m, 0.0) for m in messages]
     responses = [ProviderResponse(content=a, finish_reason="stop", prompt_tokens=800, completion_tokens=50,
                                   cost=1e-4, headers={"x-ratelimit-limit-requests": "3000"}, model="gpt-4o-mini")

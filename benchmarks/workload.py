@@ -132,14 +132,16 @@ def write_job(folder: Path, items: Path, api_base: str, spec: JobSpec, *, cache:
 
 class Oracle:
     """What the fake server's well-formed answer implies for each item (the score a correct
-    client must report, whatever faults and re-asks happened on the way)."""
+    client must report, whatever faults and re-asks happened on the way), for the judge's
+    ``model`` (the fake answers each model as it reads the item)."""
 
-    def __init__(self, protocol_name: str) -> None:
+    def __init__(self, protocol_name: str, model: str = MODEL) -> None:
         from judge_engine.fake.answers import AnswerBook, completion_tokens, prompt_tokens
         from judge_engine.protocols import get_protocol
 
         self.protocol = get_protocol(protocol_name)()
         self.fields = FIELDS[protocol_name]
+        self.model = model
         self._book = AnswerBook()
         self._prompt_tokens = prompt_tokens
         self._completion_tokens = completion_tokens
@@ -156,7 +158,7 @@ class Oracle:
         """(expected score, fake prompt+completion tokens of the well-formed answer)."""
         item = self.item(row)
         messages = self.protocol.render(item)
-        answer, _ = self._book.answer(messages, temperature=temperature, json_mode=False)
+        answer, _ = self._book.answer(messages, model=self.model, temperature=temperature, json_mode=False)
         score = self.protocol.score(self.protocol.parse(answer, item), item).score
         tokens = self._prompt_tokens(messages) + self._completion_tokens(answer)
         return score, tokens

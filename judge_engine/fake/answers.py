@@ -2,7 +2,9 @@
 
 Re-ask turns are stripped, a seed is drawn from what is left, and every answer writer
 (:mod:`judge_engine.fake.writers`, one per protocol) is asked in turn; the first that recognises
-its protocol's prompt writes the answer. A request no writer recognises gets a generic answer.
+its protocol's prompt writes the answer, as the requested model reads the item
+(:mod:`judge_engine.fake.persona`: its strength and lean), so that two models disagree and each
+one repeats itself. A request no writer recognises gets a generic answer.
 A third-party protocol plugs its answers in with
 :func:`~judge_engine.fake.writers.register_writer`, without touching the server.
 
@@ -28,6 +30,7 @@ from typing import Any
 from judge_engine import jsonio
 from judge_engine.errors import FakeRequestError
 from judge_engine.fake.logprobs import Belief, gives_logprobs, judge, logprobs_content
+from judge_engine.fake.persona import TRUTH
 from judge_engine.fake.writers import Writer, writers
 from judge_engine.protocols.base import REASK_MARKER, Message, stable_seed
 
@@ -122,9 +125,15 @@ class AnswerBook:
         return writers()
 
     def answer(
-        self, messages: Sequence[Message], *, temperature: float, json_mode: bool, draw: int = 0
+        self, messages: Sequence[Message], *, model: str, temperature: float, json_mode: bool, draw: int = 0,
+        logprobs: bool = False,
     ) -> tuple[str, str | None]:
         """``(content, protocol name)`` for the conversation, re-ask turns stripped first.
+
+        ``model`` is the model asked (``openai/gpt-4o-mini`` or ``gpt-4o-mini``; ``""``, the
+        truth): the answer is the item's truth as that model reads it. A request that asks for
+        log-probs (``logprobs``), and every :data:`JUDGED` protocol's, gets the truth: the judge
+        of the model's strength (:func:`as_judged`) then writes its verdict.
 
         ``draw`` is how many times this exact request arrived before. At temperature 0 it is
         ignored (identical requests, identical answers). At temperature t > 0 a repeated request
@@ -136,11 +145,13 @@ class AnswerBook:
         seed = stable_seed(jsonio.canonical(stripped).decode())
         fresh = stable_seed(seed, draw) if temperature > 0 and draw > 0 else seed
         resample = random.Random(f"{seed}:{draw}:{temperature}").random() < min(1.0, temperature / 3)
+        reader = TRUTH if logprobs else model
         for name, write in self.writers.items():
-            text = write(stripped, seed=seed, temperature=temperature, json_mode=json_mode)
+            who = TRUTH if name in JUDGED else reader
+            text = write(stripped, seed=seed, temperature=temperature, json_mode=json_mode, model=who)
             if text is not None:
                 if fresh != seed and (resample or name in SAMPLED_ANEW):
-                    text = write(stripped, seed=fresh, temperature=temperature, json_mode=json_mode) or text
+                    text = write(stripped, seed=fresh, temperature=temperature, json_mode=json_mode, model=who) or text
                 return text, name
         seed = fresh if resample else seed
         generic = (

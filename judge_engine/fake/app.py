@@ -344,14 +344,16 @@ class FakeApp:
         draw: int,
         config: FakeConfig,
     ) -> Answer:
+        top = requested_top(payload)
+        model = str(payload["model"])
         content, protocol = self.answers.answer(
             messages,
+            model=model,
             temperature=payload["temperature"],
             json_mode=is_json_mode(payload.get("response_format")),
             draw=draw,
+            logprobs=top is not None,
         )
-        top = requested_top(payload)
-        model = str(payload["model"])
         content, belief = as_judged(messages, content, protocol, model=model, temperature=payload["temperature"],
                                     draw=draw, asked=top is not None)
         answer = finish(

@@ -393,11 +393,12 @@ class FakeBatches:
         digest = body_digest(jsonio.canonical(body))
         faults = Draw.of(digest, 0, config.seed).fired(config)
         temperature = float(body.get("temperature", 1.0))
-        content, protocol = self._answers.answer(messages, temperature=temperature, json_mode=json_mode)
-        if batch.empties[index]:  # a 200 with nothing in it: it must never be judged as an answer
-            return wire.answer_line(batch.api, batch.model, custom_id, "", "stop", 0, 0, False)
         top = requested_top(body) if batch.api == "openai" else None
         model = str(body.get("model") or batch.model)
+        content, protocol = self._answers.answer(messages, model=model, temperature=temperature, json_mode=json_mode,
+                                                 logprobs=top is not None)
+        if batch.empties[index]:  # a 200 with nothing in it: it must never be judged as an answer
+            return wire.answer_line(batch.api, batch.model, custom_id, "", "stop", 0, 0, False)
         content, belief = as_judged(messages, content, protocol, model=model, temperature=temperature,
                                     asked=top is not None)
         answer = finish(messages, content, protocol, malformed=faults.get("malformed"), cut_off="cut_off" in faults,

@@ -14,7 +14,7 @@ from judge_engine.fake import FakeServer
 from judge_engine.fake.batches import request_draws
 from judge_engine.providers.catalog import batch_cost_per_token
 from judge_engine.store import iter_batch_lines
-from tests.batch.conftest import batch_job, rounds_needed
+from tests.batch.conftest import ANTHROPIC_MODEL, batch_job, rounds_needed
 from tests.engine.conftest import TEST_KEY, expected_gemba_score, read_lines, read_transcripts
 
 
@@ -196,7 +196,7 @@ def test_an_anthropic_batch_run(tmp_path: Path, batch_server: FakeServer) -> Non
     items = _items(job.dir)
     for o in outcomes:
         if o["status"] == "scored":
-            assert o["score"] == expected_gemba_score(items[o["item_id"]], 0.0)
+            assert o["score"] == expected_gemba_score(items[o["item_id"]], 0.0, ANTHROPIC_MODEL)
     assert {line.to_dict().get("api") for line in iter_batch_lines(run)} >= {"anthropic"}
     config = batch_server.config.batch
     expected = {o["task_id"]: rounds_needed(o["task_id"], config, max_rounds=3) for o in outcomes}

@@ -18,6 +18,7 @@ from judge_engine.embeddings import Vectors, register_embedder
 from judge_engine.errors import VerdictError
 from judge_engine.fake import FakeServer
 from judge_engine.fake.answers import AnswerBook
+from judge_engine.fake.writers.words import REFUSALS
 from judge_engine.lexicon import Lexicon
 from judge_engine.protocols.cdat import CDAT
 from tests.engine.conftest import TEST_KEY_ENV, read_lines, read_transcripts
@@ -78,7 +79,7 @@ def test_lists_are_scored_as_their_answers_imply_and_never_re_asked(
     codes = set()
     for o in outcomes:
         item = {"id": o["item_id"], "cue": CUES[int(o["item_id"][-3:])]}
-        answer, _ = book.answer(protocol.render(item), temperature=o["temperature"], json_mode=False)
+        answer, _ = book.answer(protocol.render(item), model="gpt-4o-mini", temperature=o["temperature"], json_mode=False)
         try:
             verdict = protocol.parse(answer, item)
         except VerdictError as error:
@@ -97,11 +98,12 @@ def test_an_answer_cut_off_at_max_tokens_is_read_as_it_is(
     tmp_path: Path, fake_server: FakeServer, packaged_lexicon: Lexicon
 ) -> None:
     # 12 fake tokens are 48 characters: every list stops after four to eight words, the last
-    # one often cut mid-word ("velv"), and the method reads it all the same.
+    # one often cut mid-word ("velv"), and the method reads it all the same (a short refusal ends).
     config = _job(tmp_path, fake_server, max_tokens=12, protocol_options={"embedder": "test-hash"})
     _, outcomes = _run(config)
     transcript = read_transcripts(config.parent / "runs" / "latest")
-    assert {t["response"]["finish_reason"] for t in transcript} == {"length"}
+    lists = [t for t in transcript if t["response"]["content"] not in REFUSALS]
+    assert lists and {t["response"]["finish_reason"] for t in lists} == {"length"}
     assert {o["reason_code"] for o in outcomes} == {"too_few_valid", None}  # never "incomplete"
     assert all(o["attempts"] == 1 and o["reasks"] == 0 for o in outcomes)
     assert all(1 <= len(o["verdict"]["words"]) < 10 for o in outcomes)

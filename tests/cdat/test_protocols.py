@@ -261,9 +261,9 @@ def test_a_cue_in_a_semantic_field_gets_its_words_more_at_low_temperature_and_fo
 def test_a_repeated_generation_prompt_is_a_new_sample_a_repeated_judge_prompt_mostly_not() -> None:
     book = AnswerBook()
     dat = DAT().render({"id": "d"})
-    lists = {book.answer(dat, temperature=0.5, json_mode=False, draw=draw)[0] for draw in range(20)}
+    lists = {book.answer(dat, model="gpt-4o-mini", temperature=0.5, json_mode=False, draw=draw)[0] for draw in range(20)}
     assert len(lists) > 15  # fresh every draw (refusals may repeat)
-    assert book.answer(dat, temperature=0.0, json_mode=False, draw=5) == book.answer(dat, temperature=0.0, json_mode=False)
+    assert book.answer(dat, model="gpt-4o-mini", temperature=0.0, json_mode=False, draw=5) == book.answer(dat, model="gpt-4o-mini", temperature=0.0, json_mode=False)
     judge = [{"role": "user", "content": "Rate this translation."}]
-    generic = {book.answer(judge, temperature=0.5, json_mode=False, draw=draw)[0] for draw in range(20)}
+    generic = {book.answer(judge, model="gpt-4o-mini", temperature=0.5, json_mode=False, draw=draw)[0] for draw in range(20)}
     assert len(generic) < 10  # fresh with probability 0.5 / 3

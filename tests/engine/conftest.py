@@ -120,9 +120,10 @@ def read_transcripts(run: Path) -> list[dict[str, Any]]:
     return [record.to_dict() for record in iter_transcript(run)]
 
 
-def expected_gemba_score(item: dict[str, Any], temperature: float) -> float:
+def expected_gemba_score(item: dict[str, Any], temperature: float, model: str = "openai/gpt-4o-mini") -> float:
     """The score the fake server's well-formed answer implies for an item: what the engine must
-    report, whatever faults and re-asks happened on the way."""
+    report, whatever faults and re-asks happened on the way (``model``: the judge's, by default
+    :func:`make_job`'s; the fake answers each model as it reads the item)."""
     from judge_engine.dataset import to_item
     from judge_engine.fake.answers import AnswerBook
     from judge_engine.protocols.gemba_mqm import GembaMQM
@@ -130,7 +131,7 @@ def expected_gemba_score(item: dict[str, Any], temperature: float) -> float:
     protocol = GembaMQM()
     fields = {"id": "id", "source": "src", "target": "tgt", "source_lang": "src_lang", "target_lang": "tgt_lang"}
     mapped = to_item(item, fields, protocol.required_fields, "test")
-    answer, name = AnswerBook().answer(protocol.render(mapped), temperature=temperature, json_mode=False)
+    answer, name = AnswerBook().answer(protocol.render(mapped), model=model, temperature=temperature, json_mode=False)
     assert name == "gemba-mqm"
     score = protocol.score(protocol.parse(answer, mapped), mapped).score
     assert score is not None

@@ -63,7 +63,8 @@ def test_a_custom_json_judge_end_to_end_scores_what_the_fake_answers(tmp_path: P
     config = load_config(path)
     protocol = build_protocol(config.judges[0])
     for item, outcome in zip(iter_items(config.dataset), outcomes, strict=True):
-        answer, writer = AnswerBook().answer(protocol.render(item), temperature=0.0, json_mode=True)
+        answer, writer = AnswerBook().answer(protocol.render(item), model=config.judges[0].model, temperature=0.0,
+                                             json_mode=True)
         assert writer == "custom"
         assert outcome["verdict"] == protocol.parse(answer, item).model_dump(mode="json")
         assert outcome["score"] == protocol.score(protocol.parse(answer, item), item).score

@@ -36,9 +36,11 @@ def expected_scores(config_path: Path) -> dict[tuple[str, str, str], tuple[float
         for item in iter_items(config.dataset, protocol.required_fields):
             for variant in protocol.variants(item):
                 messages = protocol.render(item, variant)
-                answer, name = book.answer(messages, temperature=0.0, json_mode=protocol.json_mode)
+                # The judge's model reads the item (the fake answers each model as it would).
+                model = judge.model.split("/")[-1]
+                answer, name = book.answer(messages, model=model, temperature=0.0, json_mode=protocol.json_mode)
                 # As the model's judge writes it (the annotators'; the others' unchanged: no log-probs asked).
-                answer, _ = as_judged(messages, answer, name, model=judge.model.split("/")[-1], temperature=0.0)
+                answer, _ = as_judged(messages, answer, name, model=model, temperature=0.0)
                 score = protocol.score(protocol.parse(answer, item, variant), item, variant)
                 expected[(judge.name, str(item["id"]), variant)] = (score.score, dict(score.scores))
     return expected

@@ -93,10 +93,10 @@ def test_a_third_party_protocol_plugs_in_its_fake_answers() -> None:
     register(StarRating)
     item = {"text": "The sea was calm."}
     messages = StarRating().render(item)
-    assert AnswerBook().answer(messages, temperature=0.0, json_mode=False)[1] is None  # generic
+    assert AnswerBook().answer(messages, model="fake-judge", temperature=0.0, json_mode=False)[1] is None  # generic
 
     assert register_writer("stars-test", write_stars) is write_stars
-    answer, name = AnswerBook().answer(messages, temperature=0.0, json_mode=False)
+    answer, name = AnswerBook().answer(messages, model="fake-judge", temperature=0.0, json_mode=False)
     assert name == "stars-test"
     protocol = get_protocol("stars-test")()
     assert protocol.score(protocol.parse(answer, item), item).score in (1.0, 2.0, 3.0)

@@ -92,7 +92,7 @@ def _fake_answers() -> list[tuple[str, Any, Any, str, str]]:
             for item in iter_items(config.dataset, protocol.required_fields):
                 for variant in protocol.variants(item):
                     for temperature in (0.0, 1.0):
-                        answer, _ = book.answer(protocol.render(item, variant), temperature=temperature,
+                        answer, _ = book.answer(protocol.render(item, variant), model=judge.model, temperature=temperature,
                                                 json_mode=protocol.json_mode)  # fmt: skip
                         found.append((f"{config_path.parent.name}/{judge.name}", protocol, item, variant, answer))
     return found

@@ -257,9 +257,10 @@ def test_stats_on_a_demo_run_of_three_pairwise_judges(tmp_path: Path, capsys: py
         for name in ("agreement", "fleiss_kappa", "randolph_kappa"):
             assert got[name]["value"] == pytest.approx(expected[name]), (temperature, name)
             assert got[name]["ci_low"] <= got[name]["value"] <= got[name]["ci_high"]
-    # Greedy, the fake judges agree on every pair; sampled at 0.7 some verdicts flip.
-    assert {r["statistic"]: r["value"] for r in rows if r["temperature"] == 0.0}["fleiss_kappa"] == 1.0
-    assert 0 < {r["statistic"]: r["value"] for r in rows if r["temperature"] == 0.7}["fleiss_kappa"] < 1
+    # Greedy, one model's three rubrics agree on nearly every pair (a weak model prefers the first
+    # response now and then, prompt by prompt: 0.94); sampled at 0.7 more verdicts flip.
+    kappa = {t: {r["statistic"]: r["value"] for r in rows if r["temperature"] == t}["fleiss_kappa"] for t in (0.0, 0.7)}
+    assert 0.8 < kappa[0.0] < 1 and 0 < kappa[0.7] < kappa[0.0], kappa
     assert main(["stats", str(run), "--bootstrap", "100"]) == 0
     assert "Agreement within a panel" in capsys.readouterr().out
 

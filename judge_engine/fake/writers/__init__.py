@@ -3,7 +3,10 @@
 A writer reads a chat conversation and, if it is its protocol's prompt, returns a plausible,
 well-formed answer in the format the protocol asked for (its text format, or JSON when
 ``json_mode``); otherwise None. Answers are a deterministic function of (``messages``, ``seed``,
-``temperature``): the tests, ``--demo`` and the benchmarks rely on that. The
+``temperature``, ``model``): the tests, ``--demo`` and the benchmarks rely on that. The draw
+from ``seed`` is the item's truth, and ``model`` reads it through its
+:class:`~judge_engine.fake.persona.Persona` (its strength and lean), so that judges disagree as
+real ones do; the default, :data:`~judge_engine.fake.persona.TRUTH`, is the truth itself. The
 :class:`~judge_engine.fake.answers.AnswerBook` asks every writer in name order and the first
 answer wins, so a writer must return None for any prompt that is not its own.
 
@@ -17,15 +20,17 @@ Built-in writers, one module per protocol family: :mod:`.mqm` (``gemba-mqm``,
 :mod:`.ttct`, :mod:`.bws`, :mod:`.close_reading` (``novel-spans``, ``nonpragmatic-spans``) and
 :mod:`.words` (``cdat``, ``dat``: word lists from the model under test), :mod:`.custom`
 (``custom``: whatever fields a config declares, read from the answer format in the prompt) and
-:mod:`.annotators` (``pairwise-annotators``).
+:mod:`.annotators` (``pairwise-annotators``, answered from the truth: the log-prob judge reads it).
+A registered writer may leave ``model`` out of its signature: it then answers every model alike.
 They are imported on first use, as the protocols are.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from judge_engine.protocols.base import Message
 
@@ -49,8 +54,12 @@ class Writer(typing.Protocol):
     """The signature of an answer writer (see the module docstring)."""
 
     def __call__(
-        self, messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool
+        self, messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool, model: str = ""
     ) -> str | None: ...
+
+
+ModelBlindWriter = Callable[..., str | None]
+"""A writer whose signature has no ``model`` (written before personas): it answers every model alike."""
 
 
 _REGISTERED: dict[str, Writer] = {}
@@ -58,7 +67,7 @@ _ordered: dict[str, Writer] | None = None
 """Every writer in name order, built on first use and after each registration (read per request)."""
 
 
-def register_writer(name: str, writer: Writer) -> Writer:
+def register_writer(name: str, writer: Writer | ModelBlindWriter) -> Writer | ModelBlindWriter:
     """Make ``writer`` the fake server's answer writer for protocol ``name`` (replacing any);
     a running server asks it from its next request on.
 
@@ -66,9 +75,25 @@ def register_writer(name: str, writer: Writer) -> Writer:
     the writer's definition.
     """
     global _ordered
-    _REGISTERED[name] = writer
+    _REGISTERED[name] = writer if _takes_model(writer) else _model_blind(writer)
     _ordered = None
     return writer
+
+
+def _takes_model(writer: Callable[..., object]) -> bool:
+    try:
+        parameters = inspect.signature(writer).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): assume the current one
+        return True
+    return any(p.name == "model" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def _model_blind(writer: ModelBlindWriter) -> Writer:
+    def write(messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool,
+              model: str = "") -> str | None:
+        return writer(messages, seed=seed, temperature=temperature, json_mode=json_mode)
+
+    return write
 
 
 def get_writer(name: str) -> Writer:
@@ -79,7 +104,8 @@ def get_writer(name: str) -> Writer:
     """
     if name not in _REGISTERED and name in _BUILTIN:
         module_name, _, attr = _BUILTIN[name].partition(":")
-        _REGISTERED[name] = getattr(importlib.import_module(module_name), attr)
+        writer = getattr(importlib.import_module(module_name), attr)
+        _REGISTERED[name] = writer if _takes_model(writer) else _model_blind(writer)
     if name not in _REGISTERED:
         known = ", ".join(sorted(set(_BUILTIN) | set(_REGISTERED)))
         raise KeyError(f"no fake answer writer for protocol {name!r} (known: {known})")

@@ -6,6 +6,10 @@ is the rest of the prompt. The zero-shot novelty prompt shows one bare object as
 so models answer it with objects separated by blank lines: its fake does too, to keep that
 parser path exercised. Every other answer is one JSON list (``{"expressions": [...]}`` in JSON
 mode).
+
+The expressions drawn from the prompt's seed are the passage's truth; a model finds them through
+its persona (:mod:`judge_engine.fake.persona`): it misses some (a lenient reader more), cuts
+some a word shorter or longer, and marks others of its own (a harsh reader more).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from functools import cache
 from typing import Literal
 
 from judge_engine import templating
+from judge_engine.fake.persona import TRUTH, Persona, persona
 from judge_engine.fake.writers import last_turn
 from judge_engine.protocols.base import Message
 from judge_engine.protocols.close_reading import CloseReading, NonPragmaticSpans, NovelSpans
@@ -32,17 +37,17 @@ _REASONS = (
 
 
 def write_novel_spans(
-    messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool
+    messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool, model: str = TRUTH
 ) -> str | None:
     """A ``novel-spans`` answer, or None."""
-    return _write(NovelSpans, messages, seed=seed, temperature=temperature, json_mode=json_mode)
+    return _write(NovelSpans, messages, seed=seed, temperature=temperature, json_mode=json_mode, model=model)
 
 
 def write_nonpragmatic_spans(
-    messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool
+    messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool, model: str = TRUTH
 ) -> str | None:
     """A ``nonpragmatic-spans`` answer, or None."""
-    return _write(NonPragmaticSpans, messages, seed=seed, temperature=temperature, json_mode=json_mode)
+    return _write(NonPragmaticSpans, messages, seed=seed, temperature=temperature, json_mode=json_mode, model=model)
 
 
 def _write(
@@ -52,6 +57,7 @@ def _write(
     seed: int,
     temperature: float,
     json_mode: bool,
+    model: str,
 ) -> str | None:
     last = last_turn(messages)
     shots: Literal["zero", "few"]
@@ -61,7 +67,7 @@ def _write(
             break
     else:
         return None
-    records = fake_expressions(last[len(prefix) :], seed=seed, temperature=temperature)
+    records = fake_expressions(last[len(prefix) :], seed=seed, temperature=temperature, model=model)
     if json_mode:
         return json.dumps({"expressions": records}, ensure_ascii=False)
     if protocol is NovelSpans and shots == "zero" and records:
@@ -75,18 +81,21 @@ def _prefix(template: str) -> str:
     return templating.render(template, passage="")
 
 
-def fake_expressions(passage: str, *, seed: int, temperature: float) -> list[dict[str, str]]:
+def fake_expressions(passage: str, *, seed: int, temperature: float, model: str = TRUTH) -> list[dict[str, str]]:
     """Deterministic expressions that are real substrings of ``passage`` (2-6 words each).
 
-    The base choice depends on ``seed`` only; with probability ``temperature / 2`` one expression
-    is added or dropped, so answers vary with temperature but never between identical requests.
+    The base choice (the truth) depends on ``seed`` only; ``model`` finds it as its persona
+    does; with probability ``temperature / 2`` one expression is added or dropped, so answers
+    vary with temperature but never between identical requests.
     """
     tokens = list(_TOKEN.finditer(passage))
     if not tokens:
         return []
     base = random.Random(seed)
-    records = [_span(passage, tokens, base) for _ in range(base.choice((0, 1, 2, 2, 3, 4)))]
-    noise = random.Random(f"{seed}:{temperature}")
+    spans = [_bounds(tokens, base) for _ in range(base.choice((0, 1, 2, 2, 3, 4)))]
+    judge = persona(model)
+    records = [_record(passage, tokens, span) for span in _found(spans, tokens, judge, judge.rng(seed, "spans"))]
+    noise = judge.sampling(seed, temperature)
     if temperature > 0 and noise.random() < temperature / 2:
         if records and noise.random() < 0.5:
             records.pop(noise.randrange(len(records)))
@@ -95,10 +104,35 @@ def fake_expressions(passage: str, *, seed: int, temperature: float) -> list[dic
     return records
 
 
-def _span(passage: str, tokens: list[re.Match[str]], rng: random.Random) -> dict[str, str]:
+def _found(truth: list[tuple[int, int, str]], tokens: list[re.Match[str]], judge: Persona,
+           rng: random.Random) -> list[tuple[int, int, str]]:
+    """The true spans as ``judge`` finds them (the truth finds them all, as they are)."""
+    if judge.is_truth:
+        return truth
+    found = []
+    for first, last, reason in truth:
+        if rng.random() < judge.chance(0.2, lenient=0.6):
+            continue
+        if rng.random() < judge.chance(0.2):  # a word more or less at one end
+            last = min(len(tokens) - 1, max(first + 1, last + rng.choice((-1, 1))))
+        found.append((first, last, reason))
+    for _ in range(2):
+        if rng.random() < judge.chance(0.2, lenient=-0.6):
+            found.append(_bounds(tokens, rng))
+    return found
+
+
+def _bounds(tokens: list[re.Match[str]], rng: random.Random) -> tuple[int, int, str]:
+    """A span's first and last token, and the justification it is given."""
     first = rng.randrange(len(tokens))
     last = min(first + rng.randint(1, 5), len(tokens) - 1)
-    return {
-        "expression": passage[tokens[first].start() : tokens[last].end()],
-        "justification": rng.choice(_REASONS),
-    }
+    return first, last, rng.choice(_REASONS)
+
+
+def _record(passage: str, tokens: list[re.Match[str]], span: tuple[int, int, str]) -> dict[str, str]:
+    first, last, reason = span
+    return {"expression": passage[tokens[first].start() : tokens[last].end()], "justification": reason}
+
+
+def _span(passage: str, tokens: list[re.Match[str]], rng: random.Random) -> dict[str, str]:
+    return _record(passage, tokens, _bounds(tokens, rng))

@@ -11,7 +11,9 @@ real ones do, and each judge's own seed moves a value now and then (more at high
 temperature). Quotes are 2-4 words of the text that follows a line naming the quoted field
 (``Response:`` for ``of: response``), or none when no such line is found; a candidate's quality
 is a hash of its text (found after ``Candidate A:``-style lines), so the same candidate wins in
-every order, apart from a mild primacy bias.
+every order, apart from a mild primacy bias. A model reads all of that through its persona
+(:mod:`judge_engine.fake.persona`): its lean and noise move numbers and labels, it picks another
+candidate now and then, and quotes other words or none.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from judge_engine.fake.persona import TRUTH, persona
 from judge_engine.fake.writers import last_turn
 from judge_engine.protocols.base import Message, stable_seed
 
@@ -41,7 +44,8 @@ _SENTENCES = (
 )
 
 
-def write_custom(messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool) -> str | None:
+def write_custom(messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool,
+                 model: str = TRUTH) -> str | None:
     """An answer in the layout the prompt's answer format asks for, or None."""
     prompt = last_turn(messages)
     header = _HEADER.search(prompt)
@@ -55,7 +59,7 @@ def write_custom(messages: Sequence[Message], /, *, seed: int, temperature: floa
     # The rest of the prompt, wherever the template put the block: the item's text is in it.
     body = "\n".join(line for line in prompt.splitlines()
                      if not (_HEADER.match(line) or _FIELD.match(line) or _MARKER.match(line)))
-    draw = _Draw(body, seed, temperature)
+    draw = _Draw(body, seed, temperature, model)
     values = {name: draw.value(kind) for name, kind in fields}
     if layout == "json":
         return json.dumps(values)
@@ -69,16 +73,19 @@ def write_custom(messages: Sequence[Message], /, *, seed: int, temperature: floa
 
 
 class _Draw:
-    """The values of one answer: the item's quality (from the prompt), this judge's noise."""
+    """The values of one answer: the item's quality (from the prompt), this judge's noise, the
+    model's reading."""
 
-    def __init__(self, body: str, seed: int, temperature: float) -> None:
+    def __init__(self, body: str, seed: int, temperature: float, model: str = TRUTH) -> None:
         self.body = body
         # A leading "Response:" label is the template's, not the item's: left out of the key.
         lines = [re.sub(r"^\W*\w+\s*:\s*", "", line) for line in body.splitlines()]
         longest = max(lines or [""], key=len)
         self.quality = random.Random(stable_seed("fake-custom-quality", longest)).random()
         self.rng = random.Random(seed)
-        self.noise = random.Random(f"{seed}:{temperature}")
+        self.judge = persona(model)
+        self.reading = self.judge.rng(seed, "custom")
+        self.noise = self.judge.sampling(seed, temperature)
         self.temperature = temperature
 
     def _moved(self) -> int:
@@ -97,10 +104,10 @@ class _Draw:
         if kind.startswith("text"):
             return self.sentence()
         if kind == "true or false":
-            return self.quality + 0.1 * self._moved() < 0.2
+            return self.quality + 0.1 * (self._moved() + self.judge.shift(self.reading)) < 0.2
         if kind.startswith("one of: "):
-            choices = _QUOTED.findall(kind)
-            index = int((1 - self.quality) * len(choices)) + self._moved()
+            choices = _QUOTED.findall(kind)  # the best first, as rubrics list them: a lenient judge moves up
+            index = int((1 - self.quality) * len(choices)) + self._moved() - self.judge.steps(self.reading)
             return choices[min(len(choices) - 1, max(0, index))]
         if kind.startswith("the label of one candidate: "):
             return self.candidate(_QUOTED.findall(kind))
@@ -118,8 +125,9 @@ class _Draw:
         # Judges favour the upper middle of a scale, as real ones do.
         middle = low + (0.3 + 0.7 * self.quality) * (high - low)
         if match.group("what") == "integer":
-            return int(min(high, max(low, round(middle) + self._moved())))
-        return round(min(high, max(low, middle + 0.05 * (high - low) * self._moved())), 2)
+            return int(min(high, max(low, round(middle) + self._moved() + self.judge.steps(self.reading))))
+        moved = 0.05 * self._moved() + 0.1 * self.judge.shift(self.reading)  # a model's step: a tenth of the range
+        return round(min(high, max(low, middle + moved * (high - low))), 2)
 
     def quotes(self, of: str) -> list[str]:
         """2-4 words of the text under a line naming the field ``of``; none without one."""
@@ -134,8 +142,13 @@ class _Draw:
             return []
         size = min(len(words) - 1, self.rng.choice((2, 3, 4)))
         start = self.rng.randrange(0, len(words) - size + 1)
+        quoted = self.rng.random() < 0.7
+        if self.reading.random() < self.judge.chance(0.3):  # the model quotes other words
+            start = self.reading.randrange(0, len(words) - size + 1)
+        if self.reading.random() < self.judge.chance(0.2, lenient=0.6 if quoted else -0.6):
+            quoted = not quoted  # or misses the quote, or finds one where there is none
         quote = " ".join(words[start:start + size]).strip(".,;:!?'")
-        return [quote] if self.rng.random() < 0.7 and quote and '"' not in quote else []
+        return [quote] if quoted and quote and '"' not in quote else []
 
     def candidate(self, labels: list[str]) -> str:
         shown = {label: self._candidate_text(label) for label in labels}
@@ -143,6 +156,8 @@ class _Draw:
             best = max(labels, key=lambda label: stable_seed("fake-custom-candidate", shown[label]))
         else:
             best = self.rng.choice(labels)
+        if labels and self.reading.random() < self.judge.chance(0.1):
+            best = self.reading.choice(labels)
         if labels and self.noise.random() < 0.1:
             best = labels[0]
         return best

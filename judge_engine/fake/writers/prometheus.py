@@ -3,6 +3,11 @@
 Absolute: the score is drawn on the scale the prompt names ("an integer between 1 and 5"),
 favouring its upper half as real judges do; the answer starts with ``Feedback:`` when the prompt's
 wording does. Relative: the same response text wins whichever side it is shown on.
+
+Those are the item's truth; a model reads it through its persona
+(:mod:`judge_engine.fake.persona`): an absolute score moved by its lean and noise, a relative
+verdict flipped on the pairs it misjudges (in both orders alike) and now and then, more for a
+weak model, the first response preferred whatever it says.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import random
 import re
 from collections.abc import Sequence
 
+from judge_engine.fake.persona import TRUTH, persona
 from judge_engine.fake.writers import last_turn
 from judge_engine.protocols.base import Message, stable_seed
 from judge_engine.protocols.prometheus_parse import Winner
@@ -33,7 +39,7 @@ _COMPARISONS = (
 
 
 def write_absolute(
-    messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool
+    messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool, model: str = TRUTH
 ) -> str | None:
     """A ``prometheus-absolute`` answer, or None."""
     last = last_turn(messages)
@@ -44,7 +50,9 @@ def write_absolute(
     base = random.Random(seed)
     # Judges favour the upper middle of a scale (LitEval: Prometheus gave 4 of 6 to 55%).
     score = base.choice([s for s in range(low, high + 1) for _ in range(1 + (s > (low + high) / 2))])
-    noise = random.Random(f"{seed}:{temperature}")
+    judge = persona(model)
+    score = min(high, max(low, score + judge.steps(judge.rng(seed, "absolute"))))
+    noise = judge.sampling(seed, temperature)
     if temperature > 0 and noise.random() < temperature / 2:
         score = min(high, max(low, score + noise.choice((-1, 1))))
     feedback = base.choice(_FEEDBACK).format(score=score, high=high)
@@ -55,7 +63,7 @@ def write_absolute(
 
 
 def write_relative(
-    messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool
+    messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool, model: str = TRUTH
 ) -> str | None:
     """A ``prometheus-relative`` answer, or None."""
     last = last_turn(messages)
@@ -66,7 +74,13 @@ def write_relative(
     # The same text wins whichever side it is shown on, so a greedy fake judge is position
     # consistent; sampling noise (temperature / 2) flips some verdicts, as real judges do.
     winner: Winner = "A" if stable_seed(shown_a) >= stable_seed(shown_b) else "B"
-    noise = random.Random(f"{seed}:{temperature}")
+    judge = persona(model)
+    misjudged = judge.rng(stable_seed(*sorted((shown_a, shown_b))), "relative")  # the pair's, in either order
+    if misjudged.random() < judge.chance(0.15):
+        winner = "B" if winner == "A" else "A"
+    if judge.rng(seed, "primacy").random() < judge.chance(0.05):
+        winner = "A"
+    noise = judge.sampling(seed, temperature)
     if temperature > 0 and noise.random() < temperature / 2:
         winner = "B" if winner == "A" else "A"
     feedback = random.Random(seed).choice(_COMPARISONS).format(winner=winner)

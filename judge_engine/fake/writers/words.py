@@ -13,6 +13,11 @@ low temperatures and nearly all of it for the Common prompt ("most semantically 
 a demo shows what the method measures: associated lists score higher appropriateness and lower
 novelty, and a model moves towards the Random baseline as its temperature rises. Other cues get
 lists that ignore them (``release`` in the tests), exactly as before the fields existed.
+
+Each model writes its own lists (its name is part of the seed) and has its own bent, its
+persona's lean (:mod:`judge_engine.fake.persona`): a model with a positive lean is more
+associative (up to 0.15 more of a field's words, a little fewer rare ones), one with a negative
+lean more divergent, so two models land on different points of the appropriateness-novelty plane.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
+from judge_engine.fake.persona import TRUTH, persona
 from judge_engine.fake.writers import last_turn
-from judge_engine.protocols.base import Message
+from judge_engine.protocols.base import Message, stable_seed
 from judge_engine.protocols.cdat import CUE_IN_PROMPT, PROMPT_START
 
 EVERYDAY = (
@@ -93,19 +99,21 @@ def field_of(cue: str | None) -> tuple[str, ...]:
     return next((words for cues, words in FIELDS if key in cues), ())
 
 
-def associated_share(temperature: float, *, common: bool = False) -> float:
+def associated_share(temperature: float, *, common: bool = False, lean: float = 0.0) -> float:
     """The chance that a word of the list comes from the cue's field: 0.95 for the Common
-    prompt; for CDAT ``0.8 - 0.4 * temperature`` (0.6 at 0.5, 0.2 at 1.5), at least 0."""
-    return 0.95 if common else max(0.0, 0.8 - 0.4 * temperature)
+    prompt; for CDAT ``0.8 - 0.4 * temperature`` (0.6 at 0.5, 0.2 at 1.5) plus ``0.15 * lean``
+    (the model's bent), within [0, 1]."""
+    return 0.95 if common else min(1.0, max(0.0, 0.8 - 0.4 * temperature + 0.15 * lean))
 
 
 def fake_words(seed: int, temperature: float, count: int = 10, *, field: Sequence[str] = (),
-               associated: float = 0.0) -> list[str]:
-    """``count`` distinct nouns; each is a rare one with probability ``0.15 + temperature / 4``,
-    then replaced by a word of ``field`` with probability ``associated``."""
+               associated: float = 0.0, lean: float = 0.0) -> list[str]:
+    """``count`` distinct nouns; each is a rare one with probability
+    ``0.15 + temperature / 4 - 0.05 * lean``, then replaced by a word of ``field`` with
+    probability ``associated``."""
     rng = random.Random(f"{seed}:words")
     everyday, rare = rng.sample(EVERYDAY, count), rng.sample(RARE, count)
-    share = min(1.0, 0.15 + temperature / 4)
+    share = min(1.0, max(0.0, 0.15 + temperature / 4 - 0.05 * lean))
     words = [rare[i] if rng.random() < share else everyday[i] for i in range(count)]
     if field:  # a draw of its own: lists for cues outside the fields stay as they were
         near = random.Random(f"{seed}:field")
@@ -114,13 +122,18 @@ def fake_words(seed: int, temperature: float, count: int = 10, *, field: Sequenc
     return words
 
 
-def fake_word_list(cue: str | None, *, seed: int, temperature: float, common: bool = False) -> str:
+def fake_word_list(cue: str | None, *, seed: int, temperature: float, common: bool = False,
+                   model: str = TRUTH) -> str:
     """The fake model's answer to a CDAT (``cue``) or DAT (``cue=None``) prompt; ``common``:
-    the Common baseline's prompt."""
+    the Common baseline's prompt; ``model``: who writes it (its own lists, its own bent)."""
+    writer = persona(model)
+    if not writer.is_truth:
+        seed = stable_seed(seed, writer.name)
     shape = answer_shape(seed)
     rng = random.Random(f"{seed}:shape")
     field = field_of(cue)
-    drawn = fake_words(seed, temperature, field=field, associated=associated_share(temperature, common=common))
+    associated = associated_share(temperature, common=common, lean=writer.lean)
+    drawn = fake_words(seed, temperature, field=field, associated=associated, lean=writer.lean)
     words = [w.capitalize() if rng.random() < 0.5 else w for w in drawn]
     if shape == "refusal":
         return rng.choice(REFUSALS)
@@ -143,18 +156,21 @@ def fake_word_list(cue: str | None, *, seed: int, temperature: float, common: bo
     return numbered
 
 
-def write_cdat(messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool) -> str | None:
+def write_cdat(messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool,
+               model: str = TRUTH) -> str | None:
     """The fake model's word list for a CDAT prompt (any of its prompt options), else None."""
     prompt = last_turn(messages)
     match = CUE_IN_PROMPT.search(prompt) if prompt.startswith(PROMPT_START) else None
     if match is None:
         return None
-    return fake_word_list(match.group("cue"), seed=seed, temperature=temperature, common=COMMON_PROMPT in prompt)
+    return fake_word_list(match.group("cue"), seed=seed, temperature=temperature, common=COMMON_PROMPT in prompt,
+                          model=model)
 
 
-def write_dat(messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool) -> str | None:
+def write_dat(messages: Sequence[Message], /, *, seed: int, temperature: float, json_mode: bool,
+              model: str = TRUTH) -> str | None:
     """The fake model's word list for a DAT prompt (or its task-aware baseline), else None."""
     prompt = last_turn(messages)
     if not prompt.startswith(PROMPT_START) or "cue word" in prompt:
         return None
-    return fake_word_list(None, seed=seed, temperature=temperature)
+    return fake_word_list(None, seed=seed, temperature=temperature, model=model)
