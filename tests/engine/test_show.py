@@ -62,7 +62,8 @@ def test_the_few_shot_turns_are_one_line_with_their_count_and_tokens(
     assert "sent: system" not in out and out.count("─ sent: user ─") == 1 and "sent: assistant" not in out
     # The second task's item turn is the first one's: one line, naming where it was printed.
     assert "sent: user, the same message as above (mqm T=0.0 repeat 0)" in out
-    assert len(out.splitlines()) < 100  # 300 lines for these two tasks before they were folded
+    assert len(out.splitlines()) < 120  # 300 lines for these two tasks before they were folded (the answers'
+    # own lines vary with the model's persona: ~40 of these are the two answers)
 
     full = _show(capsys, str(gemba_run), "--item", first, "--full")
     assert "sent first, folded" not in full and "the same message as above" not in full
