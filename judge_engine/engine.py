@@ -17,9 +17,9 @@ directory stays consistent and nothing is sent after the request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from judge_engine.budget import BudgetStop
 from judge_engine.cache import AnswerCache
@@ -35,6 +35,15 @@ _YIELD_EVERY = 512
 _PREPARE_BATCH = 32
 """Tasks the feeder prepares at once: a paced run wakes for each answer, and work done on that
 wake-up runs cold, so the next tasks' prompts and cache lookups are done together instead."""
+
+
+class TaskSource(Protocol):
+    """Where a judge's tasks come from instead of its stream over the dataset: a cascade's later
+    stage (:class:`judge_engine.cascade.router.StageSource`), fed as items are escalated to it."""
+
+    async def next_batch(self, *, skip_rows: int = 0, timeout: float | None = None) -> list[Task] | None:
+        """Some tasks; ``[]`` when none came within ``timeout`` seconds; None when there are no more."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,8 @@ class Engine:
         store: RunStore,
         cache: AnswerCache,
         resumptions: Mapping[str, Resumption] | None = None,
+        sources: Mapping[str, TaskSource] | None = None,
+        finished: Callable[[str], None] | None = None,
     ) -> None:
         self.judges = list(judges)
         self._dataset = dataset
@@ -66,6 +77,10 @@ class Engine:
         self._cache = cache
         self._resumptions = dict(resumptions or {})
         self._stopping = asyncio.Event()
+        self._sources = dict(sources or {})
+        """Judge name -> its task source, for judges not fed from the dataset (a cascade's)."""
+        self._finished = finished
+        """Told each judge's name when the judge is done for this session (a cascade's router)."""
 
     @property
     def done_count(self) -> int:
@@ -95,7 +110,7 @@ class Engine:
     async def run(self) -> EngineResult:
         async with asyncio.TaskGroup() as group:
             for judge in self.judges:
-                group.create_task(self._run_judge(judge), name=f"judge:{judge.config.name}")
+                group.create_task(self._run_and_tell(judge), name=f"judge:{judge.config.name}")
         failures = {j.config.name: j.stopped for j in self.judges if j.stopped}
         if failures:
             return EngineResult("failed", failures)
@@ -109,13 +124,19 @@ class Engine:
         return self.stopping or judge.stopped is not None or (
             judge.guard is not None and judge.guard.stopped_for(judge.config.name))
 
+    async def _run_and_tell(self, judge: JudgeRuntime) -> None:
+        await self._run_judge(judge)
+        if self._finished is not None:
+            self._finished(judge.config.name)
+
     async def _run_judge(self, judge: JudgeRuntime) -> None:
         if judge.config.mode == "batch":  # the provider's batch API instead of the lane's calls
             from judge_engine.batch.driver import BatchDriver
 
             await BatchDriver(judge, store=self._store, cache=self._cache, dataset=self._dataset,
                               resumption=self._resumptions.get(judge.config.name, Resumption()),
-                              online=self._work, stopping=lambda: self.stopping).run()
+                              online=self._work, stopping=lambda: self.stopping,
+                              source=self._sources.get(judge.config.name)).run()
             return
         workers = judge.concurrency  # over every deployment
         # Holds rendered prompts now, so it is sized by the batch, not doubled with concurrency.
@@ -140,6 +161,9 @@ class Engine:
         judge.counters.done += resumption.skip_tasks
         judge.counters.resumed += resumption.skip_tasks
         done = resumption.done
+        if (source := self._sources.get(judge.config.name)) is not None:
+            await self._stream_from(judge, queue, source, resumption)
+            return
         stream = iter_tasks(judge.config, judge.protocol, self._dataset, skip_rows=resumption.skip_rows)
         for position, task in enumerate(stream):
             if self._halted(judge):
@@ -155,6 +179,19 @@ class Engine:
                 await self._hand_over(judge, queue, batch)
                 batch = []
         await self._hand_over(judge, queue, batch)
+
+    async def _stream_from(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], source: TaskSource,
+                           resumption: Resumption) -> None:
+        """Queue the tasks ``source`` gives (those not done before), as it gives them, until it
+        has no more or the judge halts (checked twice a second while the source is quiet)."""
+        while not self._halted(judge):
+            tasks = await source.next_batch(skip_rows=resumption.skip_rows, timeout=0.5)
+            if tasks is None:
+                return
+            fresh = [task for task in tasks if task.task_id not in resumption.done]
+            judge.counters.done += len(tasks) - len(fresh)
+            judge.counters.resumed += len(tasks) - len(fresh)
+            await self._hand_over(judge, queue, fresh)
 
     async def _hand_over(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], batch: list[Task]) -> None:
         """Prepare a batch of tasks together, then queue them (tasks not queued when the run

@@ -31,7 +31,9 @@ batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunk
                        :class:`BatchCarry`)
 manifest      1        ``"format": "judge-engine-run", "version": 1``; later
                        ``rescored_versions`` (a re-scored run: each judge's protocol
-                       version before and after), absent otherwise
+                       version before and after), absent otherwise; later ``cascade`` (a
+                       cascaded run: its stages, thresholds and the items that reached each
+                       stage), absent otherwise
 ============  =======  ==================================================================
 
 A file written by a *newer* judge-engine is refused with a :class:`~judge_engine.errors.RunDirError`
@@ -788,6 +790,10 @@ class Manifest:
     stopped: dict[str, Any] | None = None
     """Why the last session stopped before the end (``status: stopped``): the budget reached,
     its limit and what was spent; ``resume --budget`` continues."""
+    cascade: dict[str, Any] | None = None
+    """A cascaded run's ``{"name", "items", "thresholds", "guarantee", "stages": [{"stage",
+    "kind", "judges", "decides", "threshold", "asked", "reached"}], "held", "waiting"}``
+    (:mod:`judge_engine.cascade`): a later stage's judges plan only the items that reached it."""
     version: int = MANIFEST_VERSION
 
     @property
@@ -808,7 +814,10 @@ class Manifest:
         jury, the coordinates all its jurors share (one protocol, so the same variants; the
         temperatures they all have, the repeats they all reach). For a judge's item outcomes
         (``<judge>:item``), its items x temperatures. None when the manifest does not know
-        ``name``."""
+        ``name``. In a cascaded run, a stage's judges, item outcomes and jury plan the items
+        that reached the stage, and the cascade one outcome per item."""
+        if self.cascade is not None and (planned := self._cascade_planned(name)) is not None:
+            return planned
         entry = self.judge(name)
         if entry is not None:
             return self._variants(entry.name) * entry.tasks_per_item_variant
@@ -822,6 +831,20 @@ class Manifest:
         found = [j for j in jurors if j is not None]
         temperatures = set(found[0].temperatures).intersection(*(j.temperatures for j in found[1:]))
         return self._variants(found[0].name) * len(temperatures) * min(j.repeats for j in found)
+
+    def _cascade_planned(self, name: str) -> int | None:
+        cascade = self.cascade or {}
+        items = int(cascade.get("items") or 0)
+        if name == cascade.get("name"):
+            return items
+        for stage in cascade.get("stages") or []:
+            reached = int(stage.get("reached") or 0)
+            if name in (stage.get("stage"), stage.get("decides")) and name not in (stage.get("judges") or []):
+                return reached  # a jury's line, or a judge's item line, per item
+            if name in (stage.get("judges") or []) and (entry := self.judge(name)) is not None:
+                per_item = self._variants(name) / items if items else 0
+                return round(reached * per_item) * entry.tasks_per_item_variant
+        return None
 
     def _variants(self, judge: str) -> int:
         """The item-variants judge ``judge`` has (``dataset.variants`` is in the judges' order)."""
@@ -866,6 +889,8 @@ class Manifest:
             document["rescored_versions"] = self.rescored_versions
         if self.stopped:
             document["stopped"] = self.stopped
+        if self.cascade is not None:
+            document["cascade"] = self.cascade
         return document
 
     @classmethod
@@ -904,6 +929,7 @@ class Manifest:
                 rescored_versions={str(judge): {str(k): str(v) for k, v in dict(move).items()}
                                    for judge, move in (raw.get("rescored_versions") or {}).items()},
                 stopped=None if not raw.get("stopped") else dict(raw["stopped"]),
+                cascade=dict(raw["cascade"]) if isinstance(raw.get("cascade"), Mapping) else None,
                 version=version,
             )
         except (KeyError, TypeError, ValueError) as exc:

@@ -82,18 +82,18 @@ REVIEWED: dict[str, int] = {
     # module: lines it may reach, after a read found it one concern (say why when you raise one)
     "cli/display.py": 830,  # everything drawn with rich (batches, status, and the one table printer every table goes
     # through, with its long layouts); splitting it would give rich two homes
-    "records.py": 920,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury, an outcome's confidence): one definition
+    "records.py": 945,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury, an outcome's confidence, a cascade's stages): one definition
     "fake/app.py": 480,  # the fake server's whole HTTP surface (chat, files, both batch APIs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
-    "session.py": 570,  # one lifecycle (prepare, resume selection, endpoints, execute, signals; item decisions as requests finish) top to bottom
+    "session.py": 590,  # one lifecycle (prepare, resume selection, endpoints, execute, signals; item decisions as requests finish; a cascade's hooks) top to bottom
     "index.py": 450,  # the index's schema, its batched writer, catch-up and every query
     "store.py": 490,  # the run directory's one writer and every reader of it (by stream or by offset)
     "decisions.py": 480,  # one concern: an item's decision over its requests (the rule, the pure decision, its outcome
     # line, made as requests finish and caught up at a session's end, and what a judge's confidence needs up front)
     "protocols/custom.py": 420,  # a config-defined judge: render, read, score, and where its closed fields are
-    "config.py": 550,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence), beside the one merge and its errors naming the flag a value came from (also for a config read back from run.json)
+    "config.py": 600,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence), beside the one merge and its errors naming the flag a value came from (also for a config read back from run.json), and the cascade's section
     "providers/catalog.py": 455,  # litellm's one home for what a model is (routes, params, prices, tokens, keys, batch bodies, log-probs)
-    "batch/driver.py": 420,  # one batch-mode judge's lifecycle: feeder, rounds, polls, the budget's commits per chunk
+    "batch/driver.py": 460,  # one batch-mode judge's lifecycle: feeder (from the dataset, or a cascade's escalations), rounds, polls, the budget's commits per chunk
 }
 
 
