@@ -13,7 +13,11 @@ from judge_engine.cascade.state import answered_per_stage
 from judge_engine.errors import ReasonCode
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from judge_engine.estimate import JudgePlan
+    from judge_engine.index import RunIndex
+    from judge_engine.records import Manifest
 
 
 def summary_lines(manifest_cascade: Mapping[str, Any] | None, counts: Mapping[str, Any]) -> list[str]:
@@ -38,7 +42,7 @@ def summary_lines(manifest_cascade: Mapping[str, Any] | None, counts: Mapping[st
     line = (f"cascade {name}: {items:,} items; answered by " + ", ".join(parts)
             + f"; {abstained:,} abstained (no stage sure enough: not a failure)")
     if held:
-        line += f"; {held:,} held at a stage (an outage, not a verdict: resume --retry)"
+        line += f"; {held:,} held at a stage (an outage there: resume --retry asks again)"
     if waiting or undecided > 0:
         line += f"; {waiting + max(0, undecided):,} not decided yet"
     return [line]
@@ -124,3 +128,49 @@ def expected_plans(plan: CascadePlan, plans: Sequence[JudgePlan]) -> list[JudgeP
             completion_tokens=scale(judge_plan.completion_tokens, share, round),
             cost=scale(judge_plan.cost, share, float), wall_s=scale(judge_plan.wall_s, share, float), batch=batch))
     return out
+
+
+def refreshed(run_dir: Path, manifest: Manifest) -> Manifest:
+    """``manifest`` with its ``cascade`` section rebuilt from the run's lines (for ``status``: a
+    killed run's manifest is as of its last checkpoint), unless a process is writing the run (its
+    checkpoints are current) or the cascade cannot be rebuilt (its thresholds file changed or
+    is gone: the recorded section stays)."""
+    from judge_engine.cascade.stages import cascade_plan
+    from judge_engine.cascade.state import rebuild
+    from judge_engine.config import recorded_config
+    from judge_engine.errors import JudgeEngineError
+    from judge_engine.plan import build_protocol
+    from judge_engine.store import LineReader, open_index, writer_active
+
+    if not manifest.cascade or writer_active(run_dir):
+        return manifest
+    try:
+        config = recorded_config(manifest.config, where=run_dir / "run.json")
+        protocols = {judge.name: build_protocol(judge) for judge in config.judges}
+        plan = cascade_plan(config, protocols)
+        if plan is None:
+            return manifest
+        with open_index(run_dir) as index, LineReader(run_dir) as reader:
+            state = rebuild(plan, index, reader, items=int(manifest.cascade.get("items") or 0)).state
+            manifest.counts = {**manifest.counts, "judges": {**(manifest.counts.get("judges") or {}),
+                                                             plan.name: _counts(index, plan.name)}}
+    except (JudgeEngineError, OSError):
+        return manifest
+    manifest.cascade = state.section
+    return manifest
+
+
+def _counts(index: RunIndex, judge: str) -> dict[str, Any]:
+    from judge_engine.records import Counts
+
+    counts = Counts()
+    for (name, status, code), n in index.counts().items():
+        if name != judge or status == "undone":
+            continue
+        counts.tasks += n
+        if status == "scored":
+            counts.scored += n
+        else:
+            counts.unscored += n
+            counts.unscored_by_code[str(code)] = counts.unscored_by_code.get(str(code), 0) + n
+    return counts.to_dict()

@@ -66,7 +66,7 @@ def calibration_rows(run_dir: str | Path, *, human_table: str | Path | Iterable[
     if not names:
         raise CalibrationError(f"{run_dir}: its config has no cascade; name the stages with --stages A,B,C")
     shapes = _shapes(config, protocols, names)
-    labels, where, notes = _labels(human_table, key, label)
+    labels, notes = read_labels(human_table, key, label)
     latest = latest_outcome_records(run_dir)
     by_stage = {s.name: {r.item_id: r for r in latest.values() if r.judge == s.decides} for s in shapes}
     rows, missing, outages = [], set(), {s.name: 0 for s in shapes}
@@ -84,7 +84,7 @@ def calibration_rows(run_dir: str | Path, *, human_table: str | Path | Iterable[
             has = decision.prediction is not None and decision.confidence is not None
             rows.append({"item": item_id, "stage": shape.name, "prediction": decision.prediction if has else None,
                          "confidence": decision.confidence if has else None, "label": labels[item_id]})
-    notes += _notes(run_dir, where, labels, judged, missing, outages)
+    notes += _notes(run_dir, labels, judged, missing, outages)
     return RunRows(rows, names, _costs(run_dir, manifest, shapes, latest.values(), notes), notes)
 
 
@@ -125,9 +125,14 @@ def _as_cascade(config: JobConfig, names: list[str]) -> Any:
                          thresholds=base.thresholds if base is not None else Path("thresholds.json"), enabled=False)
 
 
-def _labels(table: str | Path | Iterable[Mapping[str, Any]], key: str, label: str
-            ) -> tuple[dict[str, Any], Any, list[str]]:
-    """Item id -> its human label; how to name a row; notes (rows without a label)."""
+def read_labels(table: str | Path | Iterable[Mapping[str, Any]], key: str, label: str
+                ) -> tuple[dict[str, Any], list[str]]:
+    """A human table's labels: item id -> label, and notes (rows without a label).
+
+    Raises:
+        CalibrationError: the table cannot be read, lacks a column, has a row without an id or
+            an item labelled twice differently (the line named).
+    """
     from judge_engine.calibration import read_rows
 
     if isinstance(table, str | Path):
@@ -163,7 +168,7 @@ def _labels(table: str | Path | Iterable[Mapping[str, Any]], key: str, label: st
         labels[item], first[item] = value, first.get(item, i)
     notes = [f"{name}: {unlabelled:,} rows have no label in column {label!r}: their items are not calibrated on"] \
         if unlabelled else []
-    return labels, where, notes
+    return labels, notes
 
 
 def _empty(value: Any) -> bool:
@@ -171,7 +176,7 @@ def _empty(value: Any) -> bool:
         isinstance(value, str) and not value.strip())
 
 
-def _notes(run_dir: Path, where: Any, labels: Mapping[str, Any], judged: set[str], missing: set[str],
+def _notes(run_dir: Path, labels: Mapping[str, Any], judged: set[str], missing: set[str],
            outages: Mapping[str, int]) -> list[str]:
     notes = []
     if missing:
