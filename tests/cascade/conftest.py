@@ -113,3 +113,29 @@ def lines(run: Path) -> list[dict[str, Any]]:
 def latest(run: Path, judge: str) -> dict[str, Any]:
     """Item id -> the judge's latest outcome record there."""
     return {r.item_id: r for r in latest_outcome_records(run).values() if r.judge == judge}
+
+
+def decisions(run: Path) -> dict[str, dict[str, Any]]:
+    """Stage -> item -> (prediction, confidence) from its item lines."""
+    return {stage: {item: ((r.verdict or {}).get("prediction") if r.scored else None, (r.confidence or {}).get("value"))
+                    for item, r in latest(run, f"{stage}:item").items()} for stage in MODELS}
+
+
+def expected(full: dict[str, dict[str, Any]], thresholds: dict[str, float | None], items: list[str]
+             ) -> dict[str, tuple[str | None, Any, set[str]]]:
+    """Item -> (the stage that answers, its prediction, the stages asked), from every stage's
+    decision on every item (a run with the cascade off) and the thresholds."""
+    out = {}
+    for item in items:
+        asked: set[str] = set()
+        answer: tuple[str | None, Any] = (None, None)
+        for stage, threshold in thresholds.items():
+            if threshold is None:
+                continue
+            asked.add(stage)
+            prediction, confidence = full[stage][item]
+            if prediction is not None and confidence is not None and confidence >= threshold:
+                answer = (stage, prediction)
+                break
+        out[item] = (*answer, asked)
+    return out

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -17,36 +16,10 @@ import yaml
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
 from judge_engine.store import read_manifest
-from tests.cascade.conftest import MODELS, cascade_job, latest, lines
+from tests.cascade.conftest import MODELS, cascade_job, decisions, expected, latest, lines
 
 THRESHOLDS = {"cheap": 0.95, "mid": 0.9, "strong": 0.8}
 ANNOTATOR_REQUESTS = 6  # 3 annotators x both orders
-
-
-def decisions(run: Path) -> dict[str, dict[str, Any]]:
-    """Stage -> item -> (prediction, confidence) from its item lines."""
-    return {stage: {item: ((r.verdict or {}).get("prediction") if r.scored else None, (r.confidence or {}).get("value"))
-                    for item, r in latest(run, f"{stage}:item").items()} for stage in MODELS}
-
-
-def expected(full: dict[str, dict[str, Any]], thresholds: dict[str, float | None], items: list[str]
-             ) -> dict[str, tuple[str | None, Any, set[str]]]:
-    """Item -> (the stage that answers, its prediction, the stages asked), from every stage's
-    decision on every item (a run with the cascade off) and the thresholds."""
-    out = {}
-    for item in items:
-        asked: set[str] = set()
-        answer: tuple[str | None, Any] = (None, None)
-        for stage, threshold in thresholds.items():
-            if threshold is None:
-                continue
-            asked.add(stage)
-            prediction, confidence = full[stage][item]
-            if prediction is not None and confidence is not None and confidence >= threshold:
-                answer = (stage, prediction)
-                break
-        out[item] = (*answer, asked)
-    return out
 
 
 def test_each_stage_is_asked_only_about_the_items_the_earlier_stages_escalated(
