@@ -144,16 +144,17 @@ def refreshed(run_dir: Path, manifest: Manifest) -> Manifest:
 
     if not manifest.cascade or writer_active(run_dir):
         return manifest
+    name = str(manifest.cascade.get("name"))
     try:
-        config = recorded_config(manifest.config, where=run_dir / "run.json")
-        protocols = {judge.name: build_protocol(judge) for judge in config.judges}
-        plan = cascade_plan(config, protocols)
-        if plan is None:
-            return manifest
-        with open_index(run_dir) as index, LineReader(run_dir) as reader:
-            state = rebuild(plan, index, reader, items=int(manifest.cascade.get("items") or 0)).state
+        with open_index(run_dir) as index:
             manifest.counts = {**manifest.counts, "judges": {**(manifest.counts.get("judges") or {}),
-                                                             plan.name: _counts(index, plan.name)}}
+                                                             name: _counts(index, name)}}
+            config = recorded_config(manifest.config, where=run_dir / "run.json")
+            plan = cascade_plan(config, {judge.name: build_protocol(judge) for judge in config.judges})
+            if plan is None or plan.name != name:
+                return manifest
+            with LineReader(run_dir) as reader:
+                state = rebuild(plan, index, reader, items=int(manifest.cascade.get("items") or 0)).state
     except (JudgeEngineError, OSError):
         return manifest
     manifest.cascade = state.section

@@ -82,7 +82,7 @@ KILL_POINTS: dict[str, tuple[dict[str, Any], Callable[[list[dict[str, Any]]], bo
 
 @pytest.mark.parametrize("point", list(KILL_POINTS))
 def test_a_sigkill_mid_cascade_resumes_with_nothing_asked_twice(tmp_path: Path, fake_server: FakeServer,
-                                                                 point: str) -> None:
+                                                                 point: str, capsys: pytest.CaptureFixture[str]) -> None:
     judges, ready = KILL_POINTS[point]
     fake_server.update(latency_s=0.08, latency_jitter_s=0.04)
     job = cascade_job(tmp_path, fake_server, thresholds=THRESHOLDS, judges=judges,
@@ -91,6 +91,15 @@ def test_a_sigkill_mid_cascade_resumes_with_nothing_asked_twice(tmp_path: Path, 
     killed = lines(run)
     assert read_manifest(run).status == "running"
     fake_server.update(latency_s=0.0, latency_jitter_s=0.0)
+    # status, from the files alone: a later stage plans the items escalated to it so far, not every item
+    capsys.readouterr()
+    assert main(["status", str(run)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    escalated = {o["item_id"] for o in killed if o["judge"] == "cheap:item"} - \
+        {o["item_id"] for o in killed if o["judge"] == "cascade" and "cheap" in (
+            (o["verdict"] or {}).get("stage"), (o["verdict"] or {}).get("held_at"))}
+    assert f"mid (online, {MODELS['mid']}) · {sum(o['judge'] == 'mid' for o in killed)}/{6 * len(escalated)} done" in said
+    assert f"cheap (online, {MODELS['cheap']}) · {sum(o['judge'] == 'cheap' for o in killed)}/144 done" in said
     if point.startswith("between"):
         asked = {o["item_id"] for o in killed if o["judge"] == "mid"}
         waiting = {o["item_id"] for o in killed if o["judge"] == "cheap:item"} - \
