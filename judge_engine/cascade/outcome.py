@@ -120,3 +120,30 @@ class CascadeLine:
 
 def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def describe(record: OutcomeRecord) -> str:
+    """A cascade line in one sentence (``show``): ``answered by mid at confidence 0.97 >=
+    0.9; asked: cheap 0.82 < 0.95 (on), mid 0.97 >= 0.9``."""
+    line = CascadeLine.read(record)
+    if line.stage is not None:
+        head = f"cascade: answered by {line.stage}: {line.prediction} at confidence {_shown(line.confidence)} >= " \
+               f"{_shown(line.threshold)}"
+    elif line.held:
+        head = f"cascade: held at {line.held_at} ({line.code}: an outage there; resume --retry asks again)"
+    else:
+        head = "cascade: abstained (no stage was sure enough)"
+    steps = []
+    for step in line.asked:
+        if step.code is not None:
+            steps.append(f"{step.stage} no decision ({step.code}, {step.route})")
+        else:
+            sign = ">=" if step.route == "answer" else "<"
+            steps.append(f"{step.stage} {_shown(step.confidence)} {sign} {_shown(step.threshold)}")
+    not_asked = (record.verdict or {}).get("not_asked") or []
+    tail = f"; not asked: {', '.join(map(str, not_asked))}" if not_asked else ""
+    return f"{head}; asked: {', '.join(steps)}{tail}"
+
+
+def _shown(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"

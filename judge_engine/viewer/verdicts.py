@@ -81,7 +81,21 @@ def card(outcome: OutcomeRecord, item: Mapping[str, Any], entry: JudgeEntry | No
         return bws(verdict, item, outcome.variant)
     if protocol in ("cdat", "dat") and "words" in verdict:
         return words(verdict, item, outcome.scores)
+    if protocol == "cascade":
+        return cascade(verdict, outcome.reason_code)
     return {"kind": "verdict", "json": pretty(verdict)}
+
+
+def cascade(verdict: Mapping[str, Any], code: str | None) -> dict[str, Any]:
+    """A cascade's line: the stage that answered (or why none did), and every stage asked, its
+    confidence against its threshold (:mod:`judge_engine.cascade.outcome`)."""
+    asked = [{"stage": str(a.get("stage")), "route": str(a.get("route")), "prediction": a.get("prediction"),
+              "confidence": a.get("confidence"), "threshold": a.get("threshold"), "code": a.get("code")}
+             for a in verdict.get("asked") or [] if isinstance(a, Mapping)]
+    return {"kind": "cascade", "stage": verdict.get("stage"), "prediction": verdict.get("prediction"),
+            "confidence": verdict.get("confidence"), "threshold": verdict.get("threshold"),
+            "held_at": verdict.get("held_at"), "code": code, "asked": asked,
+            "not_asked": [str(s) for s in verdict.get("not_asked") or []]}
 
 
 def _text(item: Mapping[str, Any], name: str) -> str:

@@ -21,7 +21,15 @@ from judge_engine.cli import main
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
 from judge_engine.records import BATCHES
-from tests.cascade.conftest import MODELS, CascadeJob, cascade_job, decisions, expected, latest, lines
+from tests.cascade.conftest import (
+    MODELS,
+    CascadeJob,
+    cascade_job,
+    decisions,
+    expected,
+    latest,
+    lines,
+)
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV
 
 REPO = Path(__file__).resolve().parents[2]
