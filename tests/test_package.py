@@ -48,7 +48,7 @@ def test_public_api_is_pinned_and_sorted() -> None:
     assert judge_engine.__all__ == [
         "CalibrationError", "ConfigError", "DatasetError", "FatalProviderError", "JobConfig", "JudgeConfig",
         "JudgeEngineError", "Protocol", "ProtocolOptions", "ProviderError", "RunDirError", "RunResult", "Score",
-        "TemplateError", "VerdictError", "__version__", "available", "calibrate", "get_protocol", "load_config",
+        "TemplateError", "VerdictError", "__version__", "available", "calibrate", "calibration_rows", "get_protocol", "load_config",
         "load_run", "register", "resume", "run",
     ]
     for name in judge_engine.__all__:

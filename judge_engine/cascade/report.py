@@ -33,13 +33,14 @@ def summary_lines(manifest_cascade: Mapping[str, Any] | None, counts: Mapping[st
     answered = int(mine.get("scored") or 0)
     shares = answered_per_stage(manifest_cascade, answered, abstained)
     stages = manifest_cascade.get("stages") or []
-    parts = [f"{stage['stage']} {shares[str(stage['stage'])]:,}" if stage.get("asked") else
-             f"{stage['stage']} not asked" for stage in stages]
+    parts = [f"{stage['stage']} {shares[str(stage['stage'])]:,}" for stage in stages if stage.get("asked")]
+    silent = [str(stage["stage"]) for stage in stages if not stage.get("asked")]
     items = int(manifest_cascade.get("items") or 0)
     held = sum(int(stage.get("held") or 0) for stage in stages)
     waiting = sum(int(stage.get("waiting") or 0) for stage in stages)
     undecided = items - answered - abstained - held - waiting
     line = (f"cascade {name}: {items:,} items; answered by " + ", ".join(parts)
+            + (f" ({', '.join(silent)} not asked: no threshold)" if silent else "")
             + f"; {abstained:,} abstained (no stage sure enough: not a failure)")
     if held:
         line += f"; {held:,} held at a stage (an outage there: resume --retry asks again)"

@@ -183,3 +183,43 @@ def test_the_cascade_run_is_its_own_run_and_its_thresholds_are_part_of_its_id(
     (tmp_path / "thresholds.json").write_text(json.dumps(document))
     assert main(["run", str(job.config), "--no-live"]) == 0
     assert len(job.run_dirs()) == 3, "new thresholds: a new run (the cache answers what was asked before)"
+
+
+def test_a_jury_stage_is_asked_only_about_escalated_items_and_decides_by_its_jurors_share(
+        tmp_path: Path, fake_server: FakeServer) -> None:
+    relative = {"protocol": "prometheus-relative", "protocol_options": {"rubric": "helpfulness", "both_orders": False},
+                "api_base": fake_server.base_url, "api_key_env": "JUDGE_ENGINE_TEST_KEY", "timeout_s": 10,
+                "limits": {"concurrency": 4}}
+    jurors = {"j1": "openai/gpt-4.1-mini", "j2": "openai/gpt-4o", "j3": "openai/gpt-4.1"}
+    config = {"dataset": {"path": "items.jsonl"}, "output": {"dir": "runs"}, "cache": {"dir": "cache"},
+              "judges": [{**relative, "name": "solo", "model": "openai/gpt-4o-mini", "confidence": "logprobs"},
+                         *({**relative, "name": name, "model": model} for name, model in jurors.items())],
+              "juries": [{"name": "panel", "judges": list(jurors)}],
+              "cascade": {"stages": ["solo", "panel"], "thresholds": "thresholds.json"}}
+    cascade_job(tmp_path, None, thresholds={"solo": 0.9, "panel": 0.7}, items=20)  # the items and thresholds file
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    assert main(["run", str(tmp_path / "config.yaml"), "--no-live"]) == 0
+    run = next(p for p in (tmp_path / "runs").iterdir() if not p.is_symlink())
+    solo = latest(run, "solo")
+    escalated = {item for item, r in solo.items() if not r.scored or (r.confidence or {}).get("value", 0) < 0.9}
+    assert escalated and len(escalated) < 20
+    by_model = fake_server.stats()["by_model"]
+    for name, model in jurors.items():
+        assert set(latest(run, name)) == escalated, name
+        assert by_model[model.split("/")[-1]] == len(escalated), "each juror asked once per escalated item"
+    everything = lines(run)
+    assert Counter(o["judge"] for o in everything)["panel"] == len(escalated), "one jury line per item, made live"
+    panel = latest(run, "panel")
+    cascade = latest(run, "cascade")
+    assert Counter((r.verdict or {})["stage"] for r in cascade.values())["panel"], "the panel answered some"
+    for item, record in cascade.items():
+        verdict = record.verdict or {}
+        if item not in escalated:
+            assert verdict["stage"] == "solo"
+            continue
+        votes = [j["vote"] for j in (panel[item].verdict or {})["jurors"].values()]
+        share = votes.count(panel[item].verdict["value"]) / len(votes) if panel[item].scored else None  # type: ignore[index]
+        if share is not None and share >= 0.7:
+            assert verdict["stage"] == "panel" and verdict["confidence"] == pytest.approx(share)
+        else:
+            assert record.reason_code == "abstained" and verdict["asked"][-1]["stage"] == "panel"
