@@ -49,30 +49,32 @@ def summary_lines(manifest_cascade: Mapping[str, Any] | None, counts: Mapping[st
     return [line]
 
 
-def plan_lines(plan: CascadePlan, costs: Mapping[str, tuple[float, float] | None]) -> list[str]:
+def plan_lines(plan: CascadePlan, costs: Mapping[str, tuple[float, float] | None] | None) -> list[str]:
     """``plan``'s lines: per stage whether it is asked, at what threshold, the share of items
     the calibration sent it, and the cascade's expected cost (each stage's cost over every item
     times that share) against the last stage on every item. ``costs``: each stage's cost over
-    every item (low, high), None when unpriced."""
+    every item (low, high), None when unpriced; None: no costs (``protocols --check``)."""
     lines = [f"cascade {plan.name}: {plan.thresholds.guarantee} (calibrated on {plan.thresholds.items:,} items)"]
     low = high = 0.0
     priced = True
     for stage in plan.stages:
-        cost = costs.get(stage.name)
+        cost = (costs or {}).get(stage.name)
         if not stage.asked:
             lines.append(f"  {stage.name}: not asked (its calibration found no threshold: it answers nothing)")
             continue
         rate = "" if stage.escalation_rate is None else f", sends on {_percent(stage.escalation_rate)} of them"
         share = f"asked about {_percent(stage.reach)} of the items (the calibration's share)"
-        if cost is None:
+        if costs is None:
+            spent = ""
+        elif cost is None:
             priced = False
-            spent = "no price known"
+            spent = "; no price known"
         else:
             low, high = low + cost[0] * stage.reach, high + cost[1] * stage.reach
-            spent = f"expected ${_range(cost[0] * stage.reach, cost[1] * stage.reach)}"
-        lines.append(f"  {stage.name}: answers at confidence >= {stage.threshold:.4g}; {share}{rate}; {spent}")
-    last = costs.get(plan.stages[-1].name)
-    if priced and last is not None:
+            spent = f"; expected ${_range(cost[0] * stage.reach, cost[1] * stage.reach)}"
+        lines.append(f"  {stage.name}: answers at confidence >= {stage.threshold:.4g}; {share}{rate}{spent}")
+    last = (costs or {}).get(plan.stages[-1].name)
+    if costs is not None and priced and last is not None:
         ratio = f" ({_percent(low / last[0])})" if last[0] else ""
         lines.append(f"  expected cost ${_range(low, high)} against ${_range(*last)} for {plan.stages[-1].name} on every "
                      f"item{ratio}; the table shows each stage's expected share of the items")

@@ -158,3 +158,24 @@ def test_a_kill_after_any_decision_line_resumes_to_the_same_cascade(tmp_path: Pa
         got = {item: ((r.verdict or {})["stage"], (r.verdict or {})["prediction"])
                for item, r in latest(copy, "cascade").items()}
         assert got == reference, cut
+
+
+def test_ctrl_c_mid_cascade_stops_every_stage_and_resume_finishes(tmp_path: Path, fake_server: FakeServer) -> None:
+    """A later stage's feeder waiting for escalations stops at a Ctrl-C like any other (no
+    hang), the run says cancelled, and resume finishes it with nothing judged twice."""
+    fake_server.update(latency_s=0.08, latency_jitter_s=0.04)
+    job = cascade_job(tmp_path, fake_server, thresholds=THRESHOLDS, judge={"limits": {"concurrency": CONCURRENCY}})
+    process = _spawn(job.config)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (job.run_dirs() and (job.run_dirs()[0] / "outcomes.jsonl").exists()
+                                               and sum(o["judge"] == "mid" for o in lines(job.run_dirs()[0])) >= 3):
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=20) == 130
+    run = job.only_run()
+    assert read_manifest(run).status == "cancelled"
+    fake_server.update(latency_s=0.0, latency_jitter_s=0.0)
+    assert main(["resume", str(run), "--no-live"]) == 0
+    final = lines(run)
+    assert set(Counter(o["task_id"] for o in final).values()) == {1}
+    assert len(latest(run, "cascade")) == 24

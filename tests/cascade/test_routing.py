@@ -70,6 +70,8 @@ def test_a_stage_with_no_threshold_is_never_asked_and_plan_says_so(
     assert main(["plan", str(job.config)]) == 0
     said = capsys.readouterr().out
     assert "mid: not asked (its calibration found no threshold: it answers nothing)" in said
+    assert main(["protocols", "--check", str(job.config)]) == 0
+    assert "mid: not asked (its calibration found no threshold" in capsys.readouterr().out
     assert main(["run", str(job.config), "--no-live"]) == 0
     run = job.only_run()
     by_model = fake_server.stats()["by_model"]
