@@ -240,8 +240,11 @@ def _reached_and_parts(state: CascadeState, position: int, index: RunIndex, read
         finished = list(rows)
         if held and not any(row.task_id in again for row in finished):
             continue
+        # A held item's tasks that --retry judges again are left out (their new lines complete it);
+        # an item part-way through keeps every finished part (--retry leaves it alone).
         kept = [reader.outcome(row.outcome_offset, row.outcome_length) for row in finished
-                if row.task_id not in again and row.outcome_offset is not None and row.outcome_length is not None]
+                if not (held and row.task_id in again) and row.outcome_offset is not None
+                and row.outcome_length is not None]
         if kept:
             parts[item_id] = kept
     if position != state.first:

@@ -179,3 +179,33 @@ def test_ctrl_c_mid_cascade_stops_every_stage_and_resume_finishes(tmp_path: Path
     final = lines(run)
     assert set(Counter(o["task_id"] for o in final).values()) == {1}
     assert len(latest(run, "cascade")) == 24
+
+
+def test_resume_retry_after_a_kill_mid_item_decides_the_item_with_all_its_parts(
+        tmp_path: Path, fake_server: FakeServer) -> None:
+    """Killed part-way through an item one of whose finished requests was unreadable, then
+    ``resume --retry unreadable``: the cascade leaves that request alone (the item is not held)
+    and decides the item with every part once the rest come in, within the session."""
+    fake_server.update(malformed_rate=0.08)
+    job = cascade_job(tmp_path / "whole", fake_server, thresholds=THRESHOLDS, items=12, judge={"retries": {"reasks": 0}})
+    main(["run", str(job.config), "--no-live"])
+    whole = job.only_run()
+    raw = (whole / "outcomes.jsonl").read_bytes().splitlines(keepends=True)
+    found = [json.loads(line) for line in raw]
+    went_on = {item for item, r in latest(whole, "cascade").items() if (r.verdict or {})["stage"] != "cheap"}
+    cut = next(n for n, o in enumerate(found) if o["judge"] == "cheap" and o["reason_code"] == "unreadable"
+               and o["item_id"] in went_on  # decided at the session's end, it could not go on in it
+               and any(later["judge"] == "cheap" and later["item_id"] == o["item_id"] for later in found[n + 1:]))
+    copy = tmp_path / "cut" / whole.name
+    shutil.copytree(whole, copy)
+    (copy / "outcomes.jsonl").write_bytes(b"".join(raw[:cut + 1]))
+    (copy / "index.sqlite").unlink()
+    manifest = json.loads((copy / "run.json").read_text())
+    manifest["status"] = "running"
+    (copy / "run.json").write_text(json.dumps(manifest))
+    fake_server.update(malformed_rate=0.0)
+    main(["resume", str(copy), "--retry", "unreadable", "--no-live"])
+    assert read_manifest(copy).status == "completed"
+    final = lines(copy)
+    assert set(Counter(o["task_id"] for o in final if o["judge"] != "cascade").values()) == {1}
+    assert len(latest(copy, "cascade")) == 12
