@@ -2,7 +2,8 @@
 
 The public surface: configuration, the protocol contract and registry, the error tree, the
 functions that run a job programmatically, :func:`load_run` (a run as a pandas DataFrame) and
-:func:`calibrate` (a cascade's confidence thresholds with a guarantee of agreement with humans).
+:func:`calibrate` (a cascade's confidence thresholds with a guarantee of agreement with humans,
+over rows or a run's judgments: :func:`calibration_rows`).
 Heavy parts (litellm, the engine, pandas) load on first use.
 """
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from judge_engine.calibration import calibrate
+    from judge_engine.cascade.rows import calibration_rows
     from judge_engine.config import JobConfig, JudgeConfig, load_config
     from judge_engine.errors import (
         CalibrationError,
@@ -48,6 +50,7 @@ _LAZY = {
                     "judge_engine.protocols"),
     "RunResult": "judge_engine.session",
     "calibrate": "judge_engine.calibration",
+    "calibration_rows": "judge_engine.cascade.rows",
     "load_run": "judge_engine.frames",
 }
 
@@ -117,6 +120,7 @@ __all__ = [
     "__version__",
     "available",
     "calibrate",
+    "calibration_rows",
     "get_protocol",
     "load_config",
     "load_run",

@@ -38,8 +38,10 @@ asked, so costs nothing). ``calibration.digest`` hashes the rows used.
 
 from __future__ import annotations
 
+import csv
+import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -319,3 +321,56 @@ def _document(fit: CascadeFit, names: list[str], costs: list[float] | None, tabl
         document["cost"] = {"per_item": cost.per_item, "last_stage_alone": cost.last_stage_alone,
                             "ratio": None if math.isnan(cost.ratio) else cost.ratio}
     return document
+
+
+# --- reading a table of rows (a rows file, a human table) ------------------------------------
+
+
+def read_rows(path: Path) -> tuple[list[dict[str, Any]], Callable[[int], str]]:
+    """A CSV, TSV or JSONL file's rows (a rows file, a human table), and how to name the i-th
+    one in a message (``FILE: line N``).
+
+    Raises:
+        CalibrationError: the file cannot be read, or a line is not a row.
+    """
+    suffix = path.suffix.lower()
+    if suffix not in (".csv", ".tsv", ".jsonl"):
+        raise CalibrationError(f"{path}: rows are read from .csv, .tsv or .jsonl (got {suffix or 'no suffix'})")
+    lines: list[int] = []
+    rows: list[dict[str, Any]] = []
+    try:
+        for line, row in (_jsonl(path) if suffix == ".jsonl" else _csv(path, "\t" if suffix == ".tsv" else ",")):
+            lines.append(line)
+            rows.append(row)
+    except OSError as exc:
+        raise CalibrationError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise CalibrationError(f"{path}: cannot parse ({exc})") from None
+    return rows, lambda i: f"{path}: line {lines[i]}"
+
+
+def _csv(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        reader = csv.DictReader(handle, delimiter=delimiter)
+        if reader.fieldnames is None:
+            raise CalibrationError(f"{path}: empty file, expected a header row")
+        for row in reader:
+            if None in row:  # more cells than the header has
+                raise CalibrationError(f"{path}: line {reader.line_num}: more cells than the header's "
+                                       f"{len(reader.fieldnames)} columns")
+            if any(v is not None and v != "" for v in row.values()):
+                yield reader.line_num, row
+
+
+def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise CalibrationError(f"{path}: line {number} is not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise CalibrationError(f"{path}: line {number} is not a JSON object")
+            yield number, row

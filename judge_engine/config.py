@@ -378,6 +378,34 @@ def _a_path(value: Any) -> Any:
     return value
 
 
+class CascadeConfig(BaseModel):
+    """A cascade of judges with a guarantee of agreement with humans ("Trust or Escalate",
+    :mod:`judge_engine.cascade`): each item goes to the first stage; a stage's verdict stands
+    when its confidence reaches the stage's calibrated threshold, otherwise the item goes on to
+    the next stage, and after the last it is abstained. One outcome line per item, judge
+    ``<name>``, protocol ``cascade``."""
+
+    model_config = _FROZEN
+
+    name: str = Field(default="cascade", min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    """The ``judge`` of the cascade's outcome lines (unique among judges and juries)."""
+    stages: list[str] = Field(min_length=1)
+    """Judges or juries of this config, one protocol, cheapest first."""
+    thresholds: Path
+    """The thresholds file ``judge-engine calibrate --output`` wrote (relative to the config
+    file); its stages must be these. Its content is part of the run id."""
+    enabled: bool = True
+    """False (or ``run --no-cascade``): every judge judges every item, as in a run without a
+    cascade: the run that judges the calibration items with every stage."""
+
+    @field_validator("stages")
+    @classmethod
+    def _stages_once(cls, value: list[str]) -> list[str]:
+        if twice := sorted({s for s in value if value.count(s) > 1}):
+            raise ValueError(f"a stage is named once (twice: {', '.join(twice)})")
+        return value
+
+
 class OutputConfig(BaseModel):
     model_config = _FROZEN
 
@@ -407,6 +435,9 @@ class JobConfig(BaseModel):
     """The whole run's spending limit (each judge may have one of its own too)."""
     juries: list[JuryConfig] = Field(default_factory=list)
     """Panels of this config's judges, each aggregated into an outcome of its own per item."""
+    cascade: CascadeConfig | None = None
+    """Judges (or juries) asked in turn, each only about the items the ones before it were not
+    sure enough of (:class:`CascadeConfig`)."""
 
     @model_validator(mode="after")
     def _unique_judge_names(self) -> JobConfig:
@@ -437,6 +468,18 @@ class JobConfig(BaseModel):
                                  f"the same model family, where the panel of {len(jury.judges)} {EVEN_TOO}")
         return self
 
+    @model_validator(mode="after")
+    def _cascade_of_known_stages(self) -> JobConfig:
+        cascade = self.cascade
+        if cascade is None:
+            return self
+        judges, juries = {j.name for j in self.judges}, {j.name for j in self.juries}
+        if cascade.name in judges | juries:
+            raise ValueError(f"cascade.name: {cascade.name} is already the name of a judge or jury")
+        if unknown := [s for s in cascade.stages if s not in judges | juries]:
+            raise ValueError(f"cascade.stages: no judge or jury named {', '.join(unknown)}")
+        return self
+
     def manifest_view(self) -> dict[str, Any]:
         """The resolved config as recorded in ``run.json``: no secrets, paths as strings."""
         data = self.model_dump(mode="json", exclude={"judges": {"__all__": {"api_key": True, "deployments": {
@@ -453,7 +496,8 @@ def load_config(path: str | Path, *, overrides: Mapping[str, Any] | None = None)
         path: the YAML file.
         overrides: command-line overrides: ``model`` (every judge), ``api_base`` (every judge),
             ``output_dir``, ``cache_dir``, ``limit``, ``batch`` (every judge in batch mode),
-            ``batch_poll_s`` (every judge's batch poll interval: a demo's).
+            ``batch_poll_s`` (every judge's batch poll interval: a demo's), ``dataset`` (another
+            dataset file: ``--dataset``), ``cascade`` (False: ``--no-cascade``).
 
     Raises:
         ConfigError: unreadable file, YAML syntax, unknown keys, wrong types; the message names
@@ -544,6 +588,10 @@ def _apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str
         merged["output"] = {**(merged.get("output") or {}), "dir": str(overrides["output_dir"])}
     if overrides.get("cache_dir") is not None:
         merged["cache"] = {**(merged.get("cache") or {}), "dir": str(overrides["cache_dir"])}
+    if overrides.get("dataset") is not None and isinstance(merged.get("dataset"), dict):  # --dataset
+        merged["dataset"] = {**merged["dataset"], "path": str(overrides["dataset"])}
+    if overrides.get("cascade") is False and isinstance(merged.get("cascade"), dict):  # --no-cascade
+        merged["cascade"] = {**merged["cascade"], "enabled": False}
     if overrides.get("limit") is not None and isinstance(merged.get("dataset"), dict):
         merged["dataset"] = {**merged["dataset"], "limit": overrides["limit"]}
     budget = {key: overrides[key] for key in ("max_cost_usd", "max_hours") if overrides.get(key) is not None}
@@ -579,11 +627,13 @@ def _resolve_paths(config: JobConfig, base: Path) -> JobConfig:
             "output": config.output.model_copy(update={"dir": absolute(config.output.dir)}),
             "cache": config.cache.model_copy(update={"dir": absolute(config.cache.dir)}),
             "judges": [option_paths(judge) for judge in config.judges],
+            "cascade": config.cascade.model_copy(update={"thresholds": absolute(config.cascade.thresholds)})
+            if config.cascade is not None else None,
         }
     )
 
 
-_OVERRIDE_FLAGS = {"limit": ("--limit", "dataset.limit"), "max_cost_usd": ("--budget", "budget.max_cost_usd"),
+_OVERRIDE_FLAGS = {"limit": ("--limit", "dataset.limit"), "dataset": ("--dataset", "dataset.path"), "max_cost_usd": ("--budget", "budget.max_cost_usd"),
                    "max_hours": ("--budget-hours", "budget.max_hours"), "model": ("--model", "model"),
                    "api_base": ("--api-base", "api_base")}
 """Override -> (its command-line flag, the key it sets; a judge's key for model and api_base)."""

@@ -346,10 +346,12 @@ class ItemCollector:
 
     MAX_OPEN = 10_000
 
-    def __init__(self, config: JobConfig, protocols: Mapping[str, Protocol]) -> None:
+    def __init__(self, config: JobConfig, protocols: Mapping[str, Protocol], *, max_open: int = MAX_OPEN) -> None:
         self._rules = {judge.name: (judge, rule) for judge in config.judges
                        if (rule := decides_items(judge, protocols[judge.name])) is not None}
         self._open: OrderedDict[tuple[str, str, float], dict[str, OutcomeRecord]] = OrderedDict()
+        self._max_open = max_open
+        """A cascade seeds the items part-way through their requests, and raises this by as many."""
 
     @property
     def active(self) -> bool:
@@ -364,7 +366,7 @@ class ItemCollector:
         key = (record.judge, record.item_id, record.temperature)
         parts = self._open.setdefault(key, {})
         parts[record.task_id] = record
-        if len(self._open) > self.MAX_OPEN:
+        if len(self._open) > self._max_open:
             self._open.popitem(last=False)
         if record.row_tasks is None or len(parts) < record.row_tasks // len(judge.temperatures):
             return None

@@ -19,9 +19,9 @@ same way (:meth:`Engine.stop_for_disk`): the calls in flight finish, recorded if
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from judge_engine.budget import BudgetStop
 from judge_engine.cache import AnswerCache
@@ -38,6 +38,15 @@ _YIELD_EVERY = 512
 _PREPARE_BATCH = 32
 """Tasks the feeder prepares at once: a paced run wakes for each answer, and work done on that
 wake-up runs cold, so the next tasks' prompts and cache lookups are done together instead."""
+
+
+class TaskSource(Protocol):
+    """Where a judge's tasks come from instead of its stream over the dataset: a cascade's later
+    stage (:class:`judge_engine.cascade.router.StageSource`), fed as items are escalated to it."""
+
+    async def next_batch(self, *, skip_rows: int = 0, timeout: float | None = None) -> list[Task] | None:
+        """Some tasks; ``[]`` when none came within ``timeout`` seconds; None when there are no more."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +73,8 @@ class Engine:
         store: RunStore,
         cache: AnswerCache,
         resumptions: Mapping[str, Resumption] | None = None,
+        sources: Mapping[str, TaskSource] | None = None,
+        finished: Callable[[str], None] | None = None,
     ) -> None:
         self.judges = list(judges)
         self._dataset = dataset
@@ -73,6 +84,10 @@ class Engine:
         self._stopping = asyncio.Event()
         self.disk: DiskError | None = None
         """The first write of the run the disk refused, when one was."""
+        self._sources = dict(sources or {})
+        """Judge name -> its task source, for judges not fed from the dataset (a cascade's)."""
+        self._finished = finished
+        """Told each judge's name when the judge is done for this session (a cascade's router)."""
 
     @property
     def done_count(self) -> int:
@@ -109,7 +124,7 @@ class Engine:
     async def run(self) -> EngineResult:
         async with asyncio.TaskGroup() as group:
             for judge in self.judges:
-                group.create_task(self._run_judge(judge), name=f"judge:{judge.config.name}")
+                group.create_task(self._run_and_tell(judge), name=f"judge:{judge.config.name}")
         failures = {j.config.name: j.stopped for j in self.judges if j.stopped}
         if self.disk is not None:  # first: nothing goes on until the disk takes writes again
             return EngineResult("stopped", failures, disk=self.disk)
@@ -125,6 +140,11 @@ class Engine:
         return self.stopping or judge.stopped is not None or (
             judge.guard is not None and judge.guard.stopped_for(judge.config.name))
 
+    async def _run_and_tell(self, judge: JudgeRuntime) -> None:
+        await self._run_judge(judge)
+        if self._finished is not None:
+            self._finished(judge.config.name)
+
     async def _run_judge(self, judge: JudgeRuntime) -> None:
         if judge.config.mode == "batch":  # the provider's batch API instead of the lane's calls
             from judge_engine.batch.driver import BatchDriver
@@ -132,7 +152,8 @@ class Engine:
             try:
                 await BatchDriver(judge, store=self._store, cache=self._cache, dataset=self._dataset,
                                   resumption=self._resumptions.get(judge.config.name, Resumption()),
-                                  online=self._work, stopping=lambda: self.stopping).run()
+                                  online=self._work, stopping=lambda: self.stopping,
+                                  source=self._sources.get(judge.config.name)).run()
             except* DiskError as refused:  # a request file, a download or a line of the run
                 self.stop_for_disk(_first(refused))
             return
@@ -159,6 +180,9 @@ class Engine:
         judge.counters.done += resumption.skip_tasks
         judge.counters.resumed += resumption.skip_tasks
         done = resumption.done
+        if (source := self._sources.get(judge.config.name)) is not None:
+            await self._stream_from(judge, queue, source, resumption)
+            return
         stream = iter_tasks(judge.config, judge.protocol, self._dataset, skip_rows=resumption.skip_rows)
         for position, task in enumerate(stream):
             if self._halted(judge):
@@ -174,6 +198,19 @@ class Engine:
                 await self._hand_over(judge, queue, batch)
                 batch = []
         await self._hand_over(judge, queue, batch)
+
+    async def _stream_from(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], source: TaskSource,
+                           resumption: Resumption) -> None:
+        """Queue the tasks ``source`` gives (those not done before), as it gives them, until it
+        has no more or the judge halts (checked twice a second while the source is quiet)."""
+        while not self._halted(judge):
+            tasks = await source.next_batch(skip_rows=resumption.skip_rows, timeout=0.5)
+            if tasks is None:
+                return
+            fresh = [task for task in tasks if task.task_id not in resumption.done]
+            judge.counters.done += len(tasks) - len(fresh)
+            judge.counters.resumed += len(tasks) - len(fresh)
+            await self._hand_over(judge, queue, fresh)
 
     async def _hand_over(self, judge: JudgeRuntime, queue: asyncio.Queue[PreparedTask | None], batch: list[Task]) -> None:
         """Prepare a batch of tasks together, then queue them (tasks not queued when the run

@@ -46,8 +46,9 @@ class ReasonCode(StrEnum):
     The first four are verdicts about the judge's answer (re-asked first, then recorded); the
     next seven say the answer never came or could not be used for a reason outside the answer;
     then two belong to generation protocols, whose first answer is the data, one to
-    ``rescore``, one to a judge kept from its own family's systems, two to juries and the last
-    three to an item's outcome over its requests (:mod:`judge_engine.decisions`).
+    ``rescore``, one to a judge kept from its own family's systems, two to juries, three to an
+    item's outcome over its requests (:mod:`judge_engine.decisions`) and the last to a cascade's
+    outcome (:mod:`judge_engine.cascade`).
     """
 
     UNREADABLE = "unreadable"
@@ -110,6 +111,11 @@ class ReasonCode(StrEnum):
     ITEM_TIE = "item_tie"
     """An item's outcome over its requests: two predictions share the highest probability or
     the most votes (never broken by order)."""
+    ABSTAINED = "abstained"
+    """A cascade's outcome for an item: no stage was sure enough of its verdict (each asked
+    stage's confidence stayed below its calibrated threshold, or it had no judgment), so the
+    cascade gives none. The method working, not a failure: counted apart, and the run's exit
+    code does not count it."""
 
 
 class JudgeEngineError(Exception):

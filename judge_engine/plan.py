@@ -142,9 +142,11 @@ def template_hashes(protocol: Protocol) -> list[str]:
     return protocol.template_hashes()
 
 
-def run_id(config: JobConfig, protocols: Mapping[str, Protocol], dataset: DatasetSummary, *, stem: str) -> str:
+def run_id(config: JobConfig, protocols: Mapping[str, Protocol], dataset: DatasetSummary, *, stem: str,
+           cascade: Mapping[str, Any] | None = None) -> str:
     """``<stem>-<hash>``: the same judges on the same data make the same run id, so running a
-    config again resumes its run."""
+    config again resumes its run. ``cascade``: a cascaded run's stages and thresholds
+    (:meth:`judge_engine.cascade.CascadePlan.identity`), absent when the cascade is off."""
     identity = {
         "judges": [
             {
@@ -160,6 +162,8 @@ def run_id(config: JobConfig, protocols: Mapping[str, Protocol], dataset: Datase
         "fields": config.dataset.fields,
         "limit": config.dataset.limit,
     }
+    if cascade is not None:
+        identity["cascade"] = dict(cascade)
     return f"{stem}-{content_hash(identity)[3:13]}"
 
 

@@ -32,7 +32,9 @@ batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunk
 manifest      1        ``"format": "judge-engine-run", "version": 1``; later
                        ``rescored_versions`` (a re-scored run: each judge's protocol
                        version before and after), absent otherwise; ``batches`` (the
-                       provider's batch id of each chunk), empty when absent
+                       provider's batch id of each chunk), empty when absent; later
+                       ``cascade`` (a cascaded run: its stages, thresholds and the items
+                       that reached each stage), absent otherwise
 ============  =======  ==================================================================
 
 A file written by a *newer* judge-engine is refused with a :class:`~judge_engine.errors.RunDirError`
@@ -793,6 +795,10 @@ class Manifest:
     """Batch-mode judges: judge -> chunk -> the provider's id of the batch that holds (or held)
     it (``batch_...``, ``msgbatch_...``), to find it in the provider's console or API. Kept
     current at each checkpoint; ``batches.jsonl`` is the record. Added within version 1."""
+    cascade: dict[str, Any] | None = None
+    """A cascaded run's ``{"name", "items", "thresholds", "guarantee", "stages": [{"stage",
+    "kind", "judges", "decides", "threshold", "asked", "reached"}], "held", "waiting"}``
+    (:mod:`judge_engine.cascade`): a later stage's judges plan only the items that reached it."""
     version: int = MANIFEST_VERSION
 
     @property
@@ -813,7 +819,10 @@ class Manifest:
         jury, the coordinates all its jurors share (one protocol, so the same variants; the
         temperatures they all have, the repeats they all reach). For a judge's item outcomes
         (``<judge>:item``), its items x temperatures. None when the manifest does not know
-        ``name``."""
+        ``name``. In a cascaded run, a stage's judges, item outcomes and jury plan the items
+        that reached the stage, and the cascade one outcome per item."""
+        if self.cascade is not None and (planned := self._cascade_planned(name)) is not None:
+            return planned
         entry = self.judge(name)
         if entry is not None:
             return self._variants(entry.name) * entry.tasks_per_item_variant
@@ -827,6 +836,20 @@ class Manifest:
         found = [j for j in jurors if j is not None]
         temperatures = set(found[0].temperatures).intersection(*(j.temperatures for j in found[1:]))
         return self._variants(found[0].name) * len(temperatures) * min(j.repeats for j in found)
+
+    def _cascade_planned(self, name: str) -> int | None:
+        cascade = self.cascade or {}
+        items = int(cascade.get("items") or 0)
+        if name == cascade.get("name"):
+            return items
+        for stage in cascade.get("stages") or []:
+            reached = int(stage.get("reached") or 0)
+            if name in (stage.get("stage"), stage.get("decides")) and name not in (stage.get("judges") or []):
+                return reached  # a jury's line, or a judge's item line, per item
+            if name in (stage.get("judges") or []) and (entry := self.judge(name)) is not None:
+                per_item = self._variants(name) / items if items else 0
+                return round(reached * per_item) * entry.tasks_per_item_variant
+        return None
 
     def _variants(self, judge: str) -> int:
         """The item-variants judge ``judge`` has (``dataset.variants`` is in the judges' order)."""
@@ -873,6 +896,8 @@ class Manifest:
             document["stopped"] = self.stopped
         if self.batches:
             document["batches"] = self.batches
+        if self.cascade is not None:
+            document["cascade"] = self.cascade
         return document
 
     @classmethod
@@ -913,6 +938,7 @@ class Manifest:
                 stopped=None if not raw.get("stopped") else dict(raw["stopped"]),
                 batches={str(judge): {str(c): str(b) for c, b in dict(chunks).items()}
                          for judge, chunks in dict(raw.get("batches") or {}).items()},
+                cascade=dict(raw["cascade"]) if isinstance(raw.get("cascade"), Mapping) else None,
                 version=version,
             )
         except (KeyError, TypeError, ValueError) as exc:

@@ -40,6 +40,8 @@ from typing import Any, Literal
 from judge_engine import __version__
 from judge_engine.budget import BudgetStop, guard_for
 from judge_engine.cache import AnswerCache
+from judge_engine.cascade.session import cascade_run
+from judge_engine.cascade.stages import CascadePlan, cascade_plan, check_stages
 from judge_engine.config import JobConfig, JudgeConfig, Limits, check_directories, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint
 from judge_engine.decisions import (
@@ -109,6 +111,8 @@ class PreparedRun:
     manifest: Manifest
     resumed: bool
     demo: bool
+    cascade: CascadePlan | None = None
+    """The config's cascade with its thresholds (None: none, or switched off)."""
 
     def tasks_of(self, judge: JudgeConfig) -> int:
         """How many tasks ``judge`` has over the whole dataset (from the scan)."""
@@ -211,6 +215,8 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     config = with_protocol_defaults(config, protocols)
     check_juries(config, protocols)
     check_confidence(config, protocols)
+    check_stages(config, protocols)
+    cascade = cascade_plan(config, protocols)
     if dataset is None and run_dir is not None:
         dataset = _recorded_dataset(run_dir, config)
     if dataset is None:
@@ -221,7 +227,8 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         raise TemplateError(f"{config_path.name}: {exc}") from None
     stem = config_path.stem if config_path.stem != "config" else config_path.resolve().parent.name or "run"
     # A demo's run says so in its name: its answers are synthetic, never to be mistaken for a model's.
-    identity = run_id(config, protocols, dataset, stem=f"{stem}-demo" if demo else stem)
+    identity = run_id(config, protocols, dataset, stem=f"{stem}-demo" if demo else stem,
+                      cascade=cascade.identity() if cascade is not None else None)
     if run_dir is not None:
         run_dir = run_dir.resolve()  # runs/latest is a symlink: name the run itself
         # The run's identity is the one its manifest recorded (a moved or renamed directory is
@@ -241,7 +248,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     manifest = read_manifest(run_dir) if resumed else new_manifest(
         config, protocols, dataset, run_dir.name, config_path=config_path, run_dir=run_dir, demo=demo,
         overrides=overrides)
-    return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed, demo)
+    return PreparedRun(config, run_dir, protocols, dataset, manifest, resumed, demo, cascade)
 
 
 def _recorded_run_id(run_dir: Path) -> str:
@@ -450,12 +457,19 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
     interrupts: Interrupts | None = None
     try:
         resumed = resumptions(store.index, [j.name for j in prepared.config.judges], retry)
+        cascade = cascade_run(prepared)
+        if cascade is not None:  # its state rebuilt, --retry kept to the items it holds
+            resumed = cascade.start(store, resumed)
         guard = guard_for(prepared.config, prepared.manifest.sessions,
                           lambda judge: (store.total_spend() if judge is None else store.spend.get(judge, Spend())).cost)
         runtimes = [build_runtime(judge, prepared.protocols[judge.name], _listed(where[judge.name]),
                                   total=prepared.tasks_of(judge), provider=(providers or {}).get(judge.name), guard=guard)
                     for judge in prepared.config.judges]
-        engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, resumptions=resumed)
+        if cascade is not None:
+            cascade.attach(runtimes)
+        engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, resumptions=resumed,
+                        sources=cascade.sources() if cascade is not None else None,
+                        finished=cascade.finished if cascade is not None else None)
         spent_before = {judge: Spend().plus(spend) for judge, spend in store.spend.items()}
         session: dict[str, Any] = {"started_at": utc_now(), "status": "running",
                                    "retry": sorted(retry) if retry is not None else None}
@@ -467,7 +481,9 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
         manifest.status, manifest.updated_at, manifest.spend = "running", utc_now(), store.spend_record()
         store.write_manifest(manifest)
         items = ItemCollector(prepared.config, prepared.protocols)
-        if items.active:  # an item's outcome as soon as its last request's is written
+        if cascade is not None:  # items decided and routed between stages as their lines are written
+            store.watch(cascade.offer)
+        elif items.active:  # an item's outcome as soon as its last request's is written
             store.watch(items.offer)
         progress.start(engine)
         main = asyncio.current_task()
@@ -486,12 +502,15 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
             checkpoints.cancel()
         outcome = _settled(outcome, runtimes)
         if outcome.status != "cancelled" and outcome.disk is None:  # a Ctrl-C wants out; resume writes them
-            store.watch(None)
+            store.watch(cascade.settle if cascade is not None else None)
             try:
                 write_item_outcomes(store, prepared.config, prepared.protocols)
                 write_jury_outcomes(store, prepared.config, prepared.protocols)
             except DiskError as exc:
                 outcome = EngineResult("stopped", outcome.failures, disk=exc)
+        store.watch(None)
+        if cascade is not None and cascade.unfinished and outcome.status == "completed":
+            outcome = EngineResult("cancelled", outcome.failures)  # items wait at a stage: resume asks them
         cache.flush()  # before the reserve is given back: on a full disk it must not take that room
         session.update(ended_at=utc_now(), status=outcome.status,
                        judged=sum(j.counters.done - j.counters.resumed for j in runtimes),
@@ -579,6 +598,7 @@ def _with_planned(counts: dict[str, Any], manifest: Manifest) -> dict[str, Any]:
     names = [entry.name for entry in manifest.judges]
     names += [str(j.get("name")) for j in manifest.config.get("juries") or [] if isinstance(j, dict)]
     names += [item_judge(entry.name) for entry in manifest.judges if entry.item_outcomes]
+    names += [str(manifest.cascade["name"])] if manifest.cascade else []
     total = 0
     for name in names:
         planned = manifest.planned_tasks(name) or 0

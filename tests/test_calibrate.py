@@ -318,6 +318,6 @@ def test_cli_rows_need_stages(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "--rows needs --stages A,B,C" in capsys.readouterr().err
 
 
-def test_cli_run_dir_is_reserved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_run_dir_needs_the_human_labels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["calibrate", str(tmp_path), "--stages", "a", "--risk", "0.1", "--delta", "0.1"]) == 2
-    assert "calibrating a run directory comes with cascaded runs" in capsys.readouterr().err
+    assert "RUN_DIR needs the human labels: --human-table FILE --key ID --label COLUMN" in capsys.readouterr().err

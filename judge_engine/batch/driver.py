@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from judge_engine.batch.board import BatchBoard
 from judge_engine.batch.chunks import ChunkLimits, ChunkWriter
@@ -45,11 +45,17 @@ from judge_engine.runtime import JudgeRuntime
 from judge_engine.store import RunStore, utc_now
 from judge_engine.task import PreparedTask, prepare_task
 
+if TYPE_CHECKING:
+    from judge_engine.engine import TaskSource
+
 T = TypeVar("T")
 Online = Callable[[JudgeRuntime, "asyncio.Queue[PreparedTask | None]"], Coroutine[Any, Any, None]]
 """The engine's online worker loop (:meth:`Engine._work`): takes prepared tasks until None."""
 
 _PREPARE_BATCH = 32
+CHUNK_AGE = 10
+"""A chunk fed by a cascade's earlier stage is sent once no task came for one poll interval,
+or once it is this many poll intervals old, if it does not fill first."""
 
 
 class BatchDriver:
@@ -61,8 +67,11 @@ class BatchDriver:
     """
 
     def __init__(self, judge: JudgeRuntime, *, store: RunStore, cache: AnswerCache, dataset: DatasetConfig,
-                 resumption: Resumption, online: Online, stopping: Callable[[], bool]) -> None:
+                 resumption: Resumption, online: Online, stopping: Callable[[], bool],
+                 source: TaskSource | None = None) -> None:
         self.judge = judge
+        self.source = source
+        """Where the tasks come from when not the dataset (a cascade's later stage)."""
         self.config = judge.config.batch
         self.store, self.cache, self.dataset = store, cache, dataset
         self.resumption = resumption
@@ -182,7 +191,10 @@ class BatchDriver:
         counters = judge.counters
         counters.done += resumption.skip_tasks
         counters.resumed += resumption.skip_tasks
-        held = self.ledger.in_flight() - resumption.again  # an old chunk of a task judged again is moot
+        held = self.ledger.in_flight() - resumption.again  # an old carry of a task judged again is moot
+        if self.source is not None:
+            await self._feed_from(self.source, held)
+            return
         writer: ChunkWriter | None = None
         pending: list[Task] = []
         stream = iter_tasks(judge.config, judge.protocol, self.dataset, skip_rows=resumption.skip_rows)
@@ -202,6 +214,36 @@ class BatchDriver:
                 writer = await self._take(pending, writer)
                 pending = []
         writer = await self._take(pending, writer)
+        if writer is not None:
+            await self._close(writer)
+        if not self.halted:
+            self.board.submitted_all = True
+        self.capacity.set()
+
+    async def _feed_from(self, source: TaskSource, held: set[str]) -> None:
+        """Chunks from a source that gives tasks as an earlier stage escalates their items: a
+        chunk is sent when it is full, when no task came for a poll interval, or when it is
+        :data:`CHUNK_AGE` poll intervals old, so that a stage's batches go out while the earlier
+        stage's results are still coming in."""
+        resumption, counters, interval = self.resumption, self.judge.counters, self.config.poll_interval_s
+        loop = asyncio.get_running_loop()
+        writer: ChunkWriter | None = None
+        opened = last = loop.time()
+        while not self.halted:
+            tasks = await source.next_batch(skip_rows=resumption.skip_rows, timeout=min(0.5, interval))
+            if tasks is None:
+                break
+            fresh = [t for t in tasks if t.task_id not in resumption.done and t.task_id not in held]
+            counters.done += sum(1 for t in tasks if t.task_id in resumption.done)
+            counters.resumed += sum(1 for t in tasks if t.task_id in resumption.done)
+            now = loop.time()
+            if fresh:
+                if writer is None:
+                    opened = now
+                writer, last = await self._take(fresh, writer), now
+            if writer is not None and writer.tasks and (now - last >= interval or now - opened >= CHUNK_AGE * interval):
+                await self._close(writer, wait=False)
+                writer = None
         if writer is not None:
             await self._close(writer)
         if not self.halted:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from judge_engine.batch.board import ChunkView, chunk_views
 from judge_engine.batch.ledger import Ledger, read_ledgers
+from judge_engine.cascade.report import refreshed
 from judge_engine.records import Manifest
 from judge_engine.store import open_index, read_manifest, writer_active
 
@@ -69,7 +70,7 @@ def run_status(run_dir: Path, *, poll: bool = False) -> RunStatusReport:
         RunDirError: not a run directory, or an unreadable one.
     """
     run_dir = run_dir.resolve()
-    manifest = read_manifest(run_dir)
+    manifest = refreshed(run_dir, read_manifest(run_dir))  # a cascade's stages: what reached them
     ledgers = read_ledgers(run_dir)
     with open_index(run_dir) as index:
         counts = index.counts()

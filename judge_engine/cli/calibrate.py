@@ -1,25 +1,28 @@
 """``judge-engine calibrate``: each cascade stage's confidence threshold, with a guarantee of
-agreement with humans (:func:`judge_engine.calibration.calibrate`), from judgments made
-anywhere: ``--rows FILE`` (CSV, TSV or JSONL; one row per item and stage: ``item, stage,
-prediction, confidence, label``).
+agreement with humans (:func:`judge_engine.calibration.calibrate`), from a run's judgments or
+from judgments made anywhere:
+
+- ``calibrate RUN_DIR --human-table FILE --key ID --label COLUMN``: the run (of the cascade's
+  config with the cascade off, so every stage judged every item) gives each stage's decision
+  per item (:func:`judge_engine.cascade.rows.calibration_rows`), joined to the human labels;
+  the stages default to the config's ``cascade.stages``, and each stage's cost per item is
+  the run's own spend;
+- ``calibrate --rows FILE --stages A,B,C``: CSV, TSV or JSONL, one row per item and stage:
+  ``item, stage, prediction, confidence, label``.
 
 Prints the guarantee in words and a table per stage (:func:`render_calibration`, drawn by
 :mod:`judge_engine.cli.display`); ``--json`` prints the document instead (or writes it to a
 path); ``--output`` writes the thresholds file a cascade's config names. Bad input (a row, a
 flag) exits 2 with a message naming the file's line and the field.
-
-The positional ``RUN_DIR`` is reserved for calibrating a run's judgments against a human table
-(``--human-table``), which comes with cascaded runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import math
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,10 +38,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Calibrate each stage's confidence threshold on human-labelled items so that agreement "
                     "with humans on the answered items is >= 1 - RISK with probability >= 1 - DELTA.")
     calibrate.add_argument("run_dir", nargs="?", type=Path, metavar="RUN_DIR",
-                           help="(coming with cascaded runs) a run whose judgments to calibrate; use --rows now")
+                           help="a run of the cascade's config with the cascade off (run CONFIG --no-cascade): "
+                                "every stage's decision per item, joined to --human-table")
+    calibrate.add_argument("--human-table", type=Path, metavar="FILE",
+                           help="with RUN_DIR: human labels, CSV, TSV or JSONL, one row per item")
+    calibrate.add_argument("--key", default="id", metavar="ID",
+                           help="the human table's item id column (default id)")
+    calibrate.add_argument("--label", metavar="COLUMN", help="the human table's label column")
     calibrate.add_argument("--rows", type=Path, metavar="FILE",
-                           help="judgments as CSV, TSV or JSONL: item, stage, prediction, confidence, label")
-    calibrate.add_argument("--stages", metavar="A,B,C", help="the stages' names, cheapest first (with --rows)")
+                           help="instead of RUN_DIR: judgments as CSV, TSV or JSONL: item, stage, prediction, "
+                                "confidence, label")
+    calibrate.add_argument("--stages", metavar="A,B,C",
+                           help="the stages' names, cheapest first (with --rows; with RUN_DIR, default: the "
+                                "config's cascade.stages)")
     calibrate.add_argument("--risk", type=float, required=True, metavar="ALPHA",
                            help="guarantee agreement >= 1 - ALPHA on answered items (e.g. 0.15)")
     calibrate.add_argument("--delta", type=float, required=True, metavar="DELTA",
@@ -49,7 +61,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                            help="test each stage at DELTA, as the reference code does: each stage is guaranteed "
                                 "on its own only (the weaker statement; default: DELTA / stages, the whole cascade)")
     calibrate.add_argument("--costs", metavar="A=X,B=Y", help="each stage's cost per item: adds the cascade's "
-                                                               "expected cost against the last stage alone")
+                                                               "expected cost against the last stage alone "
+                                                               "(with RUN_DIR, default: the run's own spend)")
     calibrate.add_argument("--json", nargs="?", const="-", metavar="PATH",
                            help="the report as JSON, on standard output (no table) or to PATH")
     calibrate.add_argument("--output", type=Path, metavar="THRESHOLDS",
@@ -64,31 +77,49 @@ def fail(message: str) -> int:
 
 def calibrate_command(args: argparse.Namespace) -> int:
     """Run ``calibrate``; returns the exit code (2 on bad input)."""
-    from judge_engine.calibration import calibrate_rows
-    from judge_engine.cli.display import make_console, path_line
+    from judge_engine.calibration import calibrate_rows, read_rows
 
-    if args.rows is None:
-        if args.run_dir is not None:
-            return fail("calibrating a run directory comes with cascaded runs; for now give its judgments as "
-                        "--rows FILE (item, stage, prediction, confidence, label)")
-        return fail("give the judgments to calibrate on: --rows FILE")
-    if args.run_dir is not None:
-        return fail("give either RUN_DIR or --rows, not both")
-    if not args.stages:
-        return fail("--rows needs --stages A,B,C: the stages' names in the rows, cheapest first")
-    stages = [s.strip() for s in args.stages.split(",") if s.strip()]
+    stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
     costs = _costs(args.costs) if args.costs else None
     if isinstance(costs, str):
         return fail(costs)
-    rows, where = read_rows(args.rows)
+    notes: list[str] = []
+    if args.run_dir is not None:
+        if args.rows is not None:
+            return fail("give either RUN_DIR or --rows, not both")
+        if args.human_table is None or args.label is None:
+            return fail("RUN_DIR needs the human labels: --human-table FILE --key ID --label COLUMN")
+        from judge_engine.cascade.rows import calibration_rows
+
+        found = calibration_rows(args.run_dir, human_table=args.human_table, key=args.key, label=args.label,
+                                 stages=stages)
+        rows, stages, notes = found.rows, found.stages, found.notes
+        costs = costs if costs is not None else found.costs
+        where = None
+    elif args.rows is not None:
+        if not stages:
+            return fail("--rows needs --stages A,B,C: the stages' names in the rows, cheapest first")
+        rows, where = read_rows(args.rows)
+    else:
+        return fail("give the judgments to calibrate on: RUN_DIR --human-table FILE --label COLUMN, or --rows FILE")
     document = calibrate_rows(rows, stages=stages, risk=args.risk, delta=args.delta, min_items=args.min_items,
                               delta_rule="per_stage" if args.per_stage_delta else "bonferroni", costs=costs,
-                              output=args.output, where=where)
+                              output=args.output, **({"where": where} if where is not None else {}))
+    return _report(args, document, notes)
+
+
+def _report(args: argparse.Namespace, document: Mapping[str, Any], notes: list[str]) -> int:
+    from judge_engine.cli.display import escape, make_console, path_line, say
+
     text = json.dumps(document, indent=2) + "\n"
     if args.json == "-":
+        for note in notes:
+            print(f"judge-engine calibrate: {note}", file=sys.stderr)
         sys.stdout.write(text)
         return EXIT_OK
     console = make_console()
+    for note in notes:
+        say(console, f"[yellow]{escape(note)}[/]")
     render_calibration(document, console)
     if args.json:
         Path(args.json).write_text(text, encoding="utf-8")
@@ -108,64 +139,6 @@ def _costs(text: str) -> dict[str, float] | str:
         except ValueError:
             return f"--costs: {part.strip()!r} is not STAGE=COST (e.g. cheap=0.001)"
     return costs
-
-
-# --- the rows file ------------------------------------------------------------------------------
-
-
-def read_rows(path: Path) -> tuple[list[dict[str, Any]], Any]:
-    """A rows file's rows, and how to name the i-th one in a message (``FILE: line N``).
-
-    Raises:
-        CalibrationError: the file cannot be read, or a line is not a row.
-    """
-    from judge_engine.errors import CalibrationError
-
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".tsv", ".jsonl"):
-        raise CalibrationError(f"{path}: rows are read from .csv, .tsv or .jsonl (got {suffix or 'no suffix'})")
-    lines: list[int] = []
-    rows: list[dict[str, Any]] = []
-    try:
-        for line, row in (_jsonl(path) if suffix == ".jsonl" else _csv(path, "\t" if suffix == ".tsv" else ",")):
-            lines.append(line)
-            rows.append(row)
-    except OSError as exc:
-        raise CalibrationError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise CalibrationError(f"{path}: cannot parse ({exc})") from None
-    return rows, lambda i: f"{path}: line {lines[i]}"
-
-
-def _csv(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    from judge_engine.errors import CalibrationError
-
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
-        if reader.fieldnames is None:
-            raise CalibrationError(f"{path}: empty file, expected a header row")
-        for row in reader:
-            if None in row:  # more cells than the header has
-                raise CalibrationError(f"{path}: line {reader.line_num}: more cells than the header's "
-                                       f"{len(reader.fieldnames)} columns")
-            if any(v is not None and v != "" for v in row.values()):
-                yield reader.line_num, row
-
-
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    from judge_engine.errors import CalibrationError
-
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CalibrationError(f"{path}: line {number} is not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise CalibrationError(f"{path}: line {number} is not a JSON object")
-            yield number, row
 
 
 # --- the report ---------------------------------------------------------------------------------

@@ -629,14 +629,18 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
         rows.append([label, f"{per.get('scored', 0):,}", f"{per.get('unscored', 0):,}", f"{paid.get('calls', 0):,}",
                      f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,}",
                      _cost(paid, "\n")])
+    cascade = (manifest.cascade or {}).get("name")
     for name in sorted(set(counts) - {judge.name for judge in result.judges}):  # juries, items: no calls of their own
-        kind = "item decisions" if name.endswith(":item") else "jury"
+        kind = "item decisions" if name.endswith(":item") else "cascade" if name == cascade else "jury"
         rows.append([Text(name, style="bold") + Text(f"\n{kind}", style="dim"), f"{counts[name].get('scored', 0):,}",
                      f"{counts[name].get('unscored', 0):,}", "", "", ""])
     table = FitTable(columns, rows, title=f"run {manifest.run_id}: {result.status} in {_duration(result.elapsed_s)}",
                      title_justify="left")
     lines = [f"{judge.name}: " + ", ".join(f"{name} {what}" for name, what in judge.deployments.items())
              for judge in result.judges if judge.deployments]
+    from judge_engine.cascade.report import summary_lines
+
+    lines += summary_lines(manifest.cascade, manifest.counts)
     return Group(table, *(Text(packed(line.split(", "), width - 1, separator=", ")) for line in lines),
                  *(Text(line) for line in totals_lines(result, width=width)))
 

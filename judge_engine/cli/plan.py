@@ -31,6 +31,13 @@ def plan_command(args: argparse.Namespace) -> int:
 
     prepared = prepare(args.config, overrides=override_values(args), check_keys=False)
     plans = plan_rows(prepared, latency_s=args.latency)
+    cascade: list[str] = []
+    if prepared.cascade is not None:  # each stage asked about its calibrated share of the items
+        from judge_engine.cascade.report import expected_plans, stage_costs
+        from judge_engine.cascade.report import plan_lines as cascade_lines
+
+        cascade = cascade_lines(prepared.cascade, stage_costs(prepared.cascade, plans))
+        plans = expected_plans(prepared.cascade, plans)
     console = make_console()
     console.print(plan_table(plans))
     for line in plan_lines(plans, items=prepared.dataset.items):
@@ -43,6 +50,8 @@ def plan_command(args: argparse.Namespace) -> int:
     for line in jury_lines(prepared.config, prepared.protocols):
         console.print(escape(line), highlight=False)
     for line in item_lines(prepared.config, prepared.protocols):
+        console.print(escape(line), highlight=False)
+    for line in cascade:
         console.print(escape(line), highlight=False)
     if args.strict and any(p.warnings for p in plans):
         console.print("plan --strict: exit 2 (see the warnings above)", highlight=False)

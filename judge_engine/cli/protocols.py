@@ -72,13 +72,15 @@ def schemas_command(args: argparse.Namespace) -> int:
 
 
 def check_command(config_path: Path) -> int:
-    """``protocols --check CONFIG``: every judge's options and the juries checked, and the first
+    """``protocols --check CONFIG``: every judge's options, the juries and the cascade checked, and the first
     item's prompt per judge printed. Returns 2 on a problem (each named on stderr)."""
+    from judge_engine.cascade.report import plan_lines
+    from judge_engine.cascade.stages import cascade_plan, check_stages
     from judge_engine.cli.display import make_console, path_line, say
     from judge_engine.config import load_config
     from judge_engine.errors import ConfigError, DatasetError, TemplateError
     from judge_engine.jury import check_juries, jury_lines
-    from judge_engine.plan import build_protocol
+    from judge_engine.plan import build_protocol, with_protocol_defaults
 
     config = load_config(config_path)
     protocols: dict[str, Protocol] = {}
@@ -88,9 +90,13 @@ def check_command(config_path: Path) -> int:
             protocols[judge.name] = build_protocol(judge)
         except ConfigError as exc:
             problems.append(str(exc))
+    cascade = None
     if not problems:
         try:
             check_juries(config, protocols)
+            with_defaults = with_protocol_defaults(config, protocols)  # pairwise-annotators reads log-probs
+            check_stages(with_defaults, protocols)
+            cascade = cascade_plan(with_defaults, protocols)
         except ConfigError as exc:
             problems.append(str(exc))
     console = make_console()
@@ -104,6 +110,8 @@ def check_command(config_path: Path) -> int:
     if problems:
         return EXIT_USAGE
     for line in jury_lines(config, protocols):
+        say(console, _escaped(line))
+    for line in plan_lines(cascade, None) if cascade is not None else []:
         say(console, _escaped(line))
     path_line(console, f"{len(config.judges)} judges checked, first item rendered for each", config_path)
     return EXIT_OK

@@ -34,12 +34,13 @@ if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal as Console
     from judge_engine.session import RunResult
 
-FINAL_CODES = frozenset({"too_few_valid", "item_tie", "none_readable", "item_incomplete"})
+FINAL_CODES = frozenset({"too_few_valid", "item_tie", "none_readable", "item_incomplete", "abstained"})
 """Codes that asking again cannot change: a method's own verdict, or an item's decision over its
 requests (it follows its requests: retry theirs, and the item's line is written again)."""
-NOT_FAILURES = frozenset({"self_preference", "item_tie"})
+NOT_FAILURES = frozenset({"self_preference", "item_tie", "abstained"})
 """Unscored on purpose, or as the method's answer: held back by ``self_preference: forbid``; an
-item whose requests split evenly (its confidence, 0.5, is the finding)."""
+item whose requests split evenly (its confidence, 0.5, is the finding); an item a cascade
+abstained on (no stage was sure enough: the guarantee working)."""
 """Reason codes that are a method's verdict about the answer, not a failure to get one."""
 PROGRESS_EVERY_S = 30.0
 """Seconds between progress lines when there is no live display."""
@@ -73,6 +74,11 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="only the first N items")
     parser.add_argument("--output", type=Path, help="runs directory (default: the config's output.dir)")
     parser.add_argument("--cache-dir", type=Path, help="answer cache directory")
+    parser.add_argument("--dataset", type=Path, metavar="PATH",
+                        help="judge this dataset instead of the config's (e.g. a cascade's calibration items)")
+    parser.add_argument("--no-cascade", action="store_true",
+                        help="every judge judges every item, the config's cascade switched off (to judge the "
+                             "calibration items with every stage)")
 
 
 def override_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -83,7 +89,8 @@ def override_values(args: argparse.Namespace) -> dict[str, Any]:
         return None if path is None else path.resolve()
 
     return {"model": args.model, "limit": args.limit, "output_dir": absolute(args.output),
-            "cache_dir": absolute(args.cache_dir), "batch": True if getattr(args, "batch", False) else None}
+            "cache_dir": absolute(args.cache_dir), "batch": True if getattr(args, "batch", False) else None,
+            "dataset": absolute(args.dataset), "cascade": False if args.no_cascade else None}
 
 
 def add_batch_option(parser: argparse.ArgumentParser) -> None:

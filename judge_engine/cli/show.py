@@ -182,6 +182,10 @@ def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[Tran
         say(console, f"[red]unscored[/red]{code}: {escape(result.reason or '')}")
     if result.confidence is not None:
         say(console, escape(confidence_line(result.confidence)))
+    if result.protocol == "cascade":  # which stage answered, and every stage asked before it
+        from judge_engine.cascade.outcome import describe
+
+        say(console, escape(describe(result)))
     say(console, f"attempts: {result.attempts} · re-asks: {result.reasks} · cache hits: {result.cache_hits} · "
                  f"cost {dollars(result.cost)}")
 

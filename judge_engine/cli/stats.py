@@ -76,6 +76,11 @@ def _register_stats(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                            "response/reference")  # fmt: skip
     bias.add_argument("--items", type=Path, metavar="PATH",
                       help="the run's dataset, if it moved since the run")  # fmt: skip
+    human = stats.add_argument_group("a cascade's agreement with humans")
+    human.add_argument("--human-table", type=Path, metavar="FILE",
+                       help="human labels (CSV, TSV or JSONL, one row per item): agreement of each stage's answers")
+    human.add_argument("--key", default="id", metavar="ID", help="the human table's item id column (default id)")
+    human.add_argument("--label", metavar="COLUMN", help="the human table's label column")
     stats.add_argument("--baselines", nargs="+", type=Path, default=[], metavar="FILE",
                        help="CDAT runs: RANDOM.json [COMMON.json] (judge-engine cdat-baselines, or the "
                             "paper's files) for the gate, CDAT score, elbow distance and Pareto front")  # fmt: skip
@@ -138,6 +143,7 @@ def handle_stats(args: argparse.Namespace) -> int:
             from judge_engine.stats.jury import jury_sections
 
             sections += jury_sections(run)
+            sections += _cascade_sections(run, args)
             generation = _generation(run, args.baselines)
             sections += generation.sections if generation else []
             notes = run.notes
@@ -168,6 +174,44 @@ def handle_stats(args: argparse.Namespace) -> int:
     except ValueError as exc:  # TableError included
         return fail("stats", str(exc))
     return 0
+
+
+def _cascade_sections(run: Run, args: argparse.Namespace) -> list[Section]:
+    """A cascaded run's stages: shares, agreement with --human-table, cost against the last
+    stage alone (its spend read with the transcript written since the last checkpoint)."""
+    from judge_engine.cascade.rows import read_labels, run_spend
+    from judge_engine.stats.cascade import cascade_sections
+
+    section = run.manifest.cascade if run.manifest is not None else None
+    if not section:
+        if args.human_table is not None:
+            raise ValueError("--human-table: agreement with humans is shown for a cascaded run's answers (this run "
+                             "has no cascade); for a judge's scores against humans, see judge-engine meta")
+        return []
+    human = None
+    if args.human_table is not None:
+        if not args.label:
+            raise ValueError("--human-table needs --label COLUMN (and --key ID, default id)")
+        human, notes = read_labels(args.human_table, args.key, args.label)
+        run.notes.extend(notes)
+    assert run.manifest is not None
+    spend = {judge: s.cost for judge, s in run_spend(run.path, run.manifest).items()}
+    return cascade_sections(run, spend, human=human, fallback_cost=_calibrated_cost(section))
+
+
+def _calibrated_cost(section: dict[str, Any]) -> float | None:
+    """The last stage's cost per item in the cascade's thresholds file (its calibration run),
+    if it has one."""
+    from judge_engine.errors import CalibrationError
+    from judge_engine.thresholds import read_thresholds
+
+    try:
+        thresholds = read_thresholds(str(section.get("thresholds") or ""))
+    except CalibrationError:
+        return None
+    stages = thresholds.document.get("stages") or []
+    cost = stages[-1].get("cost_per_item") if stages and isinstance(stages[-1], dict) else None
+    return float(cost) if isinstance(cost, int | float) else None
 
 
 def _panel_sections(run: Run, args: argparse.Namespace) -> list[Section]:

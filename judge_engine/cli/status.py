@@ -38,6 +38,10 @@ def status_command(args: argparse.Namespace) -> int:
     report = run_status(args.run_dir, poll=args.poll)
     console = make_console()
     status_report(report, console)
+    from judge_engine.cascade.report import summary_lines
+
+    for line in summary_lines(report.manifest.cascade, report.manifest.counts):
+        console.print(line, highlight=False)
     what_next(report, console)
     return EXIT_OK
 

@@ -163,6 +163,9 @@ class Stats:
             "first_accepted_s": self.first_accepted_s,
             "last_accepted_s": self.last_accepted_s,
             "distinct_bodies": len(self.seen),
+            # a body received more than once: a request sent again (a retry after a fault, a call
+            # in flight at a kill), never a repeat, whose bodies differ
+            "bodies_seen_again": sum(1 for n in self.seen.values() if n > 1),
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
         }

@@ -58,6 +58,18 @@ def card(outcome: OutcomeRecord, item: Mapping[str, Any], entry: JudgeEntry | No
     return shown if shown is not None else {"kind": "verdict", "json": pretty(outcome.verdict)}
 
 
+def cascade(verdict: Mapping[str, Any], code: str | None) -> dict[str, Any]:
+    """A cascade's line: the stage that answered (or why none did), and every stage asked, its
+    confidence against its threshold (:mod:`judge_engine.cascade.outcome`)."""
+    asked = [{"stage": str(a.get("stage")), "route": str(a.get("route")), "prediction": a.get("prediction"),
+              "confidence": a.get("confidence"), "threshold": a.get("threshold"), "code": a.get("code")}
+             for a in verdict.get("asked") or [] if isinstance(a, Mapping)]
+    return {"kind": "cascade", "stage": verdict.get("stage"), "prediction": verdict.get("prediction"),
+            "confidence": verdict.get("confidence"), "threshold": verdict.get("threshold"),
+            "held_at": verdict.get("held_at"), "code": code, "asked": asked,
+            "not_asked": [str(s) for s in verdict.get("not_asked") or []]}
+
+
 def _text(item: Mapping[str, Any], name: str) -> str:
     value = item.get(name)
     return "" if value is None else str(value)
@@ -214,5 +226,6 @@ PROTOCOLS: dict[str, Card] = {
     "cdat": lambda o, item, _: words(o.verdict or {}, item, o.scores) if "words" in (o.verdict or {}) else None,
     "dat": lambda o, item, _: words(o.verdict or {}, item, o.scores) if "words" in (o.verdict or {}) else None,
     "custom": lambda o, item, entry: custom(o.verdict or {}, item, entry),
+    "cascade": lambda o, _item, _entry: cascade(o.verdict or {}, o.reason_code),
 }
 """Protocol -> its card (None: the verdict as JSON text); a protocol's card goes here."""

@@ -72,7 +72,8 @@ def test_example_runs_end_to_end_against_the_fake_server(config: Path, tmp_path:
 
 def _through_litellm(config: Path, tmp_path: Path, fake_server: FakeServer) -> PreparedRun:
     """The example prepared against the fake server, every judge on the litellm transport."""
-    overrides = {"api_base": fake_server.base_url, "output_dir": tmp_path / "runs", "cache_dir": tmp_path / "cache"}
+    overrides = {"api_base": fake_server.base_url, "output_dir": tmp_path / "runs", "cache_dir": tmp_path / "cache",
+                 "cascade": False}  # every judge on every item (the cascade example's own run is the README's)
     prepared = prepare(config, overrides=overrides, check_keys=False)
     judges = [j.model_copy(update={"transport": "litellm"}) for j in prepared.config.judges]
     prepared.config = prepared.config.model_copy(update={"judges": judges})

@@ -53,6 +53,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "literary_mt_lit": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
                                    "temperatures": "needs 2+ temperatures"},
                         "plots": {"distributions.png", "judge_agreement.png"}},
+    "cascade": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
+                           "temperatures": "needs 2+ temperatures"},
+                "notes": {"cascade": "coverage"},
+                "plots": {"distributions.png", "judge_agreement.png"}},
     "pairwise_annotators": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
                                        "temperatures": "needs 2+ temperatures"},
                             "plots": {"distributions.png", "judge_agreement.png"}},
@@ -70,7 +74,7 @@ EXPECTED: dict[str, dict[str, Any]] = {
                    "plots": {"distributions.png", "judge_agreement.png"}},
 }  # fmt: skip
 NO_LENGTH = "no judge with a length to measure"
-for _name in ("cdat", "bws", "close_reading", "prometheus_relative", "pairwise_annotators"):
+for _name in ("cdat", "bws", "close_reading", "prometheus_relative", "pairwise_annotators", "cascade"):
     EXPECTED[_name]["absent"]["verbosity"] = NO_LENGTH
 for _name in ("bws", "prometheus_relative"):  # labels (best/worst, winner), but fewer than 3 judges
     EXPECTED[_name]["absent"]["panel_agreement"] = "needs 3+ judges writing the same categorical field"

@@ -19,6 +19,7 @@ const KINDS = {
   words: {draw: words, showsItem: true},
   custom: {draw: custom, showsItem: false},  // it shows only the texts it quotes, or none
   jury: {draw: jury, showsItem: false},
+  cascade: {draw: cascade, showsItem: false},  // the stage lines below it show the item
   verdict: {draw: (data) => pre(data.json), showsItem: false},
 };
 
@@ -127,4 +128,19 @@ function words(data) {
     w.word, w.valid ? "" : el("small", {}, " " + w.reason)))),
     el("p", {class: "muted"}, Object.entries(data.scores).map(([k, v]) => `${k} ${fmt(v)}`).join(" · ")
       + (data.lexicon ? ` · lexicon ${data.lexicon}` : "")));
+}
+
+function cascade(data) {
+  const head = data.stage ? `Answered by ${data.stage}: ${data.prediction} (confidence ${fmt(data.confidence)} ≥ ${fmt(data.threshold)})`
+    : data.held_at ? `Held at ${data.held_at} (${data.code}: an outage there; resume --retry asks again)`
+    : "Abstained: no stage was sure enough";
+  return el("div", {class: "cascade"},
+    el("p", {}, el("strong", {}, head)),
+    el("table", {class: "stages"},
+      el("thead", {}, el("tr", {}, ["stage", "prediction", "confidence", "threshold", "then"].map((h) => el("th", {}, h)))),
+      el("tbody", {}, data.asked.map((a) => el("tr", {class: a.route === "answer" ? "chosen" : ""},
+        el("td", {}, a.stage), el("td", {}, a.prediction ?? "–"), el("td", {class: "num"}, fmt(a.confidence)),
+        el("td", {class: "num"}, fmt(a.threshold)),
+        el("td", {}, a.code ? `${a.route} (${a.code})` : {answer: "answered", escalate: "sent on", hold: "held"}[a.route] ?? a.route))))),
+    data.not_asked.length ? el("p", {class: "muted"}, "not asked (no threshold): ", data.not_asked.join(", ")) : null);
 }
