@@ -38,7 +38,7 @@ from typing import Any, Literal
 from judge_engine import __version__
 from judge_engine.budget import BudgetStop, guard_for
 from judge_engine.cache import AnswerCache
-from judge_engine.config import JobConfig, JudgeConfig, Limits, check_directories, load_config
+from judge_engine.config import JobConfig, JudgeConfig, check_directories, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint
 from judge_engine.decisions import (
     ItemCollector,
@@ -344,30 +344,17 @@ def demo_endpoint(judge: JudgeConfig, url: str) -> Endpoint:
 
 
 @contextlib.contextmanager
-def endpoints(prepared: PreparedRun) -> Iterator[dict[str, list[Endpoint]]]:
+def endpoints(prepared: PreparedRun, *, demo_batch_s: float | None = None) -> Iterator[dict[str, list[Endpoint]]]:
     """Judge name -> where its requests go (one endpoint per deployment), for as long as the
-    session runs. A demo starts the project's fake server on a free loopback port, in its own
-    session so that a Ctrl-C meant for the run does not kill it under the calls in flight, and
-    stops it afterwards; a judge with several deployments gets a fake server per deployment,
-    each holding that deployment's limits, so the demo shows requests split between them."""
+    session runs. A demo's go to the project's fake servers (:mod:`judge_engine.demo`), which
+    keep its batches in the run's demo folder; ``demo_batch_s``: how long a batch they are sent
+    takes to complete."""
     if not prepared.demo:
         yield {judge.name: endpoints_for(judge) for judge in prepared.config.judges}
         return
-    from judge_engine.fake import FakeConfig, FakeServerProcess
+    from judge_engine.demo import demo_endpoints
 
-    with contextlib.ExitStack() as stack:
-        def server(limits: Limits | None = None) -> str:
-            config = FakeConfig(latency_s=0.05, latency_jitter_s=0.03, window_s=10.0,
-                                rpm=limits.rpm if limits else None, tpm=limits.tpm if limits else None)
-            return stack.enter_context(FakeServerProcess(config, own_session=True)).base_url
-
-        shared = server()
-        where = {}
-        for judge in prepared.config.judges:
-            if judge.deployments:
-                where[judge.name] = [demo_endpoint(judge, server(d.limits or judge.limits)) for d in judge.deployments]
-            else:
-                where[judge.name] = [demo_endpoint(judge, shared)]
+    with demo_endpoints(prepared, batch_s=demo_batch_s) as where:
         yield where
 
 
@@ -375,28 +362,37 @@ def endpoints(prepared: PreparedRun) -> Iterator[dict[str, list[Endpoint]]]:
 
 
 def run(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: bool = False,
-        new_run: bool = False, progress: RunProgress | None = None) -> RunResult:
+        new_run: bool = False, progress: RunProgress | None = None, demo_batch_s: float | None = None) -> RunResult:
     """Judge a config's dataset, or resume its run if it ran before (see the module docstring).
+    ``demo_batch_s``: how long a demo's batches take to complete (:func:`endpoints`).
 
     Raises:
         ConfigError, DatasetError, TemplateError, RunDirError: bad input, before anything is sent.
     """
-    return _session(prepare(config_path, overrides=overrides, demo=demo, new_run=new_run), None, progress, "run")
+    if demo_batch_s is not None and not demo:
+        raise ConfigError("--demo-batch-s: only a demo run (--demo) has demo batches")
+    prepared = prepare(config_path, overrides=overrides, demo=demo, new_run=new_run)
+    return _session(prepared, None, progress, "run", demo_batch_s)
 
 
 def resume(run_dir: Path, *, retry: str | None = None, progress: RunProgress | None = None,
-           overrides: Mapping[str, Any] | None = None, batch: bool = False) -> RunResult:
+           overrides: Mapping[str, Any] | None = None, batch: bool = False,
+           demo_batch_s: float | None = None) -> RunResult:
     """Finish a killed, cancelled or stopped run, or judge its unscored tasks again (``retry``:
     ``unscored`` or reason codes separated by commas). ``overrides``: new budgets
     (``max_cost_usd``, ``max_hours``); ``batch``: every judge in batch mode from now on (both
-    recorded for later resumes, as ``run --batch`` is)."""
+    recorded for later resumes, as ``run --batch`` is); ``demo_batch_s``: how long the demo
+    batches this session creates take (those submitted before keep their own time)."""
     codes = retry_codes(retry)
     merged = {**(overrides or {}), **({"batch": True} if batch else {})}
-    return _session(prepare_resume(run_dir, overrides=merged or None), codes, progress, "resume")
+    prepared = prepare_resume(run_dir, overrides=merged or None)
+    if demo_batch_s is not None and not prepared.demo:
+        raise ConfigError(f"--demo-batch-s: {run_dir} is not a demo run")
+    return _session(prepared, codes, progress, "resume", demo_batch_s)
 
 
 def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunProgress | None,
-             started_by: Literal["run", "resume"]) -> RunResult:
+             started_by: Literal["run", "resume"], demo_batch_s: float | None = None) -> RunResult:
     progress = progress if progress is not None else RunProgress()
     progress.run_dir, progress.demo, progress.retry = prepared.run_dir, prepared.demo, retry
     if prepared.resumed and prepared.manifest.status == "completed" and retry is None:
@@ -405,7 +401,7 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
             prepared.run_dir, prepared.config, prepared.protocols, prepared.manifest)
         return RunResult(prepared.run_dir, "completed", manifest, already_complete=True, started_by=started_by)
     try:
-        with endpoints(prepared) as where:
+        with endpoints(prepared, demo_batch_s=demo_batch_s) as where:
             result = asyncio.run(execute(prepared, where, progress=progress, retry=retry))
     finally:
         progress.finished = True

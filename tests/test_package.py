@@ -83,7 +83,7 @@ REVIEWED: dict[str, int] = {
     "cli/display.py": 840,  # everything drawn with rich (batches, status, and the one table printer every table goes
     # through, with its long layouts); splitting it would give rich two homes
     "records.py": 930,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury, an outcome's confidence): one definition
-    "fake/app.py": 520,  # the fake server's whole HTTP surface (chat, files, both batch APIs, basic auth, a gateway echoing credentials, log-probs): aiohttp.web's one home
+    "fake/app.py": 522,  # the fake server's whole HTTP surface (chat, files, both batch APIs, basic auth, a gateway echoing credentials, log-probs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
     "session.py": 640,  # one lifecycle (prepare, resume selection, endpoints, execute, signals, item decisions as
     # requests finish, the end a disk that refuses gets: stopped, written in the room the store held) top to bottom

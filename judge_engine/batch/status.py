@@ -9,6 +9,8 @@ into the run, which another process may hold).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +22,9 @@ from judge_engine.store import open_index, read_manifest, writer_active
 
 if TYPE_CHECKING:
     from judge_engine.config import JudgeConfig
+    from judge_engine.providers import Endpoint
     from judge_engine.providers.batch import BatchAPI
+    from judge_engine.session import PreparedRun
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,41 +106,67 @@ def _modes(manifest: Manifest) -> dict[str, str]:
 
 def _poll(run_dir: Path, manifest: Manifest, ledgers: dict[str, Ledger]) -> list[str]:
     """Each open batch's state as the provider reports it now, into the ledgers' chunks."""
-    if manifest.demo:
-        return ["--poll: a demo run's fake server ended with its session; the states shown are the last polled"]
     from judge_engine.session import prepare_resume
 
+    if not any(ledger.open_chunks() for ledger in ledgers.values()):
+        return []
     prepared = prepare_resume(run_dir)
     notes: list[str] = []
-
-    async def poll_all() -> None:
-        for judge in prepared.config.judges:
-            ledger = ledgers.get(judge.name)
-            if ledger is None or not ledger.open_chunks():
-                continue
-            api = open_batch_api(judge)
-            try:
-                for chunk in ledger.open_chunks():
-                    if chunk.batch_id is None:
-                        continue
-                    try:
-                        info = await api.retrieve(chunk.batch_id)
-                    except Exception as exc:
-                        notes.append(f"--poll: {chunk.chunk_id}: {api.classify(exc).message}")
-                        continue
-                    chunk.status = info.status
-                    chunk.counts = {"total": info.total, "completed": info.completed, "failed": info.failed,
-                                    "expired": info.expired}
-            finally:
-                await api.aclose()
-
-    asyncio.run(poll_all())
+    with batch_apis(prepared, read_only=True) as api_of:
+        asyncio.run(_poll_all(prepared.config.judges, ledgers, api_of, notes))
     return notes
 
 
-def open_batch_api(judge: JudgeConfig) -> BatchAPI:
-    """The batch API of ``judge``'s endpoint (its first deployment's, where the driver sends its
-    batches), for a command that works on a run without its process.
+async def _poll_all(judges: list[JudgeConfig], ledgers: dict[str, Ledger], api_of: Callable[[JudgeConfig], BatchAPI],
+                    notes: list[str]) -> None:
+    for judge in judges:
+        ledger = ledgers.get(judge.name)
+        if ledger is None or not ledger.open_chunks():
+            continue
+        api = api_of(judge)
+        try:
+            for chunk in ledger.open_chunks():
+                if chunk.batch_id is None:
+                    continue
+                try:
+                    info = await api.retrieve(chunk.batch_id)
+                except Exception as exc:
+                    notes.append(f"--poll: {chunk.chunk_id}: {api.classify(exc).message}")
+                    continue
+                chunk.status = info.status
+                chunk.counts = {"total": info.total, "completed": info.completed, "failed": info.failed,
+                                "expired": info.expired}
+        finally:
+            await api.aclose()
+
+
+@contextlib.contextmanager
+def batch_apis(prepared: PreparedRun, *, read_only: bool) -> Iterator[Callable[[JudgeConfig], BatchAPI]]:
+    """Judge -> its batch API, for a command that works on a run without its process. A demo
+    run's batches are at its fake servers: the one each judge sends its batches to is started
+    again, for as long as this lasts, on the state the run's sessions left in its ``demo/``
+    folder (``read_only``: it writes nothing)."""
+    from judge_engine.demo import demo_server, demo_servers
+    from judge_engine.session import demo_endpoint
+
+    if not prepared.demo:
+        yield open_batch_api
+        return
+    with contextlib.ExitStack() as stack:
+        started: dict[str, str] = {}
+
+        def api_of(judge: JudgeConfig) -> BatchAPI:
+            name = demo_servers(judge)[0]
+            if name not in started:
+                started[name] = stack.enter_context(demo_server(prepared, name, read_only=read_only)).base_url
+            return open_batch_api(judge, demo_endpoint(judge, started[name]))
+
+        yield api_of
+
+
+def open_batch_api(judge: JudgeConfig, endpoint: Endpoint | None = None) -> BatchAPI:
+    """The batch API of ``judge``'s endpoint (default: its first deployment's, where the driver
+    sends its batches), for a command that works on a run without its process.
 
     Raises:
         ConfigError: the judge's API key is not set, or its model has no batch API.
@@ -144,5 +174,5 @@ def open_batch_api(judge: JudgeConfig) -> BatchAPI:
     from judge_engine.providers import endpoint_for
     from judge_engine.providers.batch import batch_api_for
 
-    endpoint = endpoint_for(judge)
+    endpoint = endpoint if endpoint is not None else endpoint_for(judge)
     return batch_api_for(endpoint.model, endpoint.api_base, api_key=endpoint.api_key, judge=judge.name)
