@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from judge_engine import __version__
-from judge_engine.budget import BudgetStop, guard_for
+from judge_engine.budget import BudgetStop, guard_for, record_budgets
 from judge_engine.cache import AnswerCache
 from judge_engine.config import JobConfig, JudgeConfig, check_directories, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint
@@ -369,8 +369,6 @@ def run(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: 
     Raises:
         ConfigError, DatasetError, TemplateError, RunDirError: bad input, before anything is sent.
     """
-    if demo_batch_s is not None and not demo:
-        raise ConfigError("--demo-batch-s: only a demo run (--demo) has demo batches")
     prepared = prepare(config_path, overrides=overrides, demo=demo, new_run=new_run)
     return _session(prepared, None, progress, "run", demo_batch_s)
 
@@ -400,6 +398,8 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
         manifest = prepared.manifest if not prepared.config.juries else settle_juries(
             prepared.run_dir, prepared.config, prepared.protocols, prepared.manifest)
         return RunResult(prepared.run_dir, "completed", manifest, already_complete=True, started_by=started_by)
+    if prepared.resumed:
+        record_budgets(prepared.manifest.config, prepared.config)
     try:
         with endpoints(prepared, demo_batch_s=demo_batch_s) as where:
             result = asyncio.run(execute(prepared, where, progress=progress, retry=retry))
@@ -478,6 +478,9 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
                        spend=_session_spend(store, spent_before))
         if cache.problem:
             session["cache_problem"] = cache.problem
+        if split := {j.config.name: {d.name: d.sent + d.batched for d in j.deployments} for j in runtimes
+                     if len(j.deployments) > 1}:
+            session["deployments"] = split  # each judge's calls in the spend above, per deployment
         manifest.status, manifest.updated_at = outcome.status, utc_now()
         manifest.spend, manifest.failures = store.spend_record(), dict(outcome.failures)
         manifest.stopped = outcome.budget.to_dict() if outcome.budget is not None else None
@@ -531,9 +534,11 @@ def _listed(where: Endpoint | Sequence[Endpoint]) -> list[Endpoint]:
 
 
 def _deployment_totals(judge: JudgeRuntime) -> dict[str, str]:
+    """This session's calls per deployment (they add up to the judge's calls in its spend)."""
     if len(judge.deployments) < 2:
         return {}
-    return {d.name: f"{d.sent:,} calls" + (f", left out: {d.dead}" if d.dead else "") for d in judge.deployments}
+    return {d.name: f"{d.sent + d.batched:,} calls" + (f" ({d.batched:,} in batches)" if d.batched else "")
+            + (f", left out: {d.dead}" if d.dead else "") for d in judge.deployments}
 
 
 def _session_spend(store: RunStore, before: Mapping[str, Spend]) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from judge_engine.runtime import JudgeRuntime, RunProgress
 
 if TYPE_CHECKING:
     from judge_engine.batch.board import ChunkView
-    from judge_engine.batch.status import RunStatusReport
+    from judge_engine.batch.status import Money, RunStatusReport
     from judge_engine.estimate import JudgePlan, Span
     from judge_engine.session import RunResult
     from judge_engine.stats.sections import Section
@@ -349,10 +349,10 @@ def packed(parts: Sequence[str], width: int, *, indent: str = "  ", separator: s
 
 
 class LiveDisplay:
-    """A live view per judge: done/total, in flight, req/min, tok/min, 429s, retries, re-asks,
-    cache hits, unscored, cost so far and ETA. A table when the terminal is wide enough for it
-    whole; otherwise (80 columns) a few lines per judge, broken between figures, so nothing is
-    ever cut."""
+    """A live view per judge: tasks done of the whole run's, then this session's figures (in
+    flight, req/min, tok/min, 429s, retries, re-asks, cache hits, unscored, calls, cost) and ETA.
+    A table when the terminal is wide enough for it whole; otherwise (80 columns) a few lines per
+    judge, broken between figures, so nothing is ever cut."""
 
     def __init__(self, judges: Sequence[JudgeRuntime], *, console: Console | None = None, banner: str = "") -> None:
         self._judges = list(judges)
@@ -396,19 +396,22 @@ class LiveDisplay:
             "share": f"{c.done / c.total if c.total else 1.0:.0%}", "in flight": str(c.in_flight),
             "req/min": _compact(rpm), "tok/min": _compact(tpm), "429s": str(judge.rate_limited),
             "retries": str(c.retries), "re-asks": str(c.reasks), "cache hits": str(c.cache_hits),
-            "unscored": str(c.unscored), "cost": f"{c.cost:.4f}", "ETA": _duration(_eta(judge, per_s)),
+            "unscored": str(c.unscored), "calls": f"{c.calls:,}", "cost": f"{c.cost:.4f}",
+            "ETA": _duration(_eta(judge, per_s)),
         }
 
     def table(self, rows: Sequence[dict[str, str]]) -> Table:
-        table = Table(title="judge-engine", expand=False)
-        columns = ("judge", "done/total", "in flight", "req/min", "tok/min", "429s", "retries", "re-asks",
-                   "cache hits", "unscored", "cost $", "ETA")
+        # Tasks count over the whole run (a resumed run starts at what it had done); the other
+        # figures are this session's.
+        table = Table(title="judge-engine: tasks of the whole run, the rest this session", expand=False)
+        columns = ("judge", "tasks (run)", "in flight", "req/min", "tok/min", "429s", "retries", "re-asks",
+                   "cache hits", "unscored", "calls", "cost $", "ETA")
         for column in columns:
             table.add_column(column, justify="right" if column != "judge" else "left", no_wrap=True)
         for row in rows:
             table.add_row(row["judge"], f"{row['done']}/{row['total']}", row["in flight"], row["req/min"],
                           row["tok/min"], row["429s"], row["retries"], row["re-asks"], row["cache hits"],
-                          row["unscored"], row["cost"], row["ETA"])
+                          row["unscored"], row["calls"], row["cost"], row["ETA"])
         return table
 
     def lines(self, rows: Sequence[dict[str, str]]) -> Text:
@@ -416,12 +419,13 @@ class LiveDisplay:
         width = max(40, self._console.width - 1)
         text = Text()
         for row in rows:
-            text.append(packed([row["judge"], f"{row['done']}/{row['total']} ({row['share']})",
-                                f"in flight {row['in flight']}", f"ETA {row['ETA']}", f"${row['cost']}"],
+            text.append(packed([row["judge"], f"tasks {row['done']}/{row['total']} ({row['share']}, run)",
+                                f"in flight {row['in flight']}", f"ETA {row['ETA']}"],
                                width, separator="  ") + "\n", style="bold")
-            figures = packed([f"{row['req/min']} req/min", f"{row['tok/min']} tok/min", f"{row['429s']} 429s",
-                              f"{row['retries']} retries", f"{row['re-asks']} re-asks", f"{row['cache hits']} cached",
-                              f"{row['unscored']} unscored"], width - 2, indent="")
+            figures = packed([f"this session: {row['calls']} calls", f"${row['cost']}", f"{row['req/min']} req/min",
+                              f"{row['tok/min']} tok/min", f"{row['429s']} 429s", f"{row['retries']} retries",
+                              f"{row['re-asks']} re-asks", f"{row['cache hits']} cached", f"{row['unscored']} unscored"],
+                             width - 2, indent="")
             text.append("".join(f"  {line}\n" for line in figures.splitlines()), style="dim")
         text.rstrip()
         return text
@@ -434,9 +438,10 @@ def progress_lines(judges: Sequence[JudgeRuntime], meters: Mapping[str, RateMete
         c = judge.counters
         rpm, _tpm, per_s = meters[judge.config.name].sample(judge)
         share = c.done / c.total if c.total else 1.0
-        out.append(f"[{_duration(elapsed_s)}] {judge.config.name}{_state(judge)}: {c.done:,}/{c.total:,} ({share:.0%}) · "
-                   f"{rpm:,.0f} req/min · {c.unscored} unscored · {c.retries} retries · ${c.cost:.4f} · "
-                   f"ETA {_duration(_eta(judge, per_s))}")
+        # The tasks are the whole run's (a resumed run starts at what it had done); the rest is this session's.
+        out.append(f"[{_duration(elapsed_s)}] {judge.config.name}{_state(judge)}: tasks {c.done:,}/{c.total:,} "
+                   f"({share:.0%}, run) · this session: {c.calls:,} calls, ${c.cost:.4f}, {c.unscored} unscored, "
+                   f"{c.retries} retries · {rpm:,.0f} req/min · ETA {_duration(_eta(judge, per_s))}")
     return out + batch_lines(judges, width=PIPED_WIDTH)
 
 
@@ -497,6 +502,9 @@ def status_report(report: RunStatusReport, console: Console) -> None:
         console.print(f"[yellow]{escape(str(stopped.get('message') or stopped.get('path')))}[/yellow]", highlight=False)
     for note in report.notes:
         console.print(f"[yellow]{escape(note)}[/yellow]")
+    money = report.money
+    console.print(packed([f"whole run: {money.spend.calls:,} calls", f"{money.spend.tokens:,} tokens",
+                          *money_parts(money)], console.width - 1), highlight=False)
     for judge in report.judges:
         share = judge.done / judge.tasks if judge.tasks else 1.0
         batches = [f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request"]
@@ -505,7 +513,8 @@ def status_report(report: RunStatusReport, console: Console) -> None:
                               f"({share:.0%})", f"{judge.scored:,} scored", f"{judge.unscored:,} unscored" + (
                                   " (" + ", ".join(f"{c}={n:,}" for c, n in judge.unscored_by_code.items()) + ")"
                                   if judge.unscored_by_code else ""),
-                              *([] if online else batches), f"{judge.not_sent:,} not sent yet"], console.width - 1),
+                              *([] if online else batches), f"{judge.not_sent:,} not sent yet",
+                              f"{judge.money.spend.calls:,} calls", *money_parts(judge.money)], console.width - 1),
                       highlight=False)
         if not judge.chunks:
             continue
@@ -521,6 +530,21 @@ def status_report(report: RunStatusReport, console: Console) -> None:
                          f"{view.completed:,}", f"{view.failed:,}", f"{view.expired:,}",
                          _duration(age) if age is not None else ""])
         console.print(FitTable(columns, rows, title_justify="left", box=False))
+
+
+def money_parts(money: Money) -> list[str]:
+    """Spent (the calls at no known price apart, never a silent $0), held for open batches, and
+    what each budget leaves."""
+    spend = money.spend
+    parts = [f"${spend.cost:.4f} spent" + (f" + {spend.unpriced:,} unpriced calls" if spend.unpriced else "")]
+    if money.committed is not None:
+        parts.append(f"~${money.committed:.4f} held for open batches")
+    if (left := money.cost_left) is not None:
+        parts.append(f"budget ${money.max_cost_usd:g}: " + (f"${left:.4f} left" if left >= 0 else
+                                                             f"passed by ${-left:.4f}"))
+    if (hours := money.hours_left) is not None:
+        parts.append(f"{money.hours:.2f} of {money.max_hours:g} h judged: {max(hours, 0.0):.2f} h left")
+    return parts
 
 
 def start_line(progress: RunProgress) -> str:
@@ -633,7 +657,8 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
                      f"{counts[name].get('unscored', 0):,}", "", "", ""])
     table = FitTable(columns, rows, title=f"run {manifest.run_id}: {result.status} in {_duration(result.elapsed_s)}",
                      title_justify="left")
-    lines = [f"{judge.name}: " + ", ".join(f"{name} {what}" for name, what in judge.deployments.items())
+    # This session's calls per deployment: they add up to its calls on the "this session" line.
+    lines = [f"{judge.name} this session: " + ", ".join(f"{name} {what}" for name, what in judge.deployments.items())
              for judge in result.judges if judge.deployments]
     return Group(table, *(Text(packed(line.split(", "), width - 1, separator=", ")) for line in lines),
                  *(Text(line) for line in totals_lines(result, width=width)))

@@ -128,6 +128,10 @@ def run_command(args: argparse.Namespace) -> int:
     from judge_engine import session
 
     overrides = {**override_values(args), **_budget(args)}
+    if args.demo_batch_s is not None and not args.demo:
+        from judge_engine.errors import ConfigError
+
+        raise ConfigError("--demo-batch-s: only a demo run (--demo) has demo batches")
     return _watched(args, lambda progress: session.run(
         args.config, overrides=overrides, demo=args.demo, new_run=args.new_run, progress=progress,
         demo_batch_s=args.demo_batch_s))
