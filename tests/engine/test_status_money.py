@@ -162,3 +162,20 @@ def test_progress_says_the_tasks_are_the_whole_runs_and_the_rest_this_sessions(w
     else:
         assert "tasks of the whole run, the rest this session" in text and "tasks (run)" in text
         assert re.search(r"│ mqm-gpt-4o-mini\s+│ 123,456/1,000,000 │.*│\s+40 │ 123\.4567 │", text)
+
+
+def test_status_counts_the_calls_written_since_the_last_checkpoint(tmp_path: Path, fake_server: FakeServer,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A run killed before its checkpoint has calls run.json does not cover yet: status sums
+    them from the transcript, as the next resume will."""
+    job = make_job(tmp_path, fake_server, items=6)
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    run = job.only_run()
+    manifest = json.loads((run / "run.json").read_text())
+    manifest["spend"] = {}  # as killed before its first checkpoint
+    (run / "run.json").write_text(json.dumps(manifest))
+    cost = sum(float(t.get("cost") or 0.0) for t in read_transcripts(run))
+    capsys.readouterr()
+    assert main(["status", str(run)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "whole run: 6 calls" in out and f"${cost:.4f} spent" in out and fake_server.stats()["requests_total"] == 6
