@@ -94,12 +94,12 @@ def test_a_fake_servers_batches_are_served_again_by_a_later_server_on_its_state(
     assert answers[0] == answers[1]  # the same answers, whichever server computed them
 
 
-def _overnight(tmp_path: Path) -> Path:
-    """The overnight example (two deployments of one judge, a cost budget) in a fresh copy."""
-    for name in ("overnight", "literary_mt"):
-        shutil.copytree(REPO / "examples" / name, tmp_path / "examples" / name,
+def _example(tmp_path: Path, name: str) -> Path:
+    """An example's config in a fresh copy of the examples it needs (no runs, no cache)."""
+    for folder in {name, "literary_mt"}:
+        shutil.copytree(REPO / "examples" / folder, tmp_path / "examples" / folder,
                         ignore=shutil.ignore_patterns("runs", ".judge_cache"))
-    return tmp_path / "examples" / "overnight" / "config.yaml"
+    return tmp_path / "examples" / name / "config.yaml"
 
 
 def _cli(tmp_path: Path, *argv: str) -> subprocess.Popen[bytes]:
@@ -109,17 +109,17 @@ def _cli(tmp_path: Path, *argv: str) -> subprocess.Popen[bytes]:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
-def _killed_after_submit(tmp_path: Path, demo_batch_s: float) -> Path:
-    """``run --demo --batch`` of the overnight example, SIGKILLed once its batch is submitted."""
-    config = _overnight(tmp_path)
+def _killed_after_submit(tmp_path: Path, demo_batch_s: float, example: str = "overnight") -> Path:
+    """``run --demo --batch`` of an example, SIGKILLed once its batch is submitted."""
+    config = _example(tmp_path, example)
     process = _cli(tmp_path, "run", str(config), "--demo", "--batch", "--no-live", "--demo-batch-s", str(demo_batch_s))
     runs = config.parent / "runs"
     _wait(lambda: any((r / BATCHES).exists() and any(e["event"] == "submitted" for e in _events(r))
-                      for r in runs.glob("overnight-demo-*")) or process.poll() is not None, timeout=120)
+                      for r in runs.glob("*-demo-*")) or process.poll() is not None, timeout=120)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
     assert process.returncode == -signal.SIGKILL, "the run ended before its batch could be killed"
-    (run,) = runs.glob("overnight-demo-*")
+    (run,) = runs.glob("*-demo-*")
     return run
 
 
@@ -159,7 +159,7 @@ def test_status_poll_and_cancel_reach_a_killed_demo_runs_batches(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """``status --poll`` asks the demo's fake provider (started again, read-only) for the batch's
     state now; ``cancel`` cancels it there; ``resume`` keeps what it answered and sends the rest."""
-    run = _killed_after_submit(tmp_path, demo_batch_s=60)
+    run = _killed_after_submit(tmp_path, demo_batch_s=60, example="literary_mt")  # one judge, one server
     before = sorted(p.relative_to(run) for p in (run / DEMO_DIR).rglob("*"))
     time.sleep(1.0)  # a few of its 20 requests processed (one every 3 s), most not
     assert main(["status", str(run), "--poll"]) == 0
