@@ -42,7 +42,7 @@ from judge_engine.runtime import JudgeRuntime, RunProgress
 
 if TYPE_CHECKING:
     from judge_engine.batch.board import ChunkView
-    from judge_engine.batch.status import Money, RunStatusReport
+    from judge_engine.batch.status import RunStatusReport
     from judge_engine.estimate import JudgePlan, Span
     from judge_engine.session import RunResult
     from judge_engine.stats.sections import Section
@@ -401,8 +401,6 @@ class LiveDisplay:
         }
 
     def table(self, rows: Sequence[dict[str, str]]) -> Table:
-        # Tasks count over the whole run (a resumed run starts at what it had done); the other
-        # figures are this session's.
         table = Table(title="judge-engine: tasks of the whole run, the rest this session", expand=False)
         columns = ("judge", "tasks (run)", "in flight", "req/min", "tok/min", "429s", "retries", "re-asks",
                    "cache hits", "unscored", "calls", "cost $", "ETA")
@@ -438,7 +436,6 @@ def progress_lines(judges: Sequence[JudgeRuntime], meters: Mapping[str, RateMete
         c = judge.counters
         rpm, _tpm, per_s = meters[judge.config.name].sample(judge)
         share = c.done / c.total if c.total else 1.0
-        # The tasks are the whole run's (a resumed run starts at what it had done); the rest is this session's.
         out.append(f"[{_duration(elapsed_s)}] {judge.config.name}{_state(judge)}: tasks {c.done:,}/{c.total:,} "
                    f"({share:.0%}, run) · this session: {c.calls:,} calls, ${c.cost:.4f}, {c.unscored} unscored, "
                    f"{c.retries} retries · {rpm:,.0f} req/min · ETA {_duration(_eta(judge, per_s))}")
@@ -504,7 +501,7 @@ def status_report(report: RunStatusReport, console: Console) -> None:
         console.print(f"[yellow]{escape(note)}[/yellow]")
     money = report.money
     console.print(packed([f"whole run: {money.spend.calls:,} calls", f"{money.spend.tokens:,} tokens",
-                          *money_parts(money)], console.width - 1), highlight=False)
+                          *money.parts()], console.width - 1), highlight=False)
     for judge in report.judges:
         share = judge.done / judge.tasks if judge.tasks else 1.0
         batches = [f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request"]
@@ -514,7 +511,7 @@ def status_report(report: RunStatusReport, console: Console) -> None:
                                   " (" + ", ".join(f"{c}={n:,}" for c, n in judge.unscored_by_code.items()) + ")"
                                   if judge.unscored_by_code else ""),
                               *([] if online else batches), f"{judge.not_sent:,} not sent yet",
-                              f"{judge.money.spend.calls:,} calls", *money_parts(judge.money)], console.width - 1),
+                              f"{judge.money.spend.calls:,} calls", *judge.money.parts()], console.width - 1),
                       highlight=False)
         if not judge.chunks:
             continue
@@ -530,21 +527,6 @@ def status_report(report: RunStatusReport, console: Console) -> None:
                          f"{view.completed:,}", f"{view.failed:,}", f"{view.expired:,}",
                          _duration(age) if age is not None else ""])
         console.print(FitTable(columns, rows, title_justify="left", box=False))
-
-
-def money_parts(money: Money) -> list[str]:
-    """Spent (the calls at no known price apart, never a silent $0), held for open batches, and
-    what each budget leaves."""
-    spend = money.spend
-    parts = [f"${spend.cost:.4f} spent" + (f" + {spend.unpriced:,} unpriced calls" if spend.unpriced else "")]
-    if money.committed is not None:
-        parts.append(f"~${money.committed:.4f} held for open batches")
-    if (left := money.cost_left) is not None:
-        parts.append(f"budget ${money.max_cost_usd:g}: " + (f"${left:.4f} left" if left >= 0 else
-                                                             f"passed by ${-left:.4f}"))
-    if (hours := money.hours_left) is not None:
-        parts.append(f"{money.hours:.2f} of {money.max_hours:g} h judged: {max(hours, 0.0):.2f} h left")
-    return parts
 
 
 def start_line(progress: RunProgress) -> str:
