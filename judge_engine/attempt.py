@@ -93,6 +93,7 @@ async def call_provider(
                 started = time.perf_counter()
                 counters.in_flight += 1
                 counters.calls += 1
+                deployment.sent += 1  # every call that leaves has its transcript line (429s included)
                 try:
                     # litellm's timeout covers connect and read; this guard also covers a stalled
                     # body or a provider SDK that ignores the timeout.
@@ -115,6 +116,7 @@ async def call_provider(
                         failure = deployment.provider.classify(exc)
                     if failure.kind is ErrorKind.LOCAL:  # nothing left: no call, no transcript line
                         counters.calls -= 1
+                        deployment.sent -= 1
                         lane.stats.requests -= 1
                         raise LocalRequestError(
                             f"{failure.message.rstrip('. ')}. Our side failed before the request left, so nothing was sent; "

@@ -177,3 +177,14 @@ def guard_for(config: JobConfig, sessions: list[dict[str, Any]], spend: Callable
             batch_prices[judge.name] = batch[:2]
     return Guard(config.budget, {j.name: j.budget for j in config.judges}, prices, spend,
                  batch_prices=batch_prices, hours_before=hours_judged(sessions))
+
+
+def record_budgets(recorded: dict[str, Any], config: JobConfig) -> None:
+    """Write the budgets a resumed session applies (a judge's raised in the config file, the
+    run's given with ``--budget``) into ``recorded``, run.json's config, where ``status`` reads
+    them: what is left is counted against the limits the run goes on under."""
+    view = config.manifest_view()
+    recorded["budget"] = view["budget"]
+    for entry, judge in zip(recorded.get("judges") or [], view["judges"], strict=False):
+        if isinstance(entry, dict) and entry.get("name") == judge["name"]:
+            entry["budget"] = judge["budget"]

@@ -780,7 +780,9 @@ class Manifest:
     spend: dict[str, Any] = field(default_factory=dict)
     """:func:`spend_section` of the whole run, with the transcript offset it covers."""
     sessions: list[dict[str, Any]] = field(default_factory=list)
-    """One entry per session: started/ended, status, tasks judged, its own spend, ``--retry``."""
+    """One entry per session: started/ended, status, tasks judged, its own spend, ``--retry``;
+    for judges with several deployments, ``deployments``: judge -> deployment -> its calls of
+    that spend (batch results counted at the first deployment, where batches go)."""
     failures: dict[str, str] = field(default_factory=dict)
     """Judge -> why it stopped, when the last session failed."""
     rescored_from: str | None = None

@@ -48,6 +48,9 @@ class Deployment:
     dead: str | None = None
     """Why the session stopped using this deployment (auth, bad request, not found)."""
     sent: int = 0
+    """Calls sent here this session, each one a transcript line (as the run's spend counts calls)."""
+    batched: int = 0
+    """Batch results recorded this session (a batch-mode judge's batches go to its first deployment)."""
 
     def aim(self, request: ProviderRequest) -> ProviderRequest:
         """``request`` as this deployment sends it (its model string and base URL)."""
@@ -108,14 +111,12 @@ class Router:
     def succeeded(self, deployment: Deployment) -> None:
         deployment.failures_in_row = 0
         deployment.cool_down_s = COOL_DOWN_S
-        deployment.sent += 1
 
     def failed(self, deployment: Deployment, failure: ErrorClass) -> bool:
         """Account a failed attempt; True when another deployment may take the request over
         (this one is cooling down or left out, and some other one is live)."""
         if not self.several:
             return False
-        deployment.sent += 1
         if failure.kind is ErrorKind.FATAL:
             deployment.dead = failure.message
         elif failure.kind is ErrorKind.RETRY:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from judge_engine import __version__
-from judge_engine.budget import BudgetStop, guard_for
+from judge_engine.budget import BudgetStop, guard_for, record_budgets
 from judge_engine.cache import AnswerCache
 from judge_engine.cascade.session import cascade_run
 from judge_engine.cascade.stages import CascadePlan, cascade_plan, check_stages
@@ -352,30 +352,17 @@ def demo_endpoint(judge: JudgeConfig, url: str) -> Endpoint:
 
 
 @contextlib.contextmanager
-def endpoints(prepared: PreparedRun) -> Iterator[dict[str, list[Endpoint]]]:
+def endpoints(prepared: PreparedRun, *, demo_batch_s: float | None = None) -> Iterator[dict[str, list[Endpoint]]]:
     """Judge name -> where its requests go (one endpoint per deployment), for as long as the
-    session runs. A demo starts the project's fake server on a free loopback port, in its own
-    session so that a Ctrl-C meant for the run does not kill it under the calls in flight, and
-    stops it afterwards; a judge with several deployments gets a fake server per deployment,
-    each holding that deployment's limits, so the demo shows requests split between them."""
+    session runs. A demo's go to the project's fake servers (:mod:`judge_engine.demo`), which
+    keep its batches in the run's demo folder; ``demo_batch_s``: how long a batch they are sent
+    takes to complete."""
     if not prepared.demo:
         yield {judge.name: endpoints_for(judge) for judge in prepared.config.judges}
         return
-    from judge_engine.fake import FakeConfig, FakeServerProcess
+    from judge_engine.demo import demo_endpoints
 
-    with contextlib.ExitStack() as stack:
-        def server(limits: Limits | None = None) -> str:
-            config = FakeConfig(latency_s=0.05, latency_jitter_s=0.03, window_s=10.0,
-                                rpm=limits.rpm if limits else None, tpm=limits.tpm if limits else None)
-            return stack.enter_context(FakeServerProcess(config, own_session=True)).base_url
-
-        shared = server()
-        where = {}
-        for judge in prepared.config.judges:
-            if judge.deployments:
-                where[judge.name] = [demo_endpoint(judge, server(d.limits or judge.limits)) for d in judge.deployments]
-            else:
-                where[judge.name] = [demo_endpoint(judge, shared)]
+    with demo_endpoints(prepared, batch_s=demo_batch_s) as where:
         yield where
 
 
@@ -383,28 +370,35 @@ def endpoints(prepared: PreparedRun) -> Iterator[dict[str, list[Endpoint]]]:
 
 
 def run(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: bool = False,
-        new_run: bool = False, progress: RunProgress | None = None) -> RunResult:
+        new_run: bool = False, progress: RunProgress | None = None, demo_batch_s: float | None = None) -> RunResult:
     """Judge a config's dataset, or resume its run if it ran before (see the module docstring).
+    ``demo_batch_s``: how long a demo's batches take to complete (:func:`endpoints`).
 
     Raises:
         ConfigError, DatasetError, TemplateError, RunDirError: bad input, before anything is sent.
     """
-    return _session(prepare(config_path, overrides=overrides, demo=demo, new_run=new_run), None, progress, "run")
+    prepared = prepare(config_path, overrides=overrides, demo=demo, new_run=new_run)
+    return _session(prepared, None, progress, "run", demo_batch_s)
 
 
 def resume(run_dir: Path, *, retry: str | None = None, progress: RunProgress | None = None,
-           overrides: Mapping[str, Any] | None = None, batch: bool = False) -> RunResult:
+           overrides: Mapping[str, Any] | None = None, batch: bool = False,
+           demo_batch_s: float | None = None) -> RunResult:
     """Finish a killed, cancelled or stopped run, or judge its unscored tasks again (``retry``:
     ``unscored`` or reason codes separated by commas). ``overrides``: new budgets
     (``max_cost_usd``, ``max_hours``); ``batch``: every judge in batch mode from now on (both
-    recorded for later resumes, as ``run --batch`` is)."""
+    recorded for later resumes, as ``run --batch`` is); ``demo_batch_s``: how long the demo
+    batches this session creates take (those submitted before keep their own time)."""
     codes = retry_codes(retry)
     merged = {**(overrides or {}), **({"batch": True} if batch else {})}
-    return _session(prepare_resume(run_dir, overrides=merged or None), codes, progress, "resume")
+    prepared = prepare_resume(run_dir, overrides=merged or None)
+    if demo_batch_s is not None and not prepared.demo:
+        raise ConfigError(f"--demo-batch-s: {run_dir} is not a demo run")
+    return _session(prepared, codes, progress, "resume", demo_batch_s)
 
 
 def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunProgress | None,
-             started_by: Literal["run", "resume"]) -> RunResult:
+             started_by: Literal["run", "resume"], demo_batch_s: float | None = None) -> RunResult:
     progress = progress if progress is not None else RunProgress()
     progress.run_dir, progress.demo, progress.retry = prepared.run_dir, prepared.demo, retry
     if prepared.resumed and prepared.manifest.status == "completed" and retry is None:
@@ -412,9 +406,11 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
         manifest = prepared.manifest if not prepared.config.juries else settle_juries(
             prepared.run_dir, prepared.config, prepared.protocols, prepared.manifest)
         return RunResult(prepared.run_dir, "completed", manifest, already_complete=True, started_by=started_by)
+    if prepared.resumed:
+        record_budgets(prepared.manifest.config, prepared.config)
     recorded: list[RunResult] = []
     try:
-        with endpoints(prepared) as where:
+        with endpoints(prepared, demo_batch_s=demo_batch_s) as where:
             asyncio.run(_kept(execute(prepared, where, progress=progress, retry=retry), recorded))
     except KeyboardInterrupt:
         if not recorded:
@@ -517,6 +513,9 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
                        spend=_session_spend(store, spent_before))
         if cache.problem:
             session["cache_problem"] = cache.problem
+        if split := {j.config.name: {d.name: d.sent + d.batched for d in j.deployments} for j in runtimes
+                     if len(j.deployments) > 1}:
+            session["deployments"] = split  # each judge's calls in the spend above, per deployment
         manifest.status, manifest.updated_at = outcome.status, utc_now()
         manifest.spend, manifest.failures = store.spend_record(), dict(outcome.failures)
         manifest.stopped = outcome.budget.to_dict() if outcome.budget is not None else None
@@ -580,9 +579,11 @@ def _listed(where: Endpoint | Sequence[Endpoint]) -> list[Endpoint]:
 
 
 def _deployment_totals(judge: JudgeRuntime) -> dict[str, str]:
+    """This session's calls per deployment (they add up to the judge's calls in its spend)."""
     if len(judge.deployments) < 2:
         return {}
-    return {d.name: f"{d.sent:,} calls" + (f", left out: {d.dead}" if d.dead else "") for d in judge.deployments}
+    return {d.name: f"{d.sent + d.batched:,} calls" + (f" ({d.batched:,} in batches)" if d.batched else "")
+            + (f", left out: {d.dead}" if d.dead else "") for d in judge.deployments}
 
 
 def _session_spend(store: RunStore, before: Mapping[str, Spend]) -> dict[str, Any]:

@@ -2,15 +2,21 @@
 7 and 8). No API key exists here, so every ``judge-engine run`` is given ``--demo`` (the README's
 own first command is a demo run), and ``judge-engine view``, which serves until Ctrl-C, is given
 ``--check`` (it serves its page once, as a browser would ask, and exits); ``export`` lines, ``pip
-install`` and the test command itself are skipped."""
+install`` and the test command itself are skipped. A command sent to the background (``... &``)
+runs beside the next ones; the ``sleep`` after it waits until it has submitted a batch (the
+README's pause, made sure of on a loaded machine), and ``kill -9 $!`` kills it with SIGKILL. A
+demo batch takes 4 s here, whatever ``--demo-batch-s`` the README gives, to keep the test short."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +47,7 @@ def runnable(command: str) -> list[str] | None:
         return None  # CDAT needs the embeddings extra, which the README installs first
     if words[1] == "run":
         words += [w for w in ("--demo", "--no-live") if w not in words]
+    words = ["4" if before == "--demo-batch-s" else w for before, w in zip(["", *words], words, strict=False)]
     if words[1] == "view":  # it serves until Ctrl-C: --check serves the page once and exits
         words += ["--check"]
     return [sys.executable, "-m", "judge_engine.cli", *words[1:]]
@@ -53,18 +60,58 @@ def test_the_readme_has_the_commands_a_user_pastes() -> None:
         assert any(c.startswith(f"judge-engine {verb} ") for c in commands), verb
 
 
-@pytest.mark.timeout(900)  # every README command in its own process: ~25 of them, ~3 s of imports each
+@pytest.mark.timeout(1200)  # some forty commands, each a process of its own (~3 s of imports each)
 def test_readme_commands_pasted_in_order_work(tmp_path: Path) -> None:
     shutil.copytree(REPO / "examples", tmp_path / "examples",
                     ignore=shutil.ignore_patterns("runs", ".judge_cache"))
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
            "HOME": str(tmp_path)}
     ran = 0
+    background: tuple[subprocess.Popen[str], int] | None = None
     for command in readme_commands():
-        argv = runnable(command)
+        if command.startswith(("sleep ", "kill ")):
+            assert background is not None, f"{command}: nothing runs in the background"
+            process, before = background
+            if command.startswith("sleep "):
+                _until_it_submits(tmp_path, process, before)
+                continue
+            assert command == "kill -9 $!"
+            process.send_signal(signal.SIGKILL)
+            assert process.wait(timeout=30) == -signal.SIGKILL, f"it ended before the kill:\n{process.communicate()}"
+            process.communicate()
+            background = None
+            continue
+        argv = runnable(command.removesuffix("&").strip())
         if argv is None:
+            continue
+        if command.endswith("&"):
+            process = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True)
+            background = process, _submitted(tmp_path)
             continue
         result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert result.returncode == 0, f"{command}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
         ran += 1
-    assert ran >= 8
+    assert ran >= 8 and background is None
+    # The overnight demo, killed once its batch was at the (fake) provider, was resumed to the end
+    # with that batch: every task judged once.
+    overnight = tmp_path / "examples/overnight/runs/latest"
+    assert json.loads((overnight / "run.json").read_text())["status"] == "completed"
+    tasks = [json.loads(line)["task_id"] for line in (overnight / "outcomes.jsonl").read_text().splitlines()]
+    assert len(tasks) == len(set(tasks)) == 20
+    events = [json.loads(line) for line in (overnight / "batches.jsonl").read_text().splitlines()]
+    assert [e["batch_id"] for e in events if e["event"] == "submitted"] == \
+        [e["batch_id"] for e in events if e["event"] == "collected"]
+
+
+def _submitted(root: Path) -> int:
+    """Batches submitted so far by every run under ``root`` (as their batches.jsonl say)."""
+    return sum(f.read_text(encoding="utf-8").count('"event":"submitted"') for f in root.glob("examples/*/runs/*/batches.jsonl"))
+
+
+def _until_it_submits(root: Path, process: subprocess.Popen[str], before: int) -> None:
+    deadline = time.monotonic() + 180
+    while _submitted(root) == before:
+        assert process.poll() is None, f"the background command ended before submitting:\n{process.communicate()}"
+        assert time.monotonic() < deadline, "the background command submitted nothing in 180 s"
+        time.sleep(0.05)

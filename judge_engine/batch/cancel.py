@@ -19,13 +19,13 @@ after a Ctrl-C its batches stay at the provider).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from judge_engine.batch.ledger import Chunk, Ledger, read_ledgers, unix
-from judge_engine.batch.status import open_batch_api
+from judge_engine.batch.status import batch_apis
 from judge_engine.batch.submit import FIND_SLACK_S, chunk_metadata
 from judge_engine.config import JudgeConfig
 from judge_engine.errors import RunDirError
@@ -37,11 +37,10 @@ CANCELLED_HERE = "cancelled by judge-engine cancel"
 """The ``reason`` of the ``state`` line that records a cancel call's answer."""
 
 
-Outcome = Literal["cancelled", "ended", "not sent", "unsure", "failed", "demo"]
+Outcome = Literal["cancelled", "ended", "not sent", "unsure", "failed"]
 """What became of an open chunk: its batch ``cancelled``; ``ended`` before it could be (resume
 collects it); ``not sent`` (no batch at the provider); ``unsure`` (a batch found by its size
-alone: maybe another's, left alone); ``failed`` (the provider's answer is the note); ``demo``
-(a demo run's fake server ended with its session)."""
+alone: maybe another's, left alone); ``failed`` (the provider's answer is the note)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +78,12 @@ def cancel_run(run_dir: Path, *, judges: Sequence[str] = ()) -> list[Cancel]:
     ledgers = _open_ledgers(run_dir, judges)
     if not ledgers:
         return []
-    if manifest.demo:  # its fake server ended with its session: nothing is left at any provider
-        return [Cancel(name, c.chunk_id, c.batch_id, c.status, "demo", "its fake server ended with its session")
-                for name, ledger in ledgers.items() for c in ledger.open_chunks()]
     prepared = prepare_resume(run_dir)
     store = RunStore.open(run_dir)  # the run's lock, held while its lines are written
     try:
         ledgers = _open_ledgers(run_dir, judges)  # as they are now that no other process can write
-        return asyncio.run(_cancel_all(store, ledgers, {j.name: j for j in prepared.config.judges}))
+        with batch_apis(prepared, read_only=False) as api_of:  # a demo's: its fake servers, started again
+            return asyncio.run(_cancel_all(store, ledgers, {j.name: j for j in prepared.config.judges}, api_of))
     finally:
         store.close()
 
@@ -96,10 +93,11 @@ def _open_ledgers(run_dir: Path, judges: Sequence[str]) -> dict[str, Ledger]:
             if ledger.open_chunks() and (not judges or name in judges)}
 
 
-async def _cancel_all(store: RunStore, ledgers: dict[str, Ledger], configs: Mapping[str, JudgeConfig]) -> list[Cancel]:
+async def _cancel_all(store: RunStore, ledgers: dict[str, Ledger], configs: Mapping[str, JudgeConfig],
+                      api_of: Callable[[JudgeConfig], BatchAPI]) -> list[Cancel]:
     done: list[Cancel] = []
     for name, ledger in ledgers.items():
-        api = open_batch_api(configs[name])
+        api = api_of(configs[name])
         try:
             for chunk in ledger.open_chunks():
                 done.append(await _cancel(store, api, ledger, chunk))

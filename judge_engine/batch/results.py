@@ -161,7 +161,6 @@ class Results:
                                           transcript=self._transcript))
             return
         request = judge.request(messages, task.temperature, task.ref)
-        judge.counters.calls += 1
         response = result.response
         if result.kind is ResultKind.ANSWER and response is not None and _empty(response):
             # An empty result is not an answer (a failed request can come back as one): it is
@@ -307,6 +306,8 @@ class Results:
         session recorded it before it was killed: a result is recorded, and paid, once."""
         if record.batch is None or record.batch.get("custom_id") not in self._recorded:
             self._transcript(record)
+            self.judge.counters.calls += 1  # a call as the run's spend counts it: once per line
+            self.judge.deployments[0].batched += 1
         reached(f"recorded-r{chunk.round}")
 
     def _recorded_before(self, chunk: Chunk, batch_id: str) -> set[str]:

@@ -351,10 +351,10 @@ def packed(parts: Sequence[str], width: int, *, indent: str = "  ", separator: s
 
 
 class LiveDisplay:
-    """A live view per judge: done/total, in flight, req/min, tok/min, 429s, retries, re-asks,
-    cache hits, unscored, cost so far and ETA. A table when the terminal is wide enough for it
-    whole; otherwise (80 columns) a few lines per judge, broken between figures, so nothing is
-    ever cut."""
+    """A live view per judge: tasks done of the whole run's, then this session's figures (in
+    flight, req/min, tok/min, 429s, retries, re-asks, cache hits, unscored, calls, cost) and ETA.
+    A table when the terminal is wide enough for it whole; otherwise (80 columns) a few lines per
+    judge, broken between figures, so nothing is ever cut."""
 
     def __init__(self, judges: Sequence[JudgeRuntime], *, console: Console | None = None, banner: str = "") -> None:
         self._judges = list(judges)
@@ -398,19 +398,20 @@ class LiveDisplay:
             "share": f"{c.done / c.total if c.total else 1.0:.0%}", "in flight": str(c.in_flight),
             "req/min": _compact(rpm), "tok/min": _compact(tpm), "429s": str(judge.rate_limited),
             "retries": str(c.retries), "re-asks": str(c.reasks), "cache hits": str(c.cache_hits),
-            "unscored": str(c.unscored), "cost": dollars(c.cost), "ETA": _duration(_eta(judge, per_s)),
+            "unscored": str(c.unscored), "calls": f"{c.calls:,}", "cost": dollars(c.cost),
+            "ETA": _duration(_eta(judge, per_s)),
         }
 
     def table(self, rows: Sequence[dict[str, str]]) -> Table:
-        table = Table(title="judge-engine", expand=False)
-        columns = ("judge", "done/total", "in flight", "req/min", "tok/min", "429s", "retries", "re-asks",
-                   "cache hits", "unscored", "cost", "ETA")
+        table = Table(title="judge-engine: tasks of the whole run, the rest this session", expand=False)
+        columns = ("judge", "tasks (run)", "in flight", "req/min", "tok/min", "429s", "retries", "re-asks",
+                   "cache hits", "unscored", "calls", "cost", "ETA")
         for column in columns:
             table.add_column(column, justify="right" if column != "judge" else "left", no_wrap=True)
         for row in rows:
             table.add_row(row["judge"], f"{row['done']}/{row['total']}", row["in flight"], row["req/min"],
                           row["tok/min"], row["429s"], row["retries"], row["re-asks"], row["cache hits"],
-                          row["unscored"], row["cost"], row["ETA"])
+                          row["unscored"], row["calls"], row["cost"], row["ETA"])
         return table
 
     def lines(self, rows: Sequence[dict[str, str]]) -> Text:
@@ -418,12 +419,13 @@ class LiveDisplay:
         width = max(40, self._console.width - 1)
         text = Text()
         for row in rows:
-            text.append(packed([row["judge"], f"{row['done']}/{row['total']} ({row['share']})",
-                                f"in flight {row['in flight']}", f"ETA {row['ETA']}", row["cost"]],
+            text.append(packed([row["judge"], f"tasks {row['done']}/{row['total']} ({row['share']}, run)",
+                                f"in flight {row['in flight']}", f"ETA {row['ETA']}"],
                                width, separator="  ") + "\n", style="bold")
-            figures = packed([f"{row['req/min']} req/min", f"{row['tok/min']} tok/min", f"{row['429s']} 429s",
-                              f"{row['retries']} retries", f"{row['re-asks']} re-asks", f"{row['cache hits']} cached",
-                              f"{row['unscored']} unscored"], width - 2, indent="")
+            figures = packed([f"this session: {row['calls']} calls", row["cost"], f"{row['req/min']} req/min",
+                              f"{row['tok/min']} tok/min", f"{row['429s']} 429s", f"{row['retries']} retries",
+                              f"{row['re-asks']} re-asks", f"{row['cache hits']} cached", f"{row['unscored']} unscored"],
+                             width - 2, indent="")
             text.append("".join(f"  {line}\n" for line in figures.splitlines()), style="dim")
         text.rstrip()
         return text
@@ -436,9 +438,9 @@ def progress_lines(judges: Sequence[JudgeRuntime], meters: Mapping[str, RateMete
         c = judge.counters
         rpm, _tpm, per_s = meters[judge.config.name].sample(judge)
         share = c.done / c.total if c.total else 1.0
-        out.append(f"[{_duration(elapsed_s)}] {judge.config.name}{_state(judge)}: {c.done:,}/{c.total:,} ({share:.0%}) · "
-                   f"{rpm:,.0f} req/min · {c.unscored} unscored · {c.retries} retries · {dollars(c.cost)} · "
-                   f"ETA {_duration(_eta(judge, per_s))}")
+        out.append(f"[{_duration(elapsed_s)}] {judge.config.name}{_state(judge)}: tasks {c.done:,}/{c.total:,} "
+                   f"({share:.0%}, run) · this session: {c.calls:,} calls, {dollars(c.cost)}, {c.unscored} unscored, "
+                   f"{c.retries} retries · {rpm:,.0f} req/min · ETA {_duration(_eta(judge, per_s))}")
     return out + batch_lines(judges, width=PIPED_WIDTH)
 
 
@@ -499,6 +501,9 @@ def status_report(report: RunStatusReport, console: Console) -> None:
         console.print(f"[yellow]{escape(str(stopped.get('message') or stopped.get('path')))}[/yellow]", highlight=False)
     for note in report.notes:
         console.print(f"[yellow]{escape(note)}[/yellow]")
+    money = report.money
+    console.print(packed([f"whole run: {money.spend.calls:,} calls", f"{money.spend.tokens:,} tokens",
+                          *money.parts()], console.width - 1), highlight=False)
     for judge in report.judges:
         share = judge.done / judge.tasks if judge.tasks else 1.0
         batches = [f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request"]
@@ -507,7 +512,8 @@ def status_report(report: RunStatusReport, console: Console) -> None:
                               f"({share:.0%})", f"{judge.scored:,} scored", f"{judge.unscored:,} unscored" + (
                                   " (" + ", ".join(f"{c}={n:,}" for c, n in judge.unscored_by_code.items()) + ")"
                                   if judge.unscored_by_code else ""),
-                              *([] if online else batches), f"{judge.not_sent:,} not sent yet"], console.width - 1),
+                              *([] if online else batches), f"{judge.not_sent:,} not sent yet",
+                              f"{judge.money.spend.calls:,} calls", *judge.money.parts()], console.width - 1),
                       highlight=False)
         if not judge.chunks:
             continue
@@ -636,7 +642,8 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
                      f"{counts[name].get('unscored', 0):,}", "", "", ""])
     table = FitTable(columns, rows, title=f"run {manifest.run_id}: {result.status} in {_duration(result.elapsed_s)}",
                      title_justify="left")
-    lines = [f"{judge.name}: " + ", ".join(f"{name} {what}" for name, what in judge.deployments.items())
+    # This session's calls per deployment: they add up to its calls on the "this session" line.
+    lines = [f"{judge.name} this session: " + ", ".join(f"{name} {what}" for name, what in judge.deployments.items())
              for judge in result.judges if judge.deployments]
     from judge_engine.cascade.report import summary_lines
 

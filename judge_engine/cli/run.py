@@ -54,6 +54,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     run.add_argument("--demo", action="store_true", help="answer with the built-in fake server (synthetic answers, no API key)")
     run.add_argument("--new-run", action="store_true", help="start a fresh run directory even if this config ran before")
     add_batch_option(run)
+    _demo_batch_option(run)
     _session_options(run)
     run.set_defaults(handler=run_command)
 
@@ -64,6 +65,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         help="judge again the tasks left unscored: 'unscored' for all, or reason codes separated by "
                              "commas (e.g. transport_exhausted,rate_limited); cached answers are re-read, not re-bought")
     add_batch_option(resume)
+    _demo_batch_option(resume)
     _session_options(resume)
     resume.set_defaults(handler=resume_command)
 
@@ -100,6 +102,22 @@ def add_batch_option(parser: argparse.ArgumentParser) -> None:
                              "recorded, so a resume keeps it); see the config's batch: settings")
 
 
+def _demo_batch_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--demo-batch-s", type=_seconds, metavar="SECONDS",
+                        help="a demo run's batches take this long to complete (default 3), long enough to stop "
+                             "the run and watch status and resume find them")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value <= 86_400:
+        raise argparse.ArgumentTypeError(f"{text!r}: between 0 and 86400 seconds")
+    return value
+
+
 def _session_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-live", action="store_true", help="no live display: a progress line every "
                         "--progress-every seconds instead (also when stderr is not a terminal)")
@@ -119,8 +137,13 @@ def run_command(args: argparse.Namespace) -> int:
     from judge_engine import session
 
     overrides = {**override_values(args), **_budget(args)}
+    if args.demo_batch_s is not None and not args.demo:
+        from judge_engine.errors import ConfigError
+
+        raise ConfigError("--demo-batch-s: only a demo run (--demo) has demo batches")
     return _watched(args, lambda progress: session.run(
-        args.config, overrides=overrides, demo=args.demo, new_run=args.new_run, progress=progress))
+        args.config, overrides=overrides, demo=args.demo, new_run=args.new_run, progress=progress,
+        demo_batch_s=args.demo_batch_s))
 
 
 def resume_command(args: argparse.Namespace) -> int:
@@ -128,7 +151,8 @@ def resume_command(args: argparse.Namespace) -> int:
     from judge_engine import session
 
     return _watched(args, lambda progress: session.resume(args.run_dir, retry=args.retry, progress=progress,
-                                                          overrides=_budget(args), batch=args.batch))
+                                                          overrides=_budget(args), batch=args.batch,
+                                                          demo_batch_s=args.demo_batch_s))
 
 
 def _budget(args: argparse.Namespace) -> dict[str, Any]:

@@ -58,7 +58,7 @@ def cancel_command(args: argparse.Namespace) -> int:
         say(console, "No open batch in this run: nothing to cancel.")
         return EXIT_OK
     said = {"cancelled": "cancel sent", "ended": "had ended: resume collects it", "not sent": "no batch at the provider",
-            "unsure": "left alone", "failed": "failed", "demo": "a demo run"}
+            "unsure": "left alone", "failed": "failed"}
     rows = [[c.chunk, c.batch_id or "-", c.status, said[c.outcome] + (f": {c.note}" if c.note else "")]
             for c in cancels]
     print_table(f"{sum(c.outcome == 'cancelled' for c in cancels)} of {len(cancels)} open batches cancelled",

@@ -1,4 +1,4 @@
-"""``python -m judge_engine.fake --port 0 --config '{"rpm": 600}'``
+"""``python -m judge_engine.fake --port 0 --config '{"rpm": 600}' [--state-dir DIR [--read-only]]``
 
 Prints exactly one line, ``judge-engine fake server listening on http://127.0.0.1:PORT/v1``, once
 it serves, then serves on 127.0.0.1 until SIGTERM or SIGINT.
@@ -11,16 +11,18 @@ import asyncio
 import os
 import signal
 import sys
+from pathlib import Path
 
 from pydantic import ValidationError
 
 from judge_engine import jsonio
 from judge_engine.fake.app import FakeApp
+from judge_engine.fake.batch_state import BatchStore
 from judge_engine.fake.config import FakeConfig
 from judge_engine.fake.process import READY_PREFIX
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[int, FakeConfig, int | None]:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m judge_engine.fake",
         description="The judge-engine fake OpenAI-compatible server (binds 127.0.0.1 only).",
@@ -32,12 +34,15 @@ def parse_args(argv: list[str] | None = None) -> tuple[int, FakeConfig, int | No
     parser.add_argument(
         "--parent", type=int, default=None, help="exit when the process with this pid is gone"
     )
+    parser.add_argument("--state-dir", type=Path, default=None,
+                        help="keep the batch APIs' files and batches here, and serve those found there")
+    parser.add_argument("--read-only", action="store_true", help="with --state-dir: serve them, write nothing")
     args = parser.parse_args(argv)
     try:
-        config = FakeConfig.model_validate(jsonio.loads(args.config))
+        args.config = FakeConfig.model_validate(jsonio.loads(args.config))
     except (ValueError, ValidationError) as exc:
         parser.error(f"--config: {exc}")
-    return args.port, config, args.parent
+    return args
 
 
 async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
@@ -49,8 +54,9 @@ async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
         await asyncio.sleep(0.5)
 
 
-async def serve(port: int, config: FakeConfig, parent: int | None = None) -> None:
-    app = FakeApp(config)
+async def serve(port: int, config: FakeConfig, parent: int | None = None, *, state_dir: Path | None = None,
+                read_only: bool = False) -> None:
+    app = FakeApp(config, store=BatchStore(state_dir, read_only=read_only) if state_dir else None)
     bound = await app.start(port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -67,8 +73,8 @@ async def serve(port: int, config: FakeConfig, parent: int | None = None) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    port, config, parent = parse_args(argv)
-    asyncio.run(serve(port, config, parent))
+    args = parse_args(argv)
+    asyncio.run(serve(args.port, args.config, args.parent, state_dir=args.state_dir, read_only=args.read_only))
     return 0
 
 

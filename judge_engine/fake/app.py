@@ -50,6 +50,7 @@ from judge_engine.fake.answers import (
     requested_top,
     with_logprobs,
 )
+from judge_engine.fake.batch_state import BatchStore
 from judge_engine.fake.batches import FakeBatches
 from judge_engine.fake.config import FakeConfig, RetryAfterMode
 from judge_engine.fake.state import Draw, SlidingWindow, Stats
@@ -85,12 +86,12 @@ def retry_after_headers(seconds: float, mode: RetryAfterMode) -> dict[str, str]:
 class FakeApp:
     """The server's state and handlers; one instance per server, used from its event loop only."""
 
-    def __init__(self, config: FakeConfig | None = None) -> None:
+    def __init__(self, config: FakeConfig | None = None, *, store: BatchStore | None = None) -> None:
         self.config = config if config is not None else FakeConfig()
         self.stats = Stats()
         self.window = SlidingWindow()
         self.answers = AnswerBook()
-        self.batches = FakeBatches(lambda: self.config, self.answers)
+        self.batches = FakeBatches(lambda: self.config, self.answers, store)
         self.started = time.monotonic()
         self._runner: web.AppRunner | None = None
 
@@ -113,6 +114,7 @@ class FakeApp:
     async def start(self, port: int = 0) -> int:
         """Bind to 127.0.0.1:``port`` (0: a free port) and return the port."""
         _ = self.answers.writers  # import the writers (and their protocols) before the first request
+        self.batches.load()  # a store's batches, from an earlier server (batch_state)
         self._runner = web.AppRunner(
             self.application(), access_log=None, handle_signals=False, shutdown_timeout=0.2
         )

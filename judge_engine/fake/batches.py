@@ -13,7 +13,10 @@ from its custom id, whether it fails (an error result), is never processed (the 
 time, so the server keeps answering meanwhile. A create call is counted at once (submissions per
 task: the custom id's part before its last ``-``), then answered after
 :attr:`FakeBatchConfig.create_delay_s`; a batch beyond the enqueued-token quota is refused and
-not counted (OpenAI: ``failed`` with ``token_limit_exceeded``; Anthropic: 429).
+not counted (OpenAI: ``failed`` with ``token_limit_exceeded``; Anthropic: 429). With a
+:class:`~judge_engine.fake.batch_state.BatchStore`, every file and batch is written to disk as it
+is accepted (and again when cancelled or ended), and :meth:`FakeBatches.load` serves them again
+in a later server.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import itertools
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from judge_engine import jsonio
@@ -39,6 +41,7 @@ from judge_engine.fake.answers import (
     requested_top,
     with_logprobs,
 )
+from judge_engine.fake.batch_state import BatchStore, FakeBatch, FakeFile
 from judge_engine.fake.config import FakeConfig
 from judge_engine.fake.state import Draw
 
@@ -49,83 +52,15 @@ Reply = tuple[int, bytes]
 """An HTTP status and a JSON body."""
 
 
-@dataclass(slots=True)
-class FakeFile:
-    file_id: str
-    filename: str
-    purpose: str
-    created_at: int
-    content: bytes
-
-
-@dataclass(slots=True)
-class FakeBatch:
-    """One batch: its requests, their draws, and (once computed) their result lines."""
-
-    batch_id: str
-    api: str
-    """``openai`` or ``anthropic``."""
-    created_at: float
-    """Wall time; the schedule runs on it."""
-    model: str
-    tokens: int
-    custom_ids: list[str]
-    requests: list[bytes]
-    """The request lines, released once the answers are computed."""
-    fails: list[bool]
-    expires: list[bool]
-    empties: list[bool]
-    validating_s: float
-    processing_s: float
-    metadata: dict[str, str] = field(default_factory=dict)
-    input_file_id: str = ""
-    window: str = "24h"
-    results: list[bytes | None] = field(default_factory=list)
-    """Per request: its answer's result line (None until computed, or never processed)."""
-    computed: int = 0
-    cancelled_at: float | None = None
-    refused: str | None = None
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.custom_ids)
-
-    def processed(self, now: float) -> int:
-        """Requests processed by ``now`` (in order; expired ones included, never answered)."""
-        start = self.created_at + self.validating_s
-        until = min(now, self.cancelled_at) if self.cancelled_at is not None else now
-        if until < start:
-            return 0
-        if self.processing_s <= 0:
-            done = self.size
-        else:
-            done = min(self.size, int((until - start) / self.processing_s * self.size))
-        return min(done, self.computed)
-
-    def ended(self, now: float) -> bool:
-        if self.refused is not None:
-            return False
-        if self.cancelled_at is not None:
-            return self.computed >= self.processed(self.cancelled_at)
-        return self.computed >= self.size and now >= self.created_at + self.validating_s + self.processing_s
-
-    def counts(self, now: float) -> tuple[int, int, int]:
-        """(answered, failed, expired) so far."""
-        done = self.processed(now)
-        failed = sum(1 for i in range(done) if self.fails[i] and not self.expires[i])
-        expired = sum(1 for i in range(done) if self.expires[i])
-        return done - failed - expired, failed, expired
-
-
 class FakeBatches:
     """Both batch APIs' state, driven by the server's event loop."""
 
-    def __init__(self, config: Any, answers: AnswerBook) -> None:
+    def __init__(self, config: Any, answers: AnswerBook, store: BatchStore | None = None) -> None:
         self._config = config
         """Returns the live :class:`FakeConfig` (it can be patched while batches run)."""
         self._answers = answers
+        self._store = store
+        """Where files and batches are kept for a later server (None: in memory only)."""
         self.files: dict[str, FakeFile] = {}
         self.batches: dict[str, FakeBatch] = {}
         self.submissions: Counter[str] = Counter()
@@ -133,6 +68,26 @@ class FakeBatches:
         self.refused = 0
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
+
+    def load(self) -> None:
+        """Serve again what the store holds (called from the server's event loop at start): a
+        batch without its result files has its answers computed again from its requests."""
+        if self._store is None:
+            return
+        loaded = self._store.load()
+        self._ids = itertools.count(max(loaded.last_id + 1, next(self._ids)))
+        self.files.update((f.file_id, f) for f in loaded.files)
+        for batch, requests in loaded.batches:
+            self.batches[batch.batch_id] = batch
+            if batch.refused is not None:
+                continue
+            for custom_id in batch.custom_ids:
+                self.submissions[custom_id.rpartition("-")[0] or custom_id] += 1
+            if batch.output_file_id is not None:
+                batch.results, batch.computed = [], batch.size
+            else:
+                batch.requests = requests
+                self._start_computing(batch)
 
     def clear(self) -> None:
         self.files.clear()
@@ -151,6 +106,8 @@ class FakeBatches:
             return 400, wire.openai_error(f"purpose {purpose!r} is not supported by the fake server", "invalid_request_error")
         file = FakeFile(f"file-fake{next(self._ids):06d}", filename, purpose, int(time.time()), content)
         self.files[file.file_id] = file
+        if self._store is not None:
+            self._store.save_file(file)
         return 200, jsonio.dumps(wire.file_object(file.file_id, len(file.content), file.created_at, file.filename,
                                                     file.purpose))
 
@@ -174,6 +131,8 @@ class FakeBatches:
             return 400, wire.openai_error(str(exc), "invalid_request_error")
         batch = self._batch("openai", requests, model, len(file.content), metadata=payload.get("metadata") or {},
                             input_file_id=file.file_id, window=str(payload.get("completion_window") or "24h"))
+        if batch.refused is not None:
+            self._save(batch, [])  # listed (failed) by a later server too
         return 200, jsonio.dumps(self.openai_object(batch))
 
     def get_openai(self, batch_id: str) -> Reply:
@@ -313,10 +272,18 @@ class FakeBatches:
             return batch
         for custom_id in batch.custom_ids:
             self.submissions[custom_id.rpartition("-")[0] or custom_id] += 1
+        self._save(batch, batch.requests)
+        self._start_computing(batch)
+        return batch
+
+    def _start_computing(self, batch: FakeBatch) -> None:
         task = asyncio.get_running_loop().create_task(self._compute(batch))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return batch
+
+    def _save(self, batch: FakeBatch, requests: list[bytes] | None = None) -> None:
+        if self._store is not None:
+            self._store.save_batch(batch, requests)
 
     def _enqueued(self, model: str) -> int:
         now = time.time()
@@ -334,6 +301,7 @@ class FakeBatches:
     def _cancel(self, batch: FakeBatch) -> None:
         if batch.cancelled_at is None and not batch.ended(time.time()):
             batch.cancelled_at = time.time()
+            self._save(batch)
 
     def _end(self, batch: FakeBatch, now: float) -> bool:
         """Whether ``batch`` has ended; its result files are made the first time it has."""
@@ -362,11 +330,14 @@ class FakeBatches:
             file = FakeFile(f"file-fake{next(self._ids):06d}", f"{batch.batch_id}_{kind}.jsonl", "batch_output",
                             int(time.time()), b"".join(lines))
             self.files[file.file_id] = file
+            if self._store is not None:
+                self._store.save_file(file)
             if kind == "output":
                 batch.output_file_id = file.file_id
             else:
                 batch.error_file_id = file.file_id
         batch.results = []
+        self._save(batch)
 
     async def _compute(self, batch: FakeBatch) -> None:
         """Every request's result line, a slice at a time (the server answers in between); a

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
@@ -28,6 +29,10 @@ class FakeServerProcess:
         own_session: start the child in a session of its own, so a Ctrl-C at the terminal
             reaches only the parent, which stops the child when it is done with it
             (``--demo``: calls in flight must still get their answers).
+        state_dir: keep the batch APIs' files and batches there, and serve those an earlier
+            server left there (:mod:`judge_engine.fake.batch_state`); None: in memory only.
+        read_only: with ``state_dir``, serve what is there and write nothing (a look beside the
+            server that owns it).
     """
 
     def __init__(
@@ -37,11 +42,14 @@ class FakeServerProcess:
         port: int = 0,
         startup_timeout_s: float = 30.0,
         own_session: bool = False,
+        state_dir: Path | None = None,
+        read_only: bool = False,
     ) -> None:
         self.config = config if config is not None else FakeConfig()
         self._port = port
         self._timeout = startup_timeout_s
         self._own_session = own_session
+        self._state = ["--state-dir", str(state_dir)] + (["--read-only"] if read_only else []) if state_dir else []
         self._process: subprocess.Popen[str] | None = None
         self._base_url: str | None = None
 
@@ -57,6 +65,7 @@ class FakeServerProcess:
             jsonio.dumps(self.config.model_dump(mode="json", exclude_defaults=True)).decode(),
             "--parent",
             str(os.getpid()),
+            *self._state,
         ]
         self._process = subprocess.Popen(
             command, stdout=subprocess.PIPE, text=True, start_new_session=self._own_session

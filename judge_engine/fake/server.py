@@ -14,10 +14,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from judge_engine.fake.app import FakeApp
+from judge_engine.fake.batch_state import BatchStore
 from judge_engine.fake.config import FakeConfig
 
 T = TypeVar("T")
@@ -29,10 +31,13 @@ class FakeServer:
     Args:
         config: the behaviour; default: no limits, no faults, no latency.
         port: 0 lets the OS choose a free port.
+        state_dir: keep the batch APIs' files and batches there, and serve those found there.
+        read_only: with ``state_dir``, serve them and write nothing.
     """
 
-    def __init__(self, config: FakeConfig | None = None, *, port: int = 0) -> None:
-        self._app = FakeApp(config)
+    def __init__(self, config: FakeConfig | None = None, *, port: int = 0, state_dir: Path | None = None,
+                 read_only: bool = False) -> None:
+        self._app = FakeApp(config, store=BatchStore(state_dir, read_only=read_only) if state_dir else None)
         self._requested_port = port
         self._port: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
