@@ -42,7 +42,7 @@ from judge_engine.budget import BudgetStop, guard_for, record_budgets
 from judge_engine.cache import AnswerCache
 from judge_engine.cascade.session import cascade_run
 from judge_engine.cascade.stages import CascadePlan, cascade_plan, check_stages
-from judge_engine.config import JobConfig, JudgeConfig, Limits, check_directories, load_config
+from judge_engine.config import JobConfig, JudgeConfig, check_directories, load_config
 from judge_engine.dataset import DatasetSummary, fingerprint
 from judge_engine.decisions import (
     ItemCollector,
