@@ -95,6 +95,10 @@ class Encoder:
 
     def _message(self, message: Mapping[str, str], values: Sequence[str]) -> dict[str, Any]:
         role, content = str(message.get("role", "")), str(message.get("content") or "")
+        if len(content) >= MIN_BLOCK and (known := self._memo.get(("message", role, content))) is not None:
+            # Stored whole before (the system prompt, the shots): no search for the item's values
+            # through 5 KB of text the item did not write. Any encoding decodes to the same text.
+            return {"m": known}
         if values:
             parts = self._parts(content, values)
             if parts is not None:

@@ -83,6 +83,22 @@ def test_reask_turns_json_mode_and_candidate_lists_round_trip() -> None:
                                                   "api_base", "seed"}
 
 
+def test_a_message_stored_whole_is_referred_to_whole_afterwards() -> None:
+    """The system prompt and the shots repeat in every request: once stored whole, they are
+    referred to without searching their ~5 KB for each new item's values (the encoding is a
+    storage choice: either way the request decodes to the same text)."""
+    sink = MemorySink()
+    encoder = Encoder(sink)
+    system = {"role": "system", "content": "You are an annotator for the quality of machine translation. " * 2}
+    first = encoder.encode(_request([system, {"role": "user", "content": "Rate: Der Schnee behielt seinen Rat."}]),
+                           ["Der Schnee behielt seinen Rat."])
+    quoting = ["an annotator for the quality", "Der Wind behielt seinen Rat."]  # an item quoting the prompt
+    later = _request([system, {"role": "user", "content": "Rate: Der Wind behielt seinen Rat."}])
+    encoded = encoder.encode(later, quoting)
+    assert encoded["messages"][0] == first["messages"][0] == {"m": block_id("message", system)}
+    assert decode_request(encoded, sink.blocks) == later
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     contents=st.lists(st.text(max_size=120), min_size=1, max_size=5),
