@@ -123,7 +123,7 @@ def run(args: argparse.Namespace, work: Path, who: str, source: Path | None) -> 
                            JobSpec(protocol="gemba-mqm", tpm=tpm, concurrency=64))
         command = [sys.executable, "-m", "judge_engine.cli", "run", str(config), "--no-live"]
         if args.py_spy:
-            command = ["py-spy", "record", "-r", "200", "--nonblocking", "--format", "raw", "-o", str(config.parent / "profile.raw"),
+            command = ["py-spy", "record", "-r", "500", "--nonblocking", "--format", "raw", "-o", str(config.parent / "profile.raw"),
                        "--", *command]
         if args.callgrind:
             command = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
