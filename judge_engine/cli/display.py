@@ -540,6 +540,10 @@ class SessionView:
     Ctrl-C is doing. On exit, whatever it had not printed yet is printed, in order."""
 
     POLL_S = 0.05
+    """How often the view looks at a session that is starting (its run directory, its start line)."""
+    WATCH_S = 0.25
+    """How often it looks at a running one (for a Ctrl-C's message; a progress line is woken for
+    on time): a wake-up of this thread costs the engine's, and a paced run can last minutes."""
 
     def __init__(self, progress: RunProgress, *, console: Console, live: bool, every_s: float) -> None:
         self._progress = progress
@@ -566,8 +570,15 @@ class SessionView:
             self._live.__exit__(None, None, None)
 
     def _loop(self) -> None:
-        while not self._done.wait(self.POLL_S):
+        while not self._done.wait(self._next_look()):
             self._step()
+
+    def _next_look(self) -> float:
+        if not self._said_start:
+            return self.POLL_S
+        if self._live is None:
+            return max(0.0, min(self.WATCH_S, self._next_lines - time.monotonic()))
+        return self.WATCH_S
 
     def _step(self) -> None:
         progress, console = self._progress, self._console

@@ -95,6 +95,36 @@ def test_without_a_live_display_progress_lines_are_printed_periodically(
     assert "/30 (" in progress[-1] and "req/min" in progress[-1] and "ETA" in progress[-1]
 
 
+def test_the_view_of_a_running_session_looks_a_few_times_a_second(tmp_path: Path) -> None:
+    """The view's thread wakes 20 times a second while a session starts, then 4 times: a paced
+    run waits on its pacer for minutes, and every wake-up of this thread costs the engine CPU
+    (it takes the GIL). A progress line still comes when it is due."""
+    import io
+    import time
+    from types import SimpleNamespace
+
+    from judge_engine.cli.display import SessionView
+    from judge_engine.runtime import RunProgress
+
+    progress = RunProgress(run_dir=tmp_path)
+    progress.start(SimpleNamespace(done_count=0, retry_count=0, judges=_judges()))  # type: ignore[arg-type]
+    out = io.StringIO()
+    view = SessionView(progress, console=Console(file=out, width=200), live=False, every_s=0.6)
+    looks = 0
+    step = view._step
+
+    def counted() -> None:
+        nonlocal looks
+        looks += 1
+        step()
+
+    view._step = counted  # type: ignore[method-assign]
+    with view:
+        time.sleep(1.5)
+    assert 3 <= looks <= 10, looks  # 8: the start, 4 a second, 2 lines (30 before)
+    assert sum("] mqm-gpt-4o-mini: " in line for line in out.getvalue().splitlines()) >= 2
+
+
 # --- the one table printer (issue: terminal display at 80 columns) -------------------------------
 
 COEFFICIENTS = ["exact_agreement", "cohen_kappa", "kappa_quadratic", "alpha_ordinal", "alpha_interval", "icc_1_1",
