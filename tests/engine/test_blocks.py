@@ -113,6 +113,33 @@ def test_any_request_round_trips(contents: list[str], values: list[str]) -> None
         assert decode_request(encoded, sink.blocks) == request
 
 
+def _occurrences_by_find(content: str, values: list[str]) -> list[tuple[int, int]]:
+    """The item's values in a message, found by whole-value ``str.find`` (what the encoder did
+    before it searched for a value's first characters)."""
+    found = []
+    for value in values:
+        start = content.find(value)
+        while start != -1:
+            found.append((start, start + len(value)))
+            start = content.find(value, start + len(value))
+    found.sort(key=lambda span: (span[0], -span[1]))
+    kept: list[tuple[int, int]] = []
+    for span in found:
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=st.text(alphabet="ab ", max_size=200),
+       values=st.lists(st.text(alphabet="ab ", min_size=1, max_size=60), max_size=4))
+def test_values_are_found_where_a_whole_value_search_finds_them(content: str, values: list[str]) -> None:
+    from judge_engine.blocks import _occurrences
+
+    values = sorted(set(values), key=len, reverse=True)
+    assert _occurrences(content, values) == _occurrences_by_find(content, values)
+
+
 def test_a_run_with_reasks_writes_compact_lines_that_rebuild_every_request(
         tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(malformed_rate=0.3, seed=3)
