@@ -526,7 +526,7 @@ def _install_signals(engine: Engine, main: asyncio.Task[Any] | None, progress: R
             main.cancel()
             return
         engine.request_stop()
-        progress.stop_requested_at = time.monotonic()
+        progress.request_stop()
         loop.call_later(GRACE_S, lambda: main.cancel() if not main.done() else None)
 
     installed = []
