@@ -1,9 +1,11 @@
 """Summarise a py-spy ``--format raw`` profile (collapsed stacks: ``frame;frame;... count``).
 
-    python benchmarks/collapsed.py profile.raw [--top 30] [--under acompletion]
+    python benchmarks/collapsed.py profile.raw [--top 30] [--under acompletion] [--without importlib ...]
 
 Prints the share of samples per function, inclusive (anywhere on the stack) and self (the leaf),
-optionally only for stacks that pass through a frame whose text contains ``--under``.
+optionally only for stacks that pass through a frame whose text contains ``--under``, and
+leaving out stacks with a frame that contains any ``--without`` (start-up's imports, a thread
+waiting in ``Condition.wait`` or the loop in ``EpollSelector.select``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def short(frame: str) -> str:
     return f"{path}:{match['func']}"
 
 
-def load(path: Path, under: str | None = None) -> tuple[Counter[str], Counter[str], int]:
+def load(path: Path, under: str | None = None, without: tuple[str, ...] = ()) -> tuple[Counter[str], Counter[str], int]:
     inclusive: Counter[str] = Counter()
     leaf: Counter[str] = Counter()
     total = 0
@@ -40,6 +42,8 @@ def load(path: Path, under: str | None = None) -> tuple[Counter[str], Counter[st
         frames = [short(f) for f in stack.split(";")]
         if under is not None and not any(under in f for f in frames):
             continue
+        if any(text in f for f in frames for text in without):
+            continue
         count = int(count_text)
         total += count
         for name in set(frames):
@@ -48,8 +52,8 @@ def load(path: Path, under: str | None = None) -> tuple[Counter[str], Counter[st
     return inclusive, leaf, total
 
 
-def report(path: Path, *, top: int = 30, under: str | None = None) -> str:
-    inclusive, leaf, total = load(path, under)
+def report(path: Path, *, top: int = 30, under: str | None = None, without: tuple[str, ...] = ()) -> str:
+    inclusive, leaf, total = load(path, under, without)
     lines = [f"{path}: {total} samples" + (f" under {under!r}" if under else "")]
     lines.append(f"{'inclusive':>9}  function")
     for name, count in inclusive.most_common(top):
@@ -65,8 +69,9 @@ def main() -> None:
     parser.add_argument("profile", type=Path)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--under")
+    parser.add_argument("--without", action="append", default=[], help="leave out stacks through such a frame")
     args = parser.parse_args()
-    print(report(args.profile, top=args.top, under=args.under))
+    print(report(args.profile, top=args.top, under=args.under, without=tuple(args.without)))
 
 
 if __name__ == "__main__":

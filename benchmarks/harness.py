@@ -38,16 +38,18 @@ class ChildResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def child_env() -> dict[str, str]:
-    env = {**os.environ, KEY_ENV: KEY, "PYTHONPATH": str(REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+def child_env(source: Path | None = None) -> dict[str, str]:
+    """The children's environment; ``source``: the tree whose ``judge_engine`` they import
+    (another git ref's, for a before/after pair; default: this checkout)."""
+    env = {**os.environ, KEY_ENV: KEY, "PYTHONPATH": str(source or REPO), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     env.pop("OPENAI_API_KEY", None)
     return env
 
 
-def spawn(command: list[str], *, cwd: Path, log: Path) -> tuple[subprocess.Popen[bytes], float]:
+def spawn(command: list[str], *, cwd: Path, log: Path, source: Path | None = None) -> tuple[subprocess.Popen[bytes], float]:
     handle = log.open("ab")
     started = time.monotonic()
-    process = subprocess.Popen(command, cwd=cwd, env=child_env(), stdout=handle, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, cwd=cwd, env=child_env(source), stdout=handle, stderr=subprocess.STDOUT)
     handle.close()
     return process, started
 
@@ -112,10 +114,12 @@ class CpuSampler:
 
 
 def run_engine(config: Path, *, log: Path, timeout_s: float | None = None, resume: Path | None = None,
-               sampler: CpuSampler | None = None) -> ChildResult:
+               sampler: CpuSampler | None = None, source: Path | None = None) -> ChildResult:
+    """Run the engine on ``config`` (or resume ``resume``) as a child; ``source``: whose engine
+    (see :func:`child_env`)."""
     command = [sys.executable, "-m", "judge_engine.cli"]
     command += ["resume", str(resume), "--no-live"] if resume else ["run", str(config), "--no-live"]
-    process, started = spawn(command, cwd=config.parent, log=log)
+    process, started = spawn(command, cwd=config.parent, log=log, source=source)
     return reap_sampled(process, started, log, timeout_s=timeout_s, sampler=sampler)
 
 
@@ -144,6 +148,16 @@ def read_outcomes(run_dir: Path) -> list[dict[str, Any]]:
     from judge_engine.store import read_jsonl
 
     return list(read_jsonl(run_dir / OUTCOMES))
+
+
+def checkout(ref: str, into: Path) -> Path:
+    """The tree of git ``ref`` of this repository, extracted into ``into`` (its engine, for a
+    before/after pair run in the same minutes)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", ref, "judge_engine"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
 
 
 def only_run_dir(job: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The six load profiles and how one run of the engine or the baseline is measured.
+"""The load profiles and how one run of the engine or the baseline is measured.
 
 Every run gets a fresh fake server process (clean counters, windows and storm clock) and a fresh
 job folder (empty cache), so no run can borrow from another.
@@ -26,7 +26,7 @@ from benchmarks.harness import (
     server_start_mono,
     spawn,
 )
-from benchmarks.workload import JobSpec, Oracle, iter_rows, write_job
+from benchmarks.workload import JobSpec, Oracle, Workload, write_job
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,10 @@ PROFILES: dict[str, Profile] = {
         Profile("tpm", {"tpm": 1_500_000, "window_s": WINDOW_S, "latency_s": 0.5, "latency_jitter_s": 0.1},
                 JobSpec(protocol="novel-spans", tpm=1_500_000, concurrency=64), "tpm", 1_500_000,
                 "provider 1.5M TPM, novel-spans zero-shot (~800 fake tokens/request); config tpm 1.5M"),
+        Profile("tpm-long", {"tpm": 1_500_000, "window_s": WINDOW_S, "latency_s": 0.5, "latency_jitter_s": 0.1},
+                JobSpec(protocol="gemba-mqm", tpm=1_500_000, concurrency=64), "tpm", 1_500_000,
+                "provider 1.5M TPM, gemba-mqm few-shot (~1,800-2,000 fake tokens/request: ~150 s at N=2,000); "
+                "config tpm 1.5M"),
         Profile("latency", {"latency_s": 2.0, "latency_jitter_s": 0.2},
                 JobSpec(concurrency=200), "physical", 0, "2 s latency, no limits, concurrency 200"),
         Profile("faults", {"latency_s": 0.5, "latency_jitter_s": 0.1, "error_500_rate": 0.05, "malformed_rate": 0.02, "seed": 3},
@@ -204,16 +208,19 @@ def _first_request_s(server_start: float, stats: dict[str, Any], child: ChildRes
 
 
 def run_engine_profile(profile: Profile, n: int, items: Path, work: Path, oracle: Oracle,
-                       expected: dict[str, float | None]) -> Measured:
+                       expected: dict[str, float | None], *, who: str = "engine",
+                       source: Path | None = None) -> Measured:
+    """One engine run of ``profile``; ``source``: the tree whose engine runs (another git ref's,
+    labelled ``who``), default this checkout's."""
     from judge_engine.fake import FakeConfig, FakeServerProcess
 
     with FakeServerProcess(FakeConfig(**profile.fake)) as server:
         start = server_start_mono(server)
-        config = write_job(work / f"{profile.name}-engine", items, server.base_url, profile.job)
+        config = write_job(work / f"{profile.name}-{who}", items, server.base_url, profile.job)
         config = _limit(config, n)
         sampler = CpuSampler()
         with Monitor(server) as monitor:
-            child = run_engine(config, log=config.parent / "engine.log", sampler=sampler)
+            child = run_engine(config, log=config.parent / "engine.log", sampler=sampler, source=source)
         stats = server.stats()
     outcomes = read_outcomes(only_run_dir(config.parent))
     latest = {o["task_id"]: o for o in outcomes}
@@ -221,11 +228,11 @@ def run_engine_profile(profile: Profile, n: int, items: Path, work: Path, oracle
     unscored = sum(1 for o in latest.values() if o["status"] != "scored")
     first = _first_request_s(start, stats, child)
     active = child.wall_s - (first or 0.0)
-    return Measured("engine", child, stats, n, n - len(latest), wrong, unscored, first, active, monitor.samples, start,
+    return Measured(who, child, stats, n, n - len(latest), wrong, unscored, first, active, monitor.samples, start,
                     _startup_cpu(sampler, child, first))
 
 
-def run_baseline_profile(profile: Profile, n: int, items: Path, work: Path, oracle: Oracle) -> Measured:
+def run_baseline_profile(profile: Profile, n: int, items: Path, work: Path, oracle: Oracle, workload: Workload) -> Measured:
     from judge_engine.fake import FakeConfig, FakeServerProcess
 
     folder = work / f"{profile.name}-baseline"
@@ -237,7 +244,7 @@ def run_baseline_profile(profile: Profile, n: int, items: Path, work: Path, orac
         with Monitor(server) as monitor:
             child = run_baseline(items, n, server.base_url, profile.job, out, log=folder / "baseline.log", sampler=sampler)
         stats = server.stats()
-    rows = {row["id"]: row for row in iter_rows(n)}
+    rows = {row["id"]: row for row in workload.rows(n)}
     answers = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()] if out.exists() else []
     lost = n - sum(1 for a in answers if "content" in a)
     wrong = sum(1 for a in answers if "content" in a and not oracle.strictly_readable(rows[a["id"]], a["content"]))

@@ -70,9 +70,36 @@ def iter_rows(count: int, *, seed: int = 5, min_words: int = 50, max_words: int 
         }
 
 
-def write_items(path: Path, count: int) -> Path:
+@dataclass(frozen=True)
+class Workload:
+    """How long the items are, and which protocol judges them when a profile does not insist."""
+
+    name: str
+    min_words: int
+    max_words: int
+    protocol: str | None = None
+    """Every profile's protocol under this workload (None: each profile's own)."""
+    about: str = ""
+
+    def rows(self, count: int) -> Iterator[dict[str, Any]]:
+        return iter_rows(count, min_words=self.min_words, max_words=self.max_words)
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in [
+        Workload("default", 50, 400, None, "50-400 words a side; gemba-mqm (novel-spans in tpm)"),
+        # GEMBA-MQM's real prompt: the system turn and three shots (4,945 characters, 1,271 fake
+        # tokens) around a paragraph of ~165 words a side: ~7 KB, ~1,800 fake tokens a request.
+        Workload("fewshot", 145, 185, "gemba-mqm",
+                 "gemba-mqm few-shot on paragraphs of 145-185 words a side (~7 KB, ~1,800 tokens a request)"),
+    ]
+}
+
+
+def write_items(path: Path, count: int, workload: Workload = WORKLOADS["default"]) -> Path:
     with path.open("w", encoding="utf-8") as handle:
-        for row in iter_rows(count):
+        for row in workload.rows(count):
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
     return path
 

@@ -46,6 +46,7 @@ MIN_BLOCK = 48
 MIN_VALUE = 8
 """Characters below which an item value is not split out (a language name stays in the literal)."""
 _MEMO_LIMIT = 4096
+_HEAD = 32
 
 
 def block_id(kind: str, body: Any) -> str:
@@ -95,6 +96,10 @@ class Encoder:
 
     def _message(self, message: Mapping[str, str], values: Sequence[str]) -> dict[str, Any]:
         role, content = str(message.get("role", "")), str(message.get("content") or "")
+        if len(content) >= MIN_BLOCK and (known := self._memo.get(("message", role, content))) is not None:
+            # Stored whole before (the system prompt, the shots): no search for the item's values
+            # through 5 KB of text the item did not write. Any encoding decodes to the same text.
+            return {"m": known}
         if values:
             parts = self._parts(content, values)
             if parts is not None:
@@ -130,10 +135,16 @@ def _occurrences(content: str, values: Sequence[str]) -> list[tuple[int, int]]:
     overlap, the one that starts first (then the longer) wins."""
     found: list[tuple[int, int]] = []
     for value in values:
-        start = content.find(value)
+        # Found by its first characters, then checked whole: str.find prepares a long needle
+        # (a paragraph) before scanning, which cost more than the scan itself.
+        head = value[:_HEAD]
+        start = content.find(head)
         while start != -1:
-            found.append((start, start + len(value)))
-            start = content.find(value, start + len(value))
+            if content.startswith(value, start):
+                found.append((start, start + len(value)))
+                start = content.find(head, start + len(value))
+            else:
+                start = content.find(head, start + 1)
     found.sort(key=lambda span: (span[0], -span[1]))
     kept: list[tuple[int, int]] = []
     for span in found:

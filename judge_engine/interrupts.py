@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ class Interrupts:
             main.cancel()
             return
         self._engine.request_stop()
-        self._progress.stop_requested_at = time.monotonic()
+        self._progress.request_stop()  # wakes the view, which sleeps until it has something to say
         self._grace = self._loop.call_later(GRACE_S, lambda: main.cancel() if not main.done() else None)
 
     def recording(self) -> None:

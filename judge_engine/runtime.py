@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,7 +227,8 @@ class RunProgress:
     """A session's state as it goes, for a display to read (a live view, progress lines).
 
     The session fills it in; nothing in it calls out, so whatever watches it (another thread, a
-    notebook) can poll it at its own pace without the engine ever waiting for it.
+    notebook) can poll it at its own pace without the engine ever waiting for it. A watcher that
+    would rather not poll waits on :attr:`changed`, set when the session starts and at a stop.
     """
 
     run_dir: Path | None = None
@@ -242,6 +245,8 @@ class RunProgress:
     stop_requested_at: float | None = None
     """``time.monotonic()`` of the first Ctrl-C, when there was one."""
     finished: bool = False
+    changed: threading.Event = field(default_factory=threading.Event)
+    """Set when the session starts and when a stop is requested (a watcher clears it)."""
     _engine: Engine | None = None
 
     def start(self, engine: Engine) -> None:
@@ -249,6 +254,12 @@ class RunProgress:
         self._engine = engine
         self.done_before, self.judging_again = engine.done_count, engine.retry_count
         self.judges = list(engine.judges)
+        self.changed.set()
+
+    def request_stop(self) -> None:
+        """Called by the session at the first Ctrl-C."""
+        self.stop_requested_at = time.monotonic()
+        self.changed.set()
 
     @property
     def started(self) -> bool:

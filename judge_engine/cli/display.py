@@ -556,6 +556,11 @@ class SessionView:
     Ctrl-C is doing. On exit, whatever it had not printed yet is printed, in order."""
 
     POLL_S = 0.05
+    """How often the view looks at a session that is starting (its run directory, its start line).
+    A running one wakes it (:attr:`RunProgress.changed <judge_engine.runtime.RunProgress.changed>`:
+    a Ctrl-C), and so does a progress line when it is due; nothing else does: a paced run can wait
+    on its pacer for minutes, and every wake-up of this thread costs the engine CPU (20 a second
+    took 1.5 ms of CPU a second)."""
 
     def __init__(self, progress: RunProgress, *, console: Console, live: bool, every_s: float) -> None:
         self._progress = progress
@@ -576,14 +581,27 @@ class SessionView:
 
     def __exit__(self, *exc: object) -> None:
         self._done.set()
+        self._progress.changed.set()
         self._thread.join()
         self._step()  # anything the thread had no time to say
         if self._live is not None:
             self._live.__exit__(None, None, None)
 
     def _loop(self) -> None:
-        while not self._done.wait(self.POLL_S):
+        changed = self._progress.changed
+        while True:
+            changed.wait(self._next_look())
+            changed.clear()  # before looking: what changed after this is seen now or wakes the next wait
+            if self._done.is_set():
+                return
             self._step()
+
+    def _next_look(self) -> float | None:
+        if not self._said_start:
+            return self.POLL_S
+        if self._live is None:
+            return max(0.0, self._next_lines - time.monotonic())
+        return None  # the live display redraws itself; a stop wakes this thread
 
     def _step(self) -> None:
         progress, console = self._progress, self._console

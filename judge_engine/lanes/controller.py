@@ -14,6 +14,17 @@ pushing), by 15% when that cannot be measured, and not at all for a storm we did
 a quiet spell the pace creeps back up by 2% steps toward the limits, so a misconfigured limit
 converges to the provider's real one and a transient storm costs no lasting throughput.
 
+The token margin, for long prompts. A paced lane's requests land in any provider window as its
+share of the limit plus one request: the request that opens the window was paid for before it.
+When one request is more than the headroom of the provider's window (1,800 tokens against 1% of a
+5-second window of 1.5M TPM: 1,250), that last request is refused about once per window
+(benchmarks/, tpm-long: a 429 every ~5 s, 1.2% of requests). The provider's window is not known,
+so the lane learns what it needs: an isolated 429 while the lane runs at its token pace widens a
+margin of the token pace by half a percent (once per :data:`MEASURE_S`, at most 5%), and a minute
+without a 429 narrows it again. It settles at 0.5-1% there, and the 429s stop for the same share
+of the limit (a refused request's slot was lost anyway). This is not the slowdown above: the pace
+(``scale``) is kept.
+
 The controller reads no clock: the lane tells it the time of each event.
 """
 
@@ -45,6 +56,14 @@ DEFAULT_PAUSE_S = 1.0
 """Pause for a 429 without Retry-After, doubled for each one in a row (at most 60 s)."""
 SLOWDOWN_429_SHARE = 0.02
 """429s below this share of the last :data:`MEASURE_S` seconds' requests only pause the lane."""
+MARGIN_STEP = 0.005
+"""Each step of the token margin, as a share of the token pace."""
+MARGIN_MAX = 0.05
+"""The widest token margin."""
+MARGIN_RELAX_S = 60.0
+"""Seconds without a 429 before the token margin steps back down."""
+AT_PACE = 0.9
+"""Share of the token pace the provider accepted lately above which a lane is running at it."""
 
 _DECLARED_REQUESTS = ("x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit")
 _DECLARED_TOKENS = ("x-ratelimit-limit-tokens", "anthropic-ratelimit-tokens-limit")
@@ -72,6 +91,8 @@ class Controller:
         self._started = now
         self._last_slowdown = -math.inf
         self._last_probe = now
+        self._last_429 = -math.inf
+        self._last_margin = -math.inf  # when the token margin last changed
         self._consecutive_429 = 0
         self._accepted: deque[tuple[float, float]] = deque()  # (time, tokens) of answered requests
         self._pauses: deque[tuple[float, float]] = deque()  # (from, until) of recent lane pauses
@@ -95,7 +116,11 @@ class Controller:
                                    _lower(self.limits.tpm, self.declared.get("tpm")))
 
     def probe(self, now: float) -> None:
-        """Step the pace back up if it is below the limits and things have been quiet."""
+        """Step the pace back up if it is below the limits and things have been quiet (and the
+        token margin down, after a longer quiet spell)."""
+        if self.pacing.token_margin > 0 and now - max(self._last_429, self._last_margin) >= MARGIN_RELAX_S:
+            self._last_margin = now
+            self.pacing.token_margin = max(0.0, self.pacing.token_margin - MARGIN_STEP)
         if self.pacing.scale >= 1.0:
             return
         # Not while 429s keep coming, even too few to cut the pace: probing past them would
@@ -118,6 +143,7 @@ class Controller:
         if pause is None:
             pause = min(60.0, DEFAULT_PAUSE_S * 2 ** min(self._consecutive_429 - 1, 6))
         paused = self.pause(now, pause)
+        self._last_429 = now
         self._recent_429.append(now)
         self._forget_before(now - MEASURE_S)
         # A few 429s are what running at the limit costs (arrival jitter, the spread of token
@@ -130,7 +156,23 @@ class Controller:
             self._last_slowdown = now
             self._set_scale(self._slower_scale(now))
             return Reaction(paused, slowed=True)
+        self._widen_margin(now)
         return Reaction(paused, slowed=False)
+
+    def _widen_margin(self, now: float) -> None:
+        """An isolated 429 while the lane sends at its token pace: the provider's window cannot
+        take one more request (see the module docstring)."""
+        pacing = self.pacing
+        if pacing.tokens is None or pacing.tpm is None or pacing.token_margin >= MARGIN_MAX:
+            return
+        if now - self._last_margin < MEASURE_S:
+            return  # the provider's window may still hold the requests the last step was about
+        tokens = self._observed(now)[1]
+        pace = pacing.tpm * pacing.scale * (1.0 - pacing.token_margin)
+        if tokens is None or tokens * pacing.tpm < AT_PACE * pace:
+            return  # not at the token pace: a storm, or the request rate binds
+        self._last_margin = now
+        pacing.token_margin = min(MARGIN_MAX, pacing.token_margin + MARGIN_STEP)
 
     def pause(self, now: float, seconds: float) -> bool:
         """Pause the lane until ``now + seconds`` unless it is paused longer already; says
@@ -154,19 +196,23 @@ class Controller:
         while self._recent_429 and self._recent_429[0] < horizon:
             self._recent_429.popleft()
 
-    def _slower_scale(self, now: float) -> float:
-        """Just under the pace the provider accepted lately, or 15% slower when unmeasurable."""
-        scale, rpm, tpm = self.pacing.scale, self.pacing.rpm, self.pacing.tpm
+    def _observed(self, now: float) -> tuple[float | None, float | None]:
+        """The request and token rates the provider accepted over the last :data:`MEASURE_S`
+        seconds of unpaused time, as shares of the limits in force (None: no such limit, or too
+        little unpaused time to measure)."""
+        rpm, tpm = self.pacing.rpm, self.pacing.tpm
         span = min(MEASURE_S, now - self._started)
         active = span - sum(max(0.0, min(end, now) - max(start, now - span)) for start, end in self._pauses)
-        observed: list[float] = []
-        if active >= 2 * MEASURE_WINDOW_S and self._accepted:
-            count = sum(1 for t, _ in self._accepted if now - t <= span)
-            tokens = sum(n for t, n in self._accepted if now - t <= span)
-            if rpm:
-                observed.append(count / active * 60.0 / rpm)
-            if tpm:
-                observed.append(tokens / active * 60.0 / tpm)
+        if active < 2 * MEASURE_WINDOW_S or not self._accepted:
+            return None, None
+        count = sum(1 for t, _ in self._accepted if now - t <= span)
+        tokens = sum(n for t, n in self._accepted if now - t <= span)
+        return (count / active * 60.0 / rpm if rpm else None), (tokens / active * 60.0 / tpm if tpm else None)
+
+    def _slower_scale(self, now: float) -> float:
+        """Just under the pace the provider accepted lately, or 15% slower when unmeasurable."""
+        scale = self.pacing.scale
+        observed = [share for share in self._observed(now) if share is not None]
         measured = max(observed) if observed else 0.0
         if measured >= 0.3 * scale:
             # We were really pushing: the accepted pace is the provider's real limit. Cut to just

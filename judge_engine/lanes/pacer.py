@@ -78,6 +78,7 @@ class Pacing:
         """Tokens per minute in force (after the headroom) at scale 1; None for no limit."""
         self._clock = clock
         self._scale = 1.0
+        self._token_margin = 0.0
         self._released_early = 0  # requests sent ahead of their slot since the last on-time one
         self.set_limits(limits.rpm, limits.tpm)
 
@@ -107,7 +108,18 @@ class Pacing:
         if self.requests is not None and self.rpm is not None:
             self.requests.per_minute = self.rpm * scale
         if self.tokens is not None and self.tpm is not None:
-            self.tokens.per_minute = self.tpm * scale
+            self.tokens.per_minute = self.tpm * scale * (1.0 - self._token_margin)
+
+    @property
+    def token_margin(self) -> float:
+        """Share of the token pace also kept free because one request is a large part of the
+        provider's window (learnt from its 429s: see the controller)."""
+        return self._token_margin
+
+    @token_margin.setter
+    def token_margin(self, margin: float) -> None:
+        self._token_margin = margin
+        self.scale = self._scale
 
     def wait_to_release(self) -> float:
         """Seconds the next request must still wait; 0 releases it now, on its slot or early

@@ -83,6 +83,22 @@ def test_reask_turns_json_mode_and_candidate_lists_round_trip() -> None:
                                                   "api_base", "seed"}
 
 
+def test_a_message_stored_whole_is_referred_to_whole_afterwards() -> None:
+    """The system prompt and the shots repeat in every request: once stored whole, they are
+    referred to without searching their ~5 KB for each new item's values (the encoding is a
+    storage choice: either way the request decodes to the same text)."""
+    sink = MemorySink()
+    encoder = Encoder(sink)
+    system = {"role": "system", "content": "You are an annotator for the quality of machine translation. " * 2}
+    first = encoder.encode(_request([system, {"role": "user", "content": "Rate: Der Schnee behielt seinen Rat."}]),
+                           ["Der Schnee behielt seinen Rat."])
+    quoting = ["an annotator for the quality", "Der Wind behielt seinen Rat."]  # an item quoting the prompt
+    later = _request([system, {"role": "user", "content": "Rate: Der Wind behielt seinen Rat."}])
+    encoded = encoder.encode(later, quoting)
+    assert encoded["messages"][0] == first["messages"][0] == {"m": block_id("message", system)}
+    assert decode_request(encoded, sink.blocks) == later
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     contents=st.lists(st.text(max_size=120), min_size=1, max_size=5),
@@ -95,6 +111,33 @@ def test_any_request_round_trips(contents: list[str], values: list[str]) -> None
     for _ in range(2):  # the second time, everything comes from blocks already known
         encoded = Encoder(sink).encode(request, values)
         assert decode_request(encoded, sink.blocks) == request
+
+
+def _occurrences_by_find(content: str, values: list[str]) -> list[tuple[int, int]]:
+    """The item's values in a message, found by whole-value ``str.find`` (what the encoder did
+    before it searched for a value's first characters)."""
+    found = []
+    for value in values:
+        start = content.find(value)
+        while start != -1:
+            found.append((start, start + len(value)))
+            start = content.find(value, start + len(value))
+    found.sort(key=lambda span: (span[0], -span[1]))
+    kept: list[tuple[int, int]] = []
+    for span in found:
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return kept
+
+
+@settings(max_examples=300, deadline=None)
+@given(content=st.text(alphabet="ab ", max_size=200),
+       values=st.lists(st.text(alphabet="ab ", min_size=1, max_size=60), max_size=4))
+def test_values_are_found_where_a_whole_value_search_finds_them(content: str, values: list[str]) -> None:
+    from judge_engine.blocks import _occurrences
+
+    values = sorted(set(values), key=len, reverse=True)
+    assert _occurrences(content, values) == _occurrences_by_find(content, values)
 
 
 def test_a_run_with_reasks_writes_compact_lines_that_rebuild_every_request(

@@ -3,7 +3,9 @@ summary, and progress lines when there is no live display."""
 
 from __future__ import annotations
 
+import io
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -93,6 +95,51 @@ def test_without_a_live_display_progress_lines_are_printed_periodically(
     progress = [line for line in err.splitlines() if line.startswith("[") and "] mqm: " in line]
     assert len(progress) >= 3  # ~3 s of work at one line per 0.5 s
     assert "/30 (" in progress[-1] and "req/min" in progress[-1] and "ETA" in progress[-1]
+
+
+def _watched_view(tmp_path: Path, every_s: float) -> tuple[object, object, io.StringIO, list[int]]:
+    """A session view (no live display) of a started session, its ``_step`` calls counted."""
+    from types import SimpleNamespace
+
+    from judge_engine.cli.display import SessionView
+    from judge_engine.runtime import RunProgress
+
+    progress = RunProgress(run_dir=tmp_path)
+    progress.start(SimpleNamespace(done_count=0, retry_count=0, judges=_judges()))  # type: ignore[arg-type]
+    out = io.StringIO()
+    view = SessionView(progress, console=Console(file=out, width=200), live=False, every_s=every_s)
+    looks = [0]
+    step = view._step
+
+    def counted() -> None:
+        looks[0] += 1
+        step()
+
+    view._step = counted  # type: ignore[method-assign]
+    return progress, view, out, looks
+
+
+def test_the_view_of_a_running_session_wakes_only_when_there_is_something_to_say(tmp_path: Path) -> None:
+    """The view's thread looked at the session 20 times a second; a paced run waits on its pacer
+    for minutes, and every wake-up of this thread costs the engine CPU (it takes the GIL). It now
+    wakes for the start, for each progress line when it is due, and for a stop."""
+    progress, view, out, looks = _watched_view(tmp_path, every_s=0.6)
+    with view:  # type: ignore[attr-defined]
+        time.sleep(1.5)
+    assert 2 <= looks[0] <= 4, looks  # the start and two lines (30 before)
+    assert sum("] mqm-gpt-4o-mini: " in line for line in out.getvalue().splitlines()) >= 2
+
+
+def test_a_stop_request_wakes_the_view_at_once(tmp_path: Path) -> None:
+    progress, view, out, _ = _watched_view(tmp_path, every_s=30.0)
+    with view:  # type: ignore[attr-defined]
+        time.sleep(0.3)  # started, and said so
+        asked = time.monotonic()
+        progress.request_stop()  # type: ignore[attr-defined]
+        while "Stopping" not in out.getvalue() and time.monotonic() - asked < 5.0:
+            time.sleep(0.01)
+        said = time.monotonic() - asked
+    assert "Stopping" in out.getvalue() and said < 0.5, said
 
 
 # --- the one table printer (issue: terminal display at 80 columns) -------------------------------
