@@ -63,9 +63,14 @@ def gives_logprobs(model: str) -> bool:
 def strength(model: str) -> str:
     """``weak``, ``mid`` or ``strong``, from the model's name."""
     name = model.lower()
-    if any(word in name for word in _WEAK):
+    if _named(name, _WEAK):
         return "weak"
-    return "strong" if any(word in name for word in _STRONG) else "mid"
+    return "strong" if _named(name, _STRONG) else "mid"
+
+
+def _named(name: str, words: tuple[str, ...]) -> bool:
+    """Whether a word starts a part of the name: ``mini`` in ``gpt-4o-mini``, not in ``gemini``."""
+    return any(re.search(rf"(?<![a-z0-9]){re.escape(word)}", name) for word in words)
 
 
 @dataclass(frozen=True, slots=True)

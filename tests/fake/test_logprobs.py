@@ -17,6 +17,12 @@ def test_models_real_providers_answer_without_logprobs_get_none() -> None:
     assert (strength("gpt-4o-mini"), strength("gpt-4o"), strength("llama-3")) == ("weak", "strong", "mid")
 
 
+def test_a_strength_word_counts_where_a_part_of_the_name_starts() -> None:
+    # "gemini" holds "mini": Gemini Pro was a weak judge before the words had to start a part
+    assert [strength(m) for m in ("gemini/gemini-1.5-pro", "gemini-2.5-flash", "o3-mini", "llama-3-70b",
+                                  "mistral-7b", "qwen-17b")] == ["strong", "weak", "weak", "strong", "weak", "mid"]
+
+
 def test_the_logprobs_are_openais_shape_and_spell_the_answer() -> None:
     messages = [{"role": "user", "content": "Rate it: write a score that is an integer between 1 and 10."}]
     content, belief = judge("Good. [RESULT] 7", messages, model="gpt-4o", seed=1, temperature=0.0, item_key="k")
