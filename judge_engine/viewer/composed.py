@@ -2,9 +2,9 @@
 
 Such an outcome sent no request of its own, so it has no transcript: its card names its
 **parts**, ``[{"judge", "task_id"}]``, the tasks of the same run whose transcripts stand for
-it (the page links each, and no transcript of its own). Another kind of composed outcome (a
-cascade's, from the stage that answered) adds its card here, with its parts, under its outcome
-``protocol`` in :data:`COMPOSED`.
+it (the page links each, and no transcript of its own). An item's decision over its
+judge's requests (protocol ``item``) is one too. Another kind of composed outcome adds its
+card here, with its parts, under its outcome ``protocol`` in :data:`COMPOSED`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from judge_engine.decisions import ITEM_PROTOCOL, ITEM_SUFFIX
 from judge_engine.jury import JURY_PROTOCOL
 from judge_engine.records import OutcomeRecord
 
@@ -32,7 +33,28 @@ def jury(outcome: OutcomeRecord) -> dict[str, Any]:
             "jurors": jurors, "parts": [{"judge": j["judge"], "task_id": j["task_id"]} for j in jurors if j["task_id"]]}
 
 
-COMPOSED: dict[str, Callable[[OutcomeRecord], dict[str, Any]]] = {JURY_PROTOCOL: jury}
+def item(outcome: OutcomeRecord) -> dict[str, Any]:
+    """An item's decision over its judge's requests (:mod:`judge_engine.decisions`): the
+    prediction, how it was reached, its confidence, and each request's vote (``requests``:
+    variant, repeat, vote, status, reason code, confidence, task), in the line's order."""
+    verdict = outcome.verdict or {}
+    judge = outcome.judge.removesuffix(ITEM_SUFFIX)
+    requests = []
+    for key, part in (verdict.get("parts") or {}).items():
+        if not isinstance(part, Mapping):
+            continue
+        variant, _, repeat = str(key).partition("|")
+        requests.append({"variant": "" if variant == "-" else variant, "repeat": repeat, "vote": part.get("vote"),
+                         "status": str(part.get("status") or "undone"), "reason_code": part.get("reason_code"),
+                         "confidence": part.get("confidence"), "task_id": str(part.get("task_id") or "")})
+    return {"kind": "item", "judge": judge, "prediction": verdict.get("prediction"),
+            "method": str(verdict.get("method") or ""), "used": verdict.get("used"),
+            "left_out": dict(verdict.get("left_out") or {}), "confidence": (outcome.confidence or {}).get("value"),
+            "score": outcome.score, "reason_code": outcome.reason_code, "requests": requests,
+            "parts": [{"judge": judge, "task_id": r["task_id"]} for r in requests if r["task_id"]]}
+
+
+COMPOSED: dict[str, Callable[[OutcomeRecord], dict[str, Any]]] = {JURY_PROTOCOL: jury, ITEM_PROTOCOL: item}
 """Outcome ``protocol`` -> its card, for the outcomes made of other tasks' outcomes."""
 
 

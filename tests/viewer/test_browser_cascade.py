@@ -74,3 +74,22 @@ def test_a_cascade_card_shows_the_answering_stage_and_every_stage_asked(tab: Wat
         cheap = page.locator(".task-card", has=page.locator("header strong", has_text="cheap:item"))
         assert "confidence" in cheap.locator("p.small").first.inner_text()
         assert tab.errors == []
+
+
+def test_an_items_decision_card_shows_each_requests_vote_and_links_its_transcript(tab: Watched, cascaded: Path) -> None:
+    """A stage's item line sent no request of its own: its card shows the decision and each
+    request's vote, and links the requests' transcripts instead of one of its own."""
+    item, record = next(iter(sorted(latest(cascaded, "cheap:item").items())))
+    verdict = record.verdict or {}
+    with ServedViewer([cascaded]) as served:
+        _derived(served)
+        page = tab.open(served.url + f"#/item?id={item}", ".task-card .decision-card")
+        card = page.locator(".task-card", has=page.locator(".decision-card"))
+        assert card.locator(".transcript-link").count() == 0
+        head = card.locator(".decision strong").inner_text()
+        assert head == (str(verdict["prediction"]) if record.scored else f"no decision ({record.reason_code})")
+        links = card.locator("a.request-transcript")
+        assert links.count() == len(verdict["parts"]) >= 1
+        links.first.click()
+        page.wait_for_selector("section.attempt")  # the request's own transcript opens
+        assert tab.errors == []

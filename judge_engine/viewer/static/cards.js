@@ -4,6 +4,7 @@
 // are folded above the cards), and whether the task has a transcript of its own (an outcome made
 // of other tasks' outcomes, a jury's, names those tasks, its `parts`, and links each instead).
 import {custom} from "./custom.js";
+import {decision} from "./decision.js";
 import {el, fmt, marked, pre} from "./dom.js";
 import {jury} from "./jury.js";
 
@@ -19,6 +20,7 @@ const KINDS = {
   words: {draw: words, showsItem: true},
   custom: {draw: custom, showsItem: false},  // it shows only the texts it quotes, or none
   jury: {draw: jury, showsItem: false},
+  item: {draw: decision, showsItem: false},  // an item's decision over its requests: their cards show the item
   cascade: {draw: cascade, showsItem: false},  // the stage lines below it show the item
   verdict: {draw: (data) => pre(data.json), showsItem: false},
 };
