@@ -383,17 +383,19 @@ def run(config_path: Path, *, overrides: Mapping[str, Any] | None = None, demo: 
 
 def resume(run_dir: Path, *, retry: str | None = None, progress: RunProgress | None = None,
            overrides: Mapping[str, Any] | None = None, batch: bool = False,
-           demo_batch_s: float | None = None) -> RunResult:
+           demo_batch_s: float | None = None, demo: bool = False) -> RunResult:
     """Finish a killed, cancelled or stopped run, or judge its unscored tasks again (``retry``:
     ``unscored`` or reason codes separated by commas). ``overrides``: new budgets
     (``max_cost_usd``, ``max_hours``); ``batch``: every judge in batch mode from now on (both
     recorded for later resumes, as ``run --batch`` is); ``demo_batch_s``: how long the demo
-    batches this session creates take (those submitted before keep their own time)."""
+    batches this session creates take (those submitted before keep their own time); ``demo``:
+    the run must be a demo run (a resume keeps the mode its run started in either way)."""
     codes = retry_codes(retry)
     merged = {**(overrides or {}), **({"batch": True} if batch else {})}
     prepared = prepare_resume(run_dir, overrides=merged or None)
-    if demo_batch_s is not None and not prepared.demo:
-        raise ConfigError(f"--demo-batch-s: {run_dir} is not a demo run")
+    for flag, given in (("--demo-batch-s", demo_batch_s is not None), ("--demo", demo)):
+        if given and not prepared.demo:
+            raise ConfigError(f"{flag}: {run_dir} is not a demo run (a resume keeps the mode its run started in)")
     return _session(prepared, codes, progress, "resume", demo_batch_s)
 
 
@@ -403,6 +405,7 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
     progress.run_dir, progress.demo, progress.retry = prepared.run_dir, prepared.demo, retry
     if prepared.resumed and prepared.manifest.status == "completed" and retry is None:
         progress.finished = True
+        point_latest(prepared.run_dir)  # the run just named is the one `latest` shows, complete or not
         manifest = prepared.manifest if not prepared.config.juries else settle_juries(
             prepared.run_dir, prepared.config, prepared.protocols, prepared.manifest)
         return RunResult(prepared.run_dir, "completed", manifest, already_complete=True, started_by=started_by)

@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from judge_engine.cascade.outcome import cascade_title
 from judge_engine.cascade.stages import CascadePlan
 from judge_engine.cascade.state import answered_per_stage
 from judge_engine.errors import ReasonCode
@@ -39,7 +40,7 @@ def summary_lines(manifest_cascade: Mapping[str, Any] | None, counts: Mapping[st
     held = sum(int(stage.get("held") or 0) for stage in stages)
     waiting = sum(int(stage.get("waiting") or 0) for stage in stages)
     undecided = items - answered - abstained - held - waiting
-    line = (f"cascade {name}: {items:,} items; answered by " + ", ".join(parts)
+    line = (f"{cascade_title(str(name))}: {items:,} items; answered by " + ", ".join(parts)
             + (f" ({', '.join(silent)} not asked: no threshold)" if silent else "")
             + f"; {abstained:,} abstained (no stage sure enough: not a failure)")
     if held:
@@ -54,7 +55,7 @@ def plan_lines(plan: CascadePlan, costs: Mapping[str, tuple[float, float] | None
     the calibration sent it, and the cascade's expected cost (each stage's cost over every item
     times that share) against the last stage on every item. ``costs``: each stage's cost over
     every item (low, high), None when unpriced; None: no costs (``protocols --check``)."""
-    lines = [f"cascade {plan.name}: {plan.thresholds.guarantee} (calibrated on {plan.thresholds.items:,} items)"]
+    lines = [f"{cascade_title(plan.name)}: {plan.thresholds.guarantee} (calibrated on {plan.thresholds.items:,} items)"]
     low = high = 0.0
     priced = True
     for stage in plan.stages:

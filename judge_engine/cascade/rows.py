@@ -182,7 +182,7 @@ def _notes(run_dir: Path, labels: Mapping[str, Any], judged: set[str], missing: 
     if missing:
         notes.append(f"{len(missing):,} items the run judged have no human label: not calibrated on")
     if absent := len(set(labels) - judged):
-        notes.append(f"{absent:,} labelled items are not in {run_dir.name} (no stage judged them)")
+        notes.append(f"{absent:,} labelled items are not in {run_dir.resolve().name} (no stage judged them)")
     for stage, n in outages.items():
         if n:
             notes.append(f"{stage}: {n:,} items have no decision for a reason outside the answers (an outage: "

@@ -36,6 +36,7 @@ import errno
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from judge_engine import __version__
 
@@ -69,10 +70,19 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="judge-engine", epilog=EPILOG,
                                    description="Run LLM judges at scale, and measure how far they can be trusted.")
     root.add_argument("--version", action="version", version=f"judge-engine {__version__}")
-    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # No abbreviated options: `resume RUN --demo` was read as --demo-batch-s and asked for its value.
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for module in (run, plan, status, show, view, rescore, export, protocols, stats, meta, calibrate, cdat):
         module.register(commands)
     return root
+
+
+class _Parser(argparse.ArgumentParser):
+    """A command's parser: options are spelled out, never abbreviated."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(**kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

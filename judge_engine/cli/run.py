@@ -65,6 +65,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         help="judge again the tasks left unscored: 'unscored' for all, or reason codes separated by "
                              "commas (e.g. transport_exhausted,rate_limited); cached answers are re-read, not re-bought")
     add_batch_option(resume)
+    resume.add_argument("--demo", action="store_true",
+                        help="not needed: a demo run resumes as a demo (given for a run that is not one: an error)")
     _demo_batch_option(resume)
     _session_options(resume)
     resume.set_defaults(handler=resume_command)
@@ -152,7 +154,7 @@ def resume_command(args: argparse.Namespace) -> int:
 
     return _watched(args, lambda progress: session.resume(args.run_dir, retry=args.retry, progress=progress,
                                                           overrides=_budget(args), batch=args.batch,
-                                                          demo_batch_s=args.demo_batch_s))
+                                                          demo_batch_s=args.demo_batch_s, demo=args.demo))
 
 
 def _budget(args: argparse.Namespace) -> dict[str, Any]:

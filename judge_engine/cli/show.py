@@ -186,8 +186,10 @@ def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[Tran
         from judge_engine.cascade.outcome import describe
 
         say(console, escape(describe(result)))
+    unpriced = sum(1 for a in attempts if getattr(a, "unpriced", False))  # cost 0 there is no price
+    cost = dollars(result.cost) + (f" + {unpriced} unpriced call{'s' if unpriced != 1 else ''}" if unpriced else "")
     say(console, f"attempts: {result.attempts} · re-asks: {result.reasks} · cache hits: {result.cache_hits} · "
-                 f"cost {dollars(result.cost)}")
+                 f"cost {cost}")
 
 
 def confidence_line(confidence: Mapping[str, Any]) -> str:

@@ -51,7 +51,8 @@ def cascade_sections(run: Run, spend: Mapping[str, float], *, human: Mapping[str
     rows = [_stage_row(stage, lines, items, spend, judged, human) for stage in stages]
     _escalated(rows, stages, lines)
     total, notes = _total_row(rows, stages, lines, items, human, fallback_cost, judged)
-    title = f"cascade {section.get('name')}: {section.get('guarantee') or ''}".rstrip(": ")
+    name = str(section.get("name"))
+    title = f"{'cascade' if name == 'cascade' else f'cascade {name}'}: {section.get('guarantee') or ''}".rstrip(": ")
     if human is None:
         notes.append("agreement with humans: give --human-table FILE --key ID --label COLUMN")
     return [Section("cascade", title, COLUMNS, [*rows, total], notes=notes)]

@@ -16,7 +16,7 @@ from judge_engine.embeddings import minilm_problem
 from judge_engine.fake import FakeServer
 from judge_engine.protocols import available, get_protocol
 from judge_engine.session import PreparedRun, demo_endpoint, execute, prepare
-from tests.engine.conftest import make_job, read_lines
+from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p for p in (REPO / "examples").glob("*/config.yaml"))
@@ -98,6 +98,32 @@ def test_demo_flag_runs_with_no_api_key_and_says_answers_are_synthetic(tmp_path:
     run = next((tmp_path / "runs").iterdir())
     assert json.loads((run / "run.json").read_text())["demo"] is True
     assert len(read_lines(run / "outcomes.jsonl")) == 5
+
+
+def test_latest_is_the_run_just_named_and_resume_takes_demo(tmp_path: Path, capsys, fake_server: FakeServer,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Running a completed config again names its run and points `latest` at it (before, `latest`
+    kept the last run made); `resume RUN --demo` resumes a demo run (before, argparse read
+    --demo as an abbreviation of --demo-batch-s) and is refused for a run that is not one."""
+    config = REPO / "examples" / "literary_mt" / "config.yaml"
+    where = ["--no-live", "--limit", "3", "--output", str(tmp_path / "demo"), "--cache-dir", str(tmp_path / "cache")]
+    assert main(["run", str(config), "--demo", *where]) == 0
+    first = (tmp_path / "demo" / "latest").resolve()
+    assert main(["run", str(config), "--demo", "--model", "openai/gpt-4o", *where]) == 0
+    assert (tmp_path / "demo" / "latest").resolve() != first
+    assert main(["run", str(config), "--demo", *where]) == 0  # already complete
+    assert (tmp_path / "demo" / "latest").resolve() == first
+    assert main(["resume", str(first), "--demo", "--no-live"]) == 0
+    monkeypatch.setenv(TEST_KEY_ENV, TEST_KEY)
+    job = make_job(tmp_path, fake_server, items=2)
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    capsys.readouterr()
+    assert main(["resume", str(job.only_run()), "--demo", "--no-live"]) == 2
+    err = capsys.readouterr().err
+    assert "--demo: " in err and "is not a demo run" in err
+    with pytest.raises(SystemExit) as stopped:  # an abbreviation is no option
+        main(["resume", str(first), "--demo-b", "1"])
+    assert stopped.value.code == 2
 
 
 def test_plan_counts_tokens_cost_and_time_offline(tmp_path: Path, capsys) -> None:

@@ -335,6 +335,9 @@ def test_calls_to_a_model_with_no_known_price_are_counted_unpriced_never_a_silen
     assert all(t.get("unpriced") for t in read_transcripts(job.only_run()) if "response" in t)
     out = capsys.readouterr()
     assert "+ 6 unpriced" in out.out + out.err
+    item = read_lines(job.only_run() / "outcomes.jsonl")[0]["item_id"]
+    assert main(["show", str(job.only_run()), "--item", item]) == 0
+    assert "cost $0 + 1 unpriced call" in " ".join(capsys.readouterr().out.split())  # show too: no bare $0
 
 
 def test_a_price_litellm_makes_up_is_no_price(tmp_path: Path, capsys) -> None:
