@@ -545,6 +545,8 @@ def start_line(progress: RunProgress) -> str:
 
 
 def stop_message(calls: int) -> str:
+    if not calls:
+        return "Stopping: no new calls go out and none is in flight."
     return (f"Stopping: no new calls go out; finishing {calls} call{'s' if calls != 1 else ''} in flight "
             f"(at most {GRACE_NOTE_S:g}s). Ctrl-C again to abort {'them' if calls != 1 else 'it'}.")
 

@@ -9,6 +9,7 @@ here, and :func:`provider_for_endpoint` learns when to choose it.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 from judge_engine.config import JobConfig, JudgeConfig
@@ -109,7 +110,7 @@ def check_credentials(config: JobConfig) -> None:
     Raises:
         ConfigError: names the judge, the model and the variable(s) to set (or the api_base).
     """
-    from judge_engine.providers.catalog import missing_key_variables
+    from judge_engine.providers.catalog import missing_key_variables, provider_key
 
     for judge in config.judges:
         _check_url_credentials(judge, endpoints_for(judge))  # every api_key_env named must be set
@@ -127,6 +128,22 @@ def check_credentials(config: JobConfig) -> None:
                     f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not set: export it (or "
                     f"name your variable with api_key_env). {NO_KEY_HINT}"
                 )
+            _check_placeholder(judge, provider_key(model), f"{model}'s key in the environment")
+        if judge.api_key_env and (value := os.environ.get(judge.api_key_env)) is not None:
+            _check_placeholder(judge, value, f"api_key_env {judge.api_key_env}")
+
+
+_PLACEHOLDER = re.compile(r"^\s*(?:sk-)?(?:\.{3,}|…|<[^>]*>|x{3,}|your[-_ ]?(?:api[-_ ]?)?key(?:[-_ ]?here)?)\s*$",
+                          re.IGNORECASE)
+"""A key that is a documentation's stand-in (``...``, ``sk-...``, ``<key>``, ``your-key-here``)."""
+
+
+def _check_placeholder(judge: JudgeConfig, key: str | None, where: str) -> None:
+    """A pasted ``export OPENAI_API_KEY=...`` is no key: refused before a request is refused
+    (without this, a run spent its retries on every task before failing)."""
+    if key is not None and _PLACEHOLDER.match(key):
+        raise ConfigError(f"judges[{judge.name}]: {where} is a placeholder (it reads like '...' or '<key>'), not a "
+                          f"key: export your real key. {NO_KEY_HINT}")
 
 
 def _check_url_credentials(judge: JudgeConfig, endpoints: list[Endpoint]) -> None:

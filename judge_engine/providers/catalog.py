@@ -243,6 +243,18 @@ def missing_key_variables(model: str) -> list[str]:
     return missing
 
 
+def provider_key(model: str) -> str | None:
+    """The key litellm's call for ``model`` would send from the provider's own variable
+    (``<PROVIDER>_API_KEY``, or one litellm resolves itself); None: none set, or a model litellm
+    does not route."""
+    try:
+        _model, provider, key, _base = load_litellm().get_llm_provider(model=model)
+    except Exception:
+        return None
+    key = key or os.environ.get(f"{str(provider).upper()}_API_KEY")
+    return str(key) if key else None
+
+
 def _key_found_on_call_path(litellm: ModuleType, model: str) -> bool:
     """Whether the key litellm's call would send is set: for some providers the call reads
     variables ``validate_environment`` does not list (Together's ``TOGETHER_API_KEY``)."""

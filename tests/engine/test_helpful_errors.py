@@ -308,3 +308,19 @@ def test_an_api_key_env_that_is_not_set_says_so_too(tmp_path: Path, capsys: pyte
     assert main(["run", str(job.config), "--no-live"]) == 2
     err = capsys.readouterr().err
     assert "judges[mqm].api_key_env: environment variable NO_SUCH_KEY_VARIABLE is not set" in err and "--demo" in err
+
+
+@pytest.mark.parametrize("placeholder", ["...", "sk-...", "<your key>", "YOUR_API_KEY"])
+def test_a_placeholder_key_pasted_from_a_readme_is_refused_before_anything_is_sent(
+        placeholder: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`export OPENAI_API_KEY=...` as the README writes it: before, the run sent every task and
+    spent its retries before it failed."""
+    monkeypatch.setenv("OPENAI_API_KEY", placeholder)
+    job = make_job(tmp_path, None, items=3, judge={"api_key_env": None})
+    _edit(job.config, lambda d: [d["judges"][0].pop(k) for k in ("api_base", "api_key_env")])
+    assert main(["run", str(job.config), "--no-live"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "judges[mqm]: openai/gpt-4o-mini's key in the environment is a placeholder" in err and "--demo" in err
+    assert not job.runs.exists()
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-a-real-looking-key-0123456789")
+    assert main(["plan", str(job.config)]) == 0  # a key that is no placeholder passes
