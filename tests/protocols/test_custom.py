@@ -234,3 +234,20 @@ def test_the_fake_server_answers_per_the_declared_output() -> None:
             assert answer is not None
             protocol.score(protocol.parse(answer, ITEM), ITEM)  # well formed, every time
     assert write_custom([{"role": "user", "content": "Rate this."}], seed=1, temperature=0, json_mode=False) is None
+
+
+def test_the_fake_servers_rationale_says_what_its_score_says() -> None:
+    """The demo's rationales follow the item's quality, as the scores do: a 1 of 5 no longer
+    reads "stays accurate throughout" (before, a rationale was any of four, at random)."""
+    from scipy.stats import spearmanr
+
+    from judge_engine.fake.writers.custom import _SENTENCES
+
+    protocol = custom(output="json", score="score", fields={"reasoning": "text", "score": {"type": "integer", "min": 1, "max": 5}})
+    pairs = []
+    for n in range(200):
+        item = {**ITEM, "response": f"Answer number {n}: it is {n % 7} and some words {n * 31 % 101}."}
+        answer = json.loads(write_custom(protocol.render(item), seed=n, temperature=0, json_mode=True) or "{}")
+        pairs.append((_SENTENCES.index(answer["reasoning"].rstrip(".")), answer["score"]))
+    rho = spearmanr([p[0] for p in pairs], [p[1] for p in pairs]).statistic
+    assert rho < -0.7  # the better the words (a lower index), the higher the score

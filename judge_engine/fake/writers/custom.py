@@ -98,7 +98,11 @@ class _Draw:
         return step
 
     def sentence(self) -> str:
-        return self.rng.choice(_SENTENCES) + "."
+        """A rationale that says what the numbers mostly say: by the item's quality, best first as
+        ``_SENTENCES`` lists them (before, any of them, so a 1 of 5 could read "accurate throughout")."""
+        self.rng.choice(_SENTENCES)  # drawn as before, so the values after it stay as they were
+        index = int((1 - self.quality) * len(_SENTENCES))
+        return _SENTENCES[min(len(_SENTENCES) - 1, max(0, index))] + "."
 
     def value(self, kind: str) -> Any:
         if kind.startswith("text"):
