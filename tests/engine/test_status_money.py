@@ -154,14 +154,14 @@ def test_progress_says_the_tasks_are_the_whole_runs_and_the_rest_this_sessions(w
     judges[0].counters.calls = 40
     line = progress_lines(judges, {j.config.name: RateMeter() for j in judges}, 65.0)[0]
     assert line.startswith("[1m05s] mqm-gpt-4o-mini: tasks 123,456/1,000,000 (12%, run) · this session: 40 calls, "
-                           "$123.4567, 12 unscored, 345 retries · ")
+                           "$123.46, 12 unscored, 345 retries · ")  # dollars(): cents above a dollar
     text = _render(LiveDisplay(judges, console=Console(width=width, force_terminal=True)), width)
     if width == 80:
         assert "mqm-gpt-4o-mini  tasks 123,456/1,000,000 (12%, run)" in text
-        assert "this session: 40 calls · $123.4567" in text
+        assert "this session: 40 calls · $123.46" in text
     else:
         assert "tasks of the whole run, the rest this session" in text and "tasks (run)" in text
-        assert re.search(r"│ mqm-gpt-4o-mini\s+│ 123,456/1,000,000 │.*│\s+40 │ 123\.4567 │", text)
+        assert re.search(r"│ mqm-gpt-4o-mini\s+│ 123,456/1,000,000 │.*│\s+40 │ \$123\.46 │", text)
 
 
 def test_status_counts_the_calls_written_since_the_last_checkpoint(tmp_path: Path, fake_server: FakeServer,
