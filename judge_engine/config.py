@@ -31,7 +31,7 @@ from judge_engine.config_file import (
 )
 from judge_engine.errors import ConfigError
 from judge_engine.naming import config_key, describe_error, did_you_mean
-from judge_engine.redaction import redact_url
+from judge_engine.redaction import redact_params, redact_url
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 """Every config model: immutable, closed, and numbers finite (``.nan`` passes every ``ge``/``le``
@@ -443,6 +443,8 @@ class JobConfig(BaseModel):
             "__all__": {"api_key"}}}}})
         for where in (w for judge in data["judges"] for w in (judge, *judge["deployments"])):
             where["api_base"] = redact_url(where["api_base"])  # a URL's credentials are never recorded
+        for judge in data["judges"]:
+            judge["params"] = dict(redact_params(judge["params"]))  # nor a gateway key in extra_headers
         return data
 
 
