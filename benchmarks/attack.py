@@ -90,10 +90,9 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     print(f"work directory: {work}", flush=True)
 
+    from benchmarks.attack_web import ProviderProcess
     from judge_engine.fake import FakeConfig, FakeServerProcess
     from judge_engine.fake.config import FakeBatchConfig
-
-    from benchmarks.attack_web import ProviderProcess
 
     chosen = {name: family_function(where) for name, where in FAMILIES.items()
               if not args.only or any(word.strip() in name for word in args.only.split(","))}

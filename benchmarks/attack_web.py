@@ -218,7 +218,8 @@ def _hostile_run(ctx: Context) -> Path:
     folder = ctx.folder("viewer-run")
     write_items(folder / "items.jsonl", 16, hostile=True)
     judges = [gemba_judge("mqm", with_user_info(ctx.fake_url)),
-              gemba_judge("<img src=x onerror=window.%s=1>" % PWNED, ctx.fake_url, temperatures=[0.7])]
+              gemba_judge("warm", ctx.fake_url, temperatures=[0.7])]  # a judge's name is refused unless [A-Za-z0-9_.-]
+    judges[0].pop("api_key_env")  # the URL's credentials are its key
     write_config(folder, judges)
     judge_engine(["run", "config.yaml", "--no-live"], cwd=folder, timeout=120)
     return run_dirs(folder)[0]
@@ -308,7 +309,7 @@ def _probes(port: int, rows: list[dict[str, Any]], quick: bool) -> list[tuple[st
     probes += [("GET", f"/api/item?id={quote(str(i))}", host) for i in HOSTILE_IDS]
     probes += [("GET", f"/api/transcript?run={quote(str(r.get('run')))}&task={quote(str(r.get('task_id')))}", host)
                for r in rows[: 8 if quick else 40]]
-    probes += [("GET", f"/api/transcript?run={v}&task=x", host) for v in values]
+    probes += [("GET", f"/api/transcript?run={quote(v)}&task=x", host) for v in values]
     return probes
 
 
