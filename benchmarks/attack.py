@@ -32,6 +32,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -49,6 +50,8 @@ class Context:
     fake_url: str
     proxy_url: str
     oracle: Oracle
+    fake_stats: Callable[[], dict[str, Any]]
+    """The fake server's counters (``requests_total``: what reached it)."""
 
     def folder(self, name: str) -> Path:
         path = self.work / name
@@ -100,7 +103,7 @@ def main() -> int:
     started = time.monotonic()
     done: list[Family] = []
     with FakeServerProcess(fake_config) as fake, ProviderProcess(fake.base_url) as proxy:
-        context = Context(work, args.quick, random.Random(args.seed), fake.base_url, proxy.url, Oracle())
+        context = Context(work, args.quick, random.Random(args.seed), fake.base_url, proxy.url, Oracle(), fake.stats)
         for name, run in chosen.items():
             family = Family(name)
             begun = time.monotonic()
