@@ -288,6 +288,8 @@ class JudgeConfig(BaseModel):
         if logprobs := sorted({"logprobs", "top_logprobs"} & set(value)):
             raise ValueError(f"{', '.join(logprobs)}: ask for token probabilities with confidence: logprobs "
                              "(confidence.top_logprobs), which reads them at the verdict")
+        if bad := [k for k in ("extra_body", "extra_headers") if k in value and not isinstance(value[k], dict)]:
+            raise ValueError(f"{bad[0]}: must be a mapping (its keys are merged into the request)")
         return value
 
 

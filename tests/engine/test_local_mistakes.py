@@ -26,6 +26,8 @@ from tests.engine.conftest import TEST_KEY_ENV, TRANSPORTS, make_job, read_lines
         ({"timeout_s": 0}, "judges[mqm].timeout_s"),
         ({"timeout_s": 1e12}, "judges[mqm].timeout_s"),
         ({"timeout_s": 1e-300}, "judges[mqm].timeout_s: Input should be greater than or equal to 0.1"),
+        ({"params": {"extra_body": "seed"}}, "judges[mqm].params: extra_body: must be a mapping"),
+        ({"params": {"extra_headers": [1]}}, "judges[mqm].params: extra_headers: must be a mapping"),
         ({"api_base": "file:///etc/passwd"}, "judges[mqm].api_base: must start with http:// or https://"),
         ({"api_base": "ftp://127.0.0.1/v1"}, "judges[mqm].api_base: must start with http:// or https://"),
         ({"api_base": "http:///v1"}, "judges[mqm].api_base: names no host"),
