@@ -205,9 +205,7 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
 def _wait(seconds: float) -> float:
     """A Retry-After as seconds to wait: NaN and negative ones are no wait; an infinite or huge
     one is kept (so :func:`rate_limited` sees it), a time far past any clock included."""
-    if math.isnan(seconds):
-        raise ValueError("not a number")
-    return max(0.0, seconds)
+    return 0.0 if math.isnan(seconds) else max(0.0, seconds)
 
 
 def item_code(text: str) -> ReasonCode:

@@ -105,9 +105,9 @@ def test_a_retry_after_of_more_than_a_day_stops_the_judge(transport: str, retry_
     assert "more than a day" in verdict.message and "resume" in verdict.message
 
 
-def test_an_ordinary_retry_after_is_still_waited_out_and_nonsense_is_none() -> None:
+def test_an_ordinary_retry_after_is_still_waited_out_and_nonsense_is_no_wait() -> None:
     assert parse_retry_after({"Retry-After": "2.5"}) == 2.5
-    assert parse_retry_after({"Retry-After": "nan"}) is None
+    assert parse_retry_after({"Retry-After": "nan"}) == 0.0  # no wait, as before: never a NaN sleep
     assert parse_retry_after({"retry-after-ms": "-10"}) == 0.0
     assert parse_retry_after({"Retry-After": "Fri, 31 Dec 99999 23:59:59 GMT"}) is None  # no datetime: no wait
 
