@@ -153,7 +153,7 @@ def _judge_case(ctx: Context, family: Family, worker: Worker, name: str, folder:
 def _check_accepted(attempt: Attempt, folder: Path, code: int, accepted_is_wrong: bool) -> None:
     """An accepted config: a run that is complete, its tasks each once, and not a value that
     cannot be meant (NaN, infinite, 10^20)."""
-    runs = run_dirs(folder)
+    runs = run_dirs(folder) or sorted(p.parent for p in folder.rglob("run.json"))  # output.dir moved by the case
     if accepted_is_wrong:
         attempt.wrong += 1
         attempt.note = "accepted"
