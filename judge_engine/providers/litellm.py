@@ -127,7 +127,9 @@ class LiteLLMProvider:
             usage = getattr(response, "usage", None)
             hidden = getattr(response, "_hidden_params", {}) or {}
             content = choice.message.content
-            content = content if not isinstance(content, str) else redact_known(content, [self._api_key or ""])
+            if isinstance(content, str):
+                content.encode("utf-8")  # a lone surrogate ("\ud800" in the JSON) can never be written: malformed
+                content = redact_known(content, [self._api_key or ""])
             return ProviderResponse(
                 content=content,
                 finish_reason=choice.finish_reason,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,14 @@ def test_a_gateway_key_in_extra_headers_is_not_in_the_recorded_config(tmp_path: 
     recorded = config.manifest_view()
     assert KEY not in repr(recorded)
     assert recorded["judges"][0]["params"]["extra_headers"] == {"X-Gateway-Key": MARK, "X-Trace": "t1"}
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_an_answer_with_a_lone_surrogate_is_malformed_not_a_crash_when_recorded(transport: str) -> None:
+    body = json.dumps(_completion(message={"role": "assistant", "content": "Critical:\nno-error"}))
+    body = body.replace("no-error", "no-error \\ud800")  # the JSON escape of a lone surrogate
+    reply = lambda: web.Response(body=body.encode(), content_type="application/json")  # noqa: E731
+    response, error, provider = asyncio.run(_outcome(transport, reply))
+    assert response is None, repr(response.content)
+    assert isinstance(error, MalformedResponseError), repr(error)
+    assert provider.classify(error).kind is ErrorKind.RETRY
