@@ -244,8 +244,7 @@ class JudgeConfig(BaseModel):
     """Other sampling parameters passed through (``top_p``, ``seed``...)."""
     timeout_s: float = Field(default=120.0, ge=0.1, le=86_400, allow_inf_nan=False)
     """Per-attempt timeout; a hanging request is cut and retried (finite, at most a day, at least
-    a tenth of a second: below that every request is cut before any answer, each task recorded
-    as the provider's failure)."""
+    0.1 s: below, every request is cut before any answer and recorded as the provider's failure)."""
     limits: Limits = Field(default_factory=Limits)
     retries: Retries = Field(default_factory=Retries)
     deployments: list[DeploymentConfig] = Field(default_factory=list)
