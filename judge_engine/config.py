@@ -31,7 +31,7 @@ from judge_engine.config_file import (
 )
 from judge_engine.errors import ConfigError
 from judge_engine.naming import config_key, describe_error, did_you_mean
-from judge_engine.redaction import redact_url
+from judge_engine.redaction import redact_params, redact_url
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 """Every config model: immutable, closed, and numbers finite (``.nan`` passes every ``ge``/``le``
@@ -242,8 +242,9 @@ class JudgeConfig(BaseModel):
     """Completion token cap sent with every request."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Other sampling parameters passed through (``top_p``, ``seed``...)."""
-    timeout_s: float = Field(default=120.0, gt=0, le=86_400, allow_inf_nan=False)
-    """Per-attempt timeout; a hanging request is cut and retried (finite, at most a day)."""
+    timeout_s: float = Field(default=120.0, ge=0.1, le=86_400, allow_inf_nan=False)
+    """Per-attempt timeout; a hanging request is cut and retried (finite, at most a day, at least
+    0.1 s: below, every request is cut before any answer and recorded as the provider's failure)."""
     limits: Limits = Field(default_factory=Limits)
     retries: Retries = Field(default_factory=Retries)
     deployments: list[DeploymentConfig] = Field(default_factory=list)
@@ -286,6 +287,8 @@ class JudgeConfig(BaseModel):
         if logprobs := sorted({"logprobs", "top_logprobs"} & set(value)):
             raise ValueError(f"{', '.join(logprobs)}: ask for token probabilities with confidence: logprobs "
                              "(confidence.top_logprobs), which reads them at the verdict")
+        if bad := [k for k in ("extra_body", "extra_headers") if k in value and not isinstance(value[k], dict)]:
+            raise ValueError(f"{bad[0]}: must be a mapping (its keys are merged into the request)")
         return value
 
 
@@ -486,6 +489,8 @@ class JobConfig(BaseModel):
             "__all__": {"api_key"}}}}})
         for where in (w for judge in data["judges"] for w in (judge, *judge["deployments"])):
             where["api_base"] = redact_url(where["api_base"])  # a URL's credentials are never recorded
+        for judge in data["judges"]:
+            judge["params"] = dict(redact_params(judge["params"]))  # nor a gateway key in extra_headers
         return data
 
 

@@ -44,15 +44,25 @@ FLOOR_LOGPROB = -9999.0
 minus infinity."""
 
 
+ROUNDING = 1e-6
+"""How far above 0 a provider's rounding may put a log-probability (a probability of 1)."""
+
+
 def _finite(value: Any) -> float:
     number = float(value)
-    return number if number > FLOOR_LOGPROB else FLOOR_LOGPROB
+    if number > ROUNDING:  # a probability above 1: the answer's log-probs are not log-probs
+        raise ValueError(f"a token's log-probability is {number:g}, above 0")
+    return min(0.0, number) if number > FLOOR_LOGPROB else FLOOR_LOGPROB
 
 
 def token_logprobs(content: str | None, entries: Any) -> tuple[TokenLogprob, ...] | None:
     """An answer's tokens from OpenAI's ``choices[0].logprobs.content`` shape (entries with
     ``token``, ``logprob``, ``bytes`` and ``top_logprobs``: dicts or objects), with character
     offsets; None when the answer carries no log-probs at all.
+
+    Raises ValueError (or TypeError) for entries that are not log-probs (a log-probability above
+    0, a byte outside 0-255, a value that is no number): the transports read that as a
+    malformed answer.
 
     Offsets come from the tokens' bytes (a token may end inside a multi-byte character); a
     provider whose tokens do not spell the answer (special tokens, a trimmed text) is aligned

@@ -150,6 +150,35 @@ def url_secrets(url: str | None) -> tuple[str, ...]:
     return tuple(sorted(set(found), key=len, reverse=True))  # the longest first: none half-replaced
 
 
+def redact_known(text: str, secrets: Iterable[str]) -> str:
+    """``text`` without the known ``secrets`` (those of 8 characters or more), and nothing else
+    changed: for an answer's own text, which a gateway may have written a key into but whose
+    words must stay as the model wrote them."""
+    for secret in secrets:
+        if len(secret) >= 8 and secret in text:
+            text = text.replace(secret, MARK)
+    return text
+
+
+_HEADER_PARAMS = ("extra_headers", "headers")
+_CREDENTIAL_HEADER = re.compile(rf"^(?:{_CREDENTIAL_NAME}|cookie|proxy-authorization)$", re.IGNORECASE)
+
+
+def redact_params(params: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Sampling ``params`` as they may be recorded: the values of the headers in
+    ``extra_headers`` (or ``headers``) named like credentials (``Authorization``,
+    ``X-Gateway-Key``, ``api-key``, ``Cookie``...) replaced by :data:`MARK`. ``params`` itself
+    is returned when there is nothing to redact."""
+    if not any(isinstance(params.get(name), Mapping) for name in _HEADER_PARAMS):
+        return params
+    cleaned = dict(params)
+    for name in _HEADER_PARAMS:
+        if isinstance(headers := params.get(name), Mapping):
+            cleaned[name] = {key: MARK if _CREDENTIAL_HEADER.match(str(key)) else value
+                             for key, value in headers.items()}
+    return cleaned
+
+
 _KEPT_HEADERS = frozenset({"retry-after", "retry-after-ms", "x-request-id", "request-id"})
 _KEPT_PREFIXES = ("x-ratelimit-", "anthropic-ratelimit-")
 

@@ -105,9 +105,13 @@ class CustomOptions(ProtocolOptions):
             raise ValueError("give the prompt as template (inline) or template_file, one of them")
         if self.template_file is not None:
             try:
+                if self.template_file.exists() and not self.template_file.is_file():  # a FIFO would block forever
+                    raise ValueError(f"template_file {self.template_file}: not a file")
                 text = self.template_file.read_text(encoding="utf-8")
             except OSError as exc:
                 raise ValueError(f"template_file {self.template_file}: cannot read it ({exc.strerror or exc})") from None
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"template_file {self.template_file}: not UTF-8 text (byte {exc.start})") from None
         else:
             text = str(self.template)
         try:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from judge_engine.errors import ReasonCode
+from judge_engine.errors import MalformedResponseError, ReasonCode
 from judge_engine.logprobs import TokenLogprob
-from judge_engine.redaction import kept_headers, redact_url
+from judge_engine.redaction import kept_headers, redact_params, redact_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,10 +40,28 @@ class ProviderRequest:
         }
         if self.response_format is not None:
             sent["response_format"] = self.response_format
-        sent.update(self.params)
+        sent.update(redact_params(self.params))  # a gateway key in extra_headers is never recorded
         if self.api_base:
             sent["api_base"] = redact_url(self.api_base)
         return sent
+
+
+MAX_USAGE_TOKENS = 10**9
+"""Most tokens an answer's usage may report (prompt or completion): past any context window."""
+MAX_RETRY_AFTER_S = 86_400.0
+"""The longest Retry-After waited out: a provider asking for more than a day (or forever) is
+not pacing us, it has stopped serving; the judge stops with what it asked, for ``resume``."""
+
+
+def rate_limited(message: str, retry_after_s: float | None, status: int | None = 429) -> ErrorClass:
+    """A 429's class: the lane waits out ``retry_after_s``; one asking for more than
+    :data:`MAX_RETRY_AFTER_S` (an absurd or infinite Retry-After) stops the judge instead of
+    waiting for years."""
+    if retry_after_s is not None and retry_after_s > MAX_RETRY_AFTER_S:
+        wait = "forever" if math.isinf(retry_after_s) else f"{retry_after_s:,.0f} s"
+        return ErrorClass(ErrorKind.FATAL, f"{message} (the provider asks to wait {wait} before the next request, "
+                                            f"more than a day: resume the run once it serves again)", status)
+    return ErrorClass(ErrorKind.RATE_LIMITED, message, status, retry_after_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +84,15 @@ class ProviderResponse:
     """The answer's token log-probs, when the request asked for them and the provider gave
     them (None: none given). Once the answer is read, only the tokens at the verdict are kept
     (:func:`kept_tokens`): an empty tuple is "given, none kept", never "none given"."""
+
+    def __post_init__(self) -> None:
+        bad = [f"{name} {value!r}" for name, value in (("prompt_tokens", self.prompt_tokens),
+                                                       ("completion_tokens", self.completion_tokens))
+               if not 0 <= value <= MAX_USAGE_TOKENS]
+        if not (math.isfinite(self.cost) and self.cost >= 0):
+            bad.append(f"cost {self.cost!r}")
+        if bad:  # spend summed from such an answer would be negative, NaN or past any budget
+            raise MalformedResponseError(f"the answer's usage is not a count of tokens ({', '.join(bad)})")
 
     def to_record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
@@ -155,12 +183,12 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
     for prefix in ("", "llm_provider-"):
         if (value := lowered.get(prefix + "retry-after-ms")) is not None:
             try:
-                return max(0.0, float(value) / 1000.0)
+                return _wait(float(value) / 1000.0)
             except ValueError:
                 pass
         if (value := lowered.get(prefix + "retry-after")) is not None:
             try:
-                return max(0.0, float(value))
+                return _wait(float(value))
             except ValueError:
                 pass
             import time
@@ -168,10 +196,16 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
 
             try:
                 when = parsedate_to_datetime(value).timestamp()
-            except (TypeError, ValueError, IndexError):
+            except (TypeError, ValueError, IndexError, OverflowError):
                 continue
             return max(0.0, when - (time.time() if now is None else now))
     return None
+
+
+def _wait(seconds: float) -> float:
+    """A Retry-After as seconds to wait: NaN and negative ones are no wait; an infinite or huge
+    one is kept (so :func:`rate_limited` sees it), a time far past any clock included."""
+    return 0.0 if math.isnan(seconds) else max(0.0, seconds)
 
 
 def item_code(text: str) -> ReasonCode:

@@ -29,7 +29,7 @@ from typing import Any
 
 from judge_engine import jsonio
 from judge_engine.disk import writing
-from judge_engine.errors import HTTPStatusError
+from judge_engine.errors import HTTPStatusError, MalformedResponseError
 from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,
@@ -123,7 +123,10 @@ class AnthropicBatchAPI:
         result = raw.get("result") or {}
         kind = result.get("type")
         if kind == "succeeded":
-            answer = self._answer(result.get("message"))
+            try:
+                answer = self._answer(result.get("message"))
+            except (MalformedResponseError, ValueError, TypeError, OverflowError) as exc:  # usage or log-probs that lie
+                return BatchResult(custom_id, ResultKind.FAILED, message=f"a result that is not an answer ({exc})")
             if answer is None:
                 return BatchResult(custom_id, ResultKind.FAILED, message="a succeeded result without a message")
             return BatchResult(custom_id, ResultKind.ANSWER, answer, 200)

@@ -23,6 +23,7 @@ from judge_engine.providers.base import (
     ErrorKind,
     is_unreachable,
     parse_retry_after,
+    rate_limited,
 )
 from judge_engine.providers.openai_http import error_message
 from judge_engine.redaction import kept_headers, redact, url_credentials, url_secrets
@@ -116,7 +117,7 @@ class BatchHTTP:
         if isinstance(error, HTTPStatusError):
             status = error.status_code
             if status == 429:
-                return ErrorClass(ErrorKind.RATE_LIMITED, message, 429, parse_retry_after(error.headers))
+                return rate_limited(message, parse_retry_after(error.headers))
             if status >= 500 or status in (408, 409, 425):
                 return ErrorClass(ErrorKind.RETRY, message, status)
             return ErrorClass(ErrorKind.FATAL, message, status)

@@ -27,7 +27,7 @@ from typing import Any
 
 from judge_engine import jsonio
 from judge_engine.disk import writing
-from judge_engine.errors import ReasonCode
+from judge_engine.errors import MalformedResponseError, ReasonCode
 from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ITEM_MARKERS,
@@ -136,7 +136,10 @@ class OpenAIBatchAPI:
         status = int(response.get("status_code") or 0)
         body = response.get("body")
         if status == 200:
-            answer = self._answer(body)
+            try:
+                answer = self._answer(body)
+            except (MalformedResponseError, ValueError, TypeError, OverflowError) as exc:  # usage or log-probs that lie
+                return BatchResult(custom_id, ResultKind.FAILED, status=status, message=f"a result that is not an answer ({exc})")
             if answer is None:
                 return BatchResult(custom_id, ResultKind.FAILED, status=status,
                                    message="a 200 result whose body is not a chat completion")

@@ -13,7 +13,7 @@ import copy
 from functools import lru_cache
 from typing import Any
 
-from judge_engine.errors import LocalRequestError, ReasonCode
+from judge_engine.errors import LocalRequestError, MalformedResponseError, ReasonCode
 from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ErrorClass,
@@ -23,10 +23,11 @@ from judge_engine.providers.base import (
     is_unreachable,
     item_code,
     parse_retry_after,
+    rate_limited,
     refused_before_sending,
 )
 from judge_engine.providers.catalog import cost_per_token, load_litellm, passed_through
-from judge_engine.redaction import kept_headers, redact
+from judge_engine.redaction import kept_headers, redact, redact_known
 
 
 @lru_cache(maxsize=1)  # once per process, however many providers
@@ -121,21 +122,28 @@ class LiteLLMProvider:
             max_retries=0,  # the OpenAI SDK's own retries: off, tenacity is the one policy
             **kwargs,
         )
-        choice = response.choices[0]
-        usage = getattr(response, "usage", None)
-        hidden = getattr(response, "_hidden_params", {}) or {}
-        return ProviderResponse(
-            content=choice.message.content,
-            finish_reason=choice.finish_reason,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost=float(hidden.get("response_cost") or 0.0),
-            # litellm prices a model it does not list at 0 (a made-up entry): not a price.
-            priced=hidden.get("response_cost") is not None and cost_per_token(request.model) is not None,
-            headers=kept_headers(hidden.get("headers"), [self._api_key or ""]),
-            model=str(getattr(response, "model", "") or ""),
-            logprobs=token_logprobs(choice.message.content, _logprob_entries(choice)),
-        )
+        try:  # a gateway's usage or log-probs that are not what they say: malformed, like a cut body
+            choice = response.choices[0]
+            usage = getattr(response, "usage", None)
+            hidden = getattr(response, "_hidden_params", {}) or {}
+            content = choice.message.content
+            if isinstance(content, str):
+                content.encode("utf-8")  # a lone surrogate ("\ud800" in the JSON) can never be written: malformed
+                content = redact_known(content, [self._api_key or ""])
+            return ProviderResponse(
+                content=content,
+                finish_reason=choice.finish_reason,
+                prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                cost=float(hidden.get("response_cost") or 0.0),
+                # litellm prices a model it does not list at 0 (a made-up entry): not a price.
+                priced=hidden.get("response_cost") is not None and cost_per_token(request.model) is not None,
+                headers=kept_headers(hidden.get("headers"), [self._api_key or ""]),
+                model=str(getattr(response, "model", "") or ""),
+                logprobs=token_logprobs(content, _logprob_entries(choice)),
+            )
+        except (AttributeError, IndexError, TypeError, ValueError, OverflowError) as exc:
+            raise MalformedResponseError(f"the answer is not a chat completion ({type(exc).__name__}: {exc})") from exc
 
     async def aclose(self) -> None:
         """Nothing to release: litellm owns its clients for the process."""
@@ -146,6 +154,8 @@ class LiteLLMProvider:
         message = redact(f"{type(error).__name__}: {error}", [self._api_key or ""])
         if isinstance(error, LocalRequestError):
             return ErrorClass(ErrorKind.LOCAL, redact(str(error), [self._api_key or ""]))
+        if isinstance(error, MalformedResponseError):  # ours, reading the answer: as a cut body, retried
+            return ErrorClass(ErrorKind.RETRY, message)
         if refused_before_sending(error):
             return ErrorClass(ErrorKind.LOCAL, message)
         if isinstance(error, lit.RateLimitError) or status == 429:
@@ -153,7 +163,7 @@ class LiteLLMProvider:
             if headers is None:
                 headers = getattr(getattr(error, "response", None), "headers", None)
             retry_after = parse_retry_after(dict(headers) if headers is not None else None)
-            return ErrorClass(ErrorKind.RATE_LIMITED, message, 429, retry_after)
+            return rate_limited(message, retry_after)
         if isinstance(error, lit.ContextWindowExceededError):
             return ErrorClass(ErrorKind.ITEM, message, status, code=ReasonCode.CONTEXT_TOO_LONG)
         if isinstance(error, lit.ContentPolicyViolationError):

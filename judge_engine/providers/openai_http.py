@@ -33,9 +33,10 @@ from judge_engine.providers.base import (
     is_unreachable,
     item_code,
     parse_retry_after,
+    rate_limited,
 )
 from judge_engine.providers.catalog import cost_per_token, openai_body_params, openai_route
-from judge_engine.redaction import kept_headers, redact, url_credentials, url_secrets
+from judge_engine.redaction import kept_headers, redact, redact_known, url_credentials, url_secrets
 
 _RETRY_STATUSES = frozenset({408, 409, 425})
 _FATAL_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 415, 422})
@@ -126,7 +127,7 @@ class OpenAIHTTPProvider:
         if isinstance(error, HTTPStatusError):
             status = error.status_code
             if status == 429:
-                return ErrorClass(ErrorKind.RATE_LIMITED, message, 429, parse_retry_after(error.headers))
+                return rate_limited(message, parse_retry_after(error.headers))
             if status in _RETRY_STATUSES or status >= 500:
                 return ErrorClass(ErrorKind.RETRY, message, status)
             lowered = error.provider_message.lower()
@@ -173,24 +174,27 @@ class OpenAIHTTPProvider:
         except (jsonio.JSONDecodeError, KeyError, IndexError, TypeError) as exc:
             raise MalformedResponseError(
                 f"the 200 answer is not a chat completion ({len(raw)} bytes, {type(exc).__name__})") from exc
-        usage = payload.get("usage") or {}
-        prompt_tokens = int(usage.get("prompt_tokens") or 0)
-        completion_tokens = int(usage.get("completion_tokens") or 0)
-        prices = cost_per_token(model)
-        cost = prompt_tokens * prices[0] + completion_tokens * prices[1] if prices else 0.0
-        content = message.get("content")
-        content = content if content is None else str(content)
-        return ProviderResponse(
-            content=content,
-            finish_reason=choice.get("finish_reason"),
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost=cost,
-            priced=prices is not None,
-            headers=kept_headers(headers, self._secrets),
-            model=str(payload.get("model") or ""),
-            logprobs=token_logprobs(content, choice_logprobs(choice)),
-        )
+        try:  # a gateway's usage or log-probs that are not what they say: malformed, like a cut body
+            usage = payload.get("usage") or {}
+            prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            completion_tokens = int(usage.get("completion_tokens") or 0)
+            prices = cost_per_token(model)
+            cost = prompt_tokens * prices[0] + completion_tokens * prices[1] if prices else 0.0
+            content = message.get("content")
+            content = content if content is None else redact_known(str(content), self._secrets)
+            return ProviderResponse(
+                content=content,
+                finish_reason=choice.get("finish_reason"),
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                cost=cost,
+                priced=prices is not None,
+                headers=kept_headers(headers, self._secrets),
+                model=str(payload.get("model") or ""),
+                logprobs=token_logprobs(content, choice_logprobs(choice)),
+            )
+        except (AttributeError, TypeError, ValueError, OverflowError) as exc:
+            raise MalformedResponseError(f"the 200 answer is not a chat completion ({type(exc).__name__}: {exc})") from exc
 
 
 def choice_logprobs(choice: Mapping[str, Any]) -> Any:

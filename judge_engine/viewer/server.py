@@ -27,6 +27,7 @@ engine's writers use (:mod:`judge_engine.redaction`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import sqlite3
 import time
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from aiohttp import ClientSession, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from judge_engine.errors import RunDirError
 from judge_engine.jsonio import dumps
@@ -52,6 +54,18 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
 _TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
           ".css": "text/css; charset=utf-8", ".svg": "image/svg+xml"}
 T = TypeVar("T")
+
+
+class _ClientMistakes(logging.Filter):
+    """aiohttp logs a request it cannot parse (no ``Host`` header, a broken request line) with a
+    traceback, after answering it 400: the client's mistake, never the viewer's, so not shown."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], HttpProcessingError))
+
+
+_HTTP_LOG = logging.getLogger("judge_engine.viewer.http")
+_HTTP_LOG.addFilter(_ClientMistakes())
 
 
 class Viewer:
@@ -92,7 +106,8 @@ class Viewer:
         self.builder = Builder(self.catalog)
         self.pages = Pages(self.catalog, self.builder)
         self.builder.start()
-        self._runner = web.AppRunner(self.application(), access_log=None, handle_signals=False, shutdown_timeout=0.5)
+        self._runner = web.AppRunner(self.application(), access_log=None, handle_signals=False, shutdown_timeout=0.5,
+                                    logger=_HTTP_LOG)
         await self._runner.setup()
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)

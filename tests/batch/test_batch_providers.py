@@ -209,3 +209,21 @@ def test_the_fakes_quota_refuses_a_batch_as_each_api_does(tmp_path: Path) -> Non
 
         asyncio.run(scenario())
         assert server.stats()["batch_submissions"] == {} and server.stats()["batches_refused"] == 2
+
+
+def test_a_batch_result_whose_usage_or_log_probs_are_not_what_they_say_is_failed_not_a_crash() -> None:
+    """A 200 result with negative or 10^20 usage, or log-probabilities above 0, is a failed
+    request (retried in the next round), as online: never an answer, never an exception that
+    stops the collection."""
+    openai = batch_api_for("openai/gpt-4o-mini", "http://127.0.0.1:9/v1", api_key="k")
+    anthropic = batch_api_for(ANTHROPIC_MODEL, "http://127.0.0.1:9", api_key="k")
+    choice = {"message": {"content": "yes"}, "finish_reason": "stop"}
+    positive = {**choice, "logprobs": {"content": [{"token": "yes", "logprob": 3.0, "bytes": list(b"yes"),
+                                                    "top_logprobs": []}]}}
+    for usage, chosen in (({"prompt_tokens": -5}, choice), ({"prompt_tokens": 10**20}, choice), ({}, positive)):
+        line = {"custom_id": "a-1", "error": None, "response": {"status_code": 200, "body": {
+            "model": "gpt-4o-mini", "choices": [chosen], "usage": usage}}}
+        assert openai.read_result(json.dumps(line).encode()).kind is ResultKind.FAILED, usage
+    message = {**ANTHROPIC_REPLY, "usage": {"input_tokens": -5, "output_tokens": 3}}
+    line = {"custom_id": "a-1", "result": {"type": "succeeded", "message": message}}
+    assert anthropic.read_result(json.dumps(line).encode()).kind is ResultKind.FAILED

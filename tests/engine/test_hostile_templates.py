@@ -7,6 +7,7 @@ run before anything is sent (exit 2); one that fails later leaves that task unsc
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,25 @@ def test_a_template_file_is_named_with_its_path(tmp_path: Path, fake_server: Fak
     assert f"judges[mine].protocol_options.template_file ({tmp_path / 'rubric.j2'}): rendering stopped" in (
         capsys.readouterr().err)
     assert fake_server.stats()["requests_total"] == 0 and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (b"Grade: caf\xe9 {{ question }}", "rubric.j2: not UTF-8 text (byte 10)"),
+    (b"{{ question|nosuch }}", "rubric.j2: line 1: No filter named 'nosuch'."),
+    (b"{% if question is nosuch %}{% endif %}", "rubric.j2): No test named 'nosuch'"),  # at render: clear already
+    (None, "rubric.j2: not a file"),  # a FIFO: reading it would wait for a writer forever
+])
+def test_a_template_file_that_cannot_be_a_template_is_exit_2_naming_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes | None, expected: str) -> None:
+    path = job(tmp_path, None, JSON_OPTIONS)
+    rubric = tmp_path / "rubric.j2"
+    rubric.unlink()
+    if content is None:
+        os.mkfifo(rubric)
+    else:
+        rubric.write_bytes(content)
+    started = time.monotonic()
+    assert main(["plan", str(path)]) == 2
+    assert time.monotonic() - started < BOUNDED_S
+    err = capsys.readouterr().err
+    assert err.startswith("judge-engine: error: ") and expected in err and "Traceback" not in err, err

@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -543,3 +544,17 @@ def test_histograms_span_the_declared_scale(served: Any, demo_runs: dict[str, Pa
     for label in ("panel", "helpful-json"):
         assert (judges[label]["histogram"]["low"], judges[label]["histogram"]["high"]) == (1, 5)
     assert judges["panel"]["score_range"] == [1, 5]
+
+
+def test_a_request_it_cannot_parse_is_refused_without_a_traceback(mqm: ServedViewer,
+                                                                  caplog: pytest.LogCaptureFixture) -> None:
+    import socket
+
+    port = int(mqm.url.rsplit(":", 1)[1].split("/")[0])
+    for raw in (b"GET /api/overview HTTP/1.1\r\n\r\n", b"GET /api/overview HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            connection.sendall(raw)
+            answer = connection.recv(200)
+        assert answer.split(b" ")[1] == b"400", answer  # no Host (or two): refused...
+    time.sleep(0.2)
+    assert not [r for r in caplog.records if r.exc_info], [r.getMessage() for r in caplog.records]  # ...quietly
