@@ -20,6 +20,8 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StrictFloat,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -47,15 +49,15 @@ class Limits(BaseModel):
 
     model_config = _FROZEN
 
-    rpm: float | None = Field(default=None, gt=0)
+    rpm: StrictFloat | None = Field(default=None, ge=0.001)  # below, a pace that never sends
     """Requests per minute; None for no request-rate limit."""
-    tpm: float | None = Field(default=None, gt=0)
+    tpm: StrictFloat | None = Field(default=None, ge=1)
     """Tokens per minute (prompt + completion); None for no token-rate limit."""
-    concurrency: int = Field(default=16, ge=1, le=4096)
+    concurrency: StrictInt = Field(default=16, ge=1, le=4096)
     """Most requests in flight at once (also the number of lane workers)."""
-    headroom: float = Field(default=0.01, ge=0.0, lt=0.5)
+    headroom: StrictFloat = Field(default=0.01, ge=0.0, lt=0.5)
     """Share of each limit kept free so clock skew between us and the provider causes no 429s."""
-    burst: int = Field(default=2, ge=1, le=64)
+    burst: StrictInt = Field(default=2, ge=1, le=64)
     """Most requests a paced lane releases at one wake-up: when a slot comes due, waiters whose
     slots follow within 50 ms (past the pacer's 20 ms tolerance) go with it. A wake-up from idle
     costs a small VM more CPU than the request it sends, so pairs cut the client's CPU per
@@ -69,15 +71,15 @@ class Retries(BaseModel):
 
     model_config = _FROZEN
 
-    transport: int = Field(default=6, ge=0, le=100)
+    transport: StrictInt = Field(default=6, ge=0, le=100)
     """Retries after a 5xx, timeout, reset or truncated body (429s are waited out, not counted)."""
-    reasks: int = Field(default=2, ge=0, le=10)
+    reasks: StrictInt = Field(default=2, ge=0, le=10)
     """Times an unreadable answer is sent back with the problems stated before it is unscored."""
-    backoff_max_s: float = Field(default=30.0, ge=0.0)
+    backoff_max_s: StrictFloat = Field(default=30.0, ge=0.0)
     """Cap of the exponential backoff with jitter between transport retries."""
-    rate_limit_max: int = Field(default=1000, ge=1)
+    rate_limit_max: StrictInt = Field(default=1000, ge=1)
     """Most 429s one task may receive before it is recorded as unscored."""
-    stop_after_exhausted: int = Field(default=10, ge=1)
+    stop_after_exhausted: StrictInt = Field(default=10, ge=1)
     """Tasks in a row that use up their transport retries, with no answer in between, before
     the judge stops (exit 1) instead of recording more of them: the endpoint is failing, which
     says nothing about the items. (A task whose every attempt failed to connect stops the judge
@@ -89,10 +91,10 @@ class Budget(BaseModel):
 
     model_config = _FROZEN
 
-    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_cost_usd: StrictFloat | None = Field(default=None, gt=0)
     """Spend (every session, at the provider's prices) plus the estimated cost of the calls in
     flight never passes this; the run stops ``stopped: budget`` and can be resumed with more."""
-    max_hours: float | None = Field(default=None, gt=0)
+    max_hours: StrictFloat | None = Field(default=None, gt=0)
     """Wall-clock hours of judging, summed over the run's sessions."""
 
 
@@ -142,7 +144,7 @@ class BatchConfig(BaseModel):
 
     model_config = _FROZEN
 
-    poll_interval_s: float = Field(default=60.0, gt=0)
+    poll_interval_s: StrictFloat = Field(default=60.0, gt=0)
     """Seconds between polls of the judge's open batches. After a poll that finds nothing new
     the wait grows by half, up to ten times this, and drops back at the next change (real
     providers take minutes to hours; a test or demo against the fake server polls every fraction
@@ -153,16 +155,16 @@ class BatchConfig(BaseModel):
     ``online``: at once, through the judge's lane at online prices (the run finishes tonight).
     ``batch``: into the next batch round, up to :attr:`max_rounds`; what still needs a request
     after the last round ends unscored (``transport_exhausted``, or the answer's own reason)."""
-    max_rounds: int = Field(default=3, ge=1, le=20)
+    max_rounds: StrictInt = Field(default=3, ge=1, le=20)
     """Batch rounds per task with ``fallback: batch`` (round 1 is the first ask)."""
     completion_window: str = "24h"
     """The window the provider is asked to finish a batch in (OpenAI: ``24h``; Anthropic's
     batches always have 24 h and take no such setting)."""
-    max_requests_per_file: int | None = Field(default=None, ge=1)
+    max_requests_per_file: StrictInt | None = Field(default=None, ge=1)
     """Requests per batch (default: the provider's limit, OpenAI 50,000, Anthropic 100,000)."""
-    max_bytes_per_file: int | None = Field(default=None, ge=1024)
+    max_bytes_per_file: StrictInt | None = Field(default=None, ge=1024)
     """Bytes per batch file (default: the provider's limit, OpenAI 200 MB, Anthropic 256 MB)."""
-    max_enqueued_tokens: int | None = Field(default=None, ge=1)
+    max_enqueued_tokens: StrictInt | None = Field(default=None, ge=1)
     """Prompt tokens this judge keeps in unfinished batches at once (the provider's enqueued
     token quota for the model; None: unknown, and a quota refusal from the provider is waited
     out instead). Estimated without a tokenizer (UTF-8 bytes / 4)."""
@@ -182,7 +184,7 @@ class ConfidenceConfig(BaseModel):
     catalog knows it, else the judge stops at the first answer without them). ``agreement``:
     per item, how far the judge's answers agree (its ``repeats``, or the simulated annotators
     of ``pairwise-annotators``): for any provider, at the price of several requests per item."""
-    top_logprobs: int = Field(default=10, ge=1, le=20)
+    top_logprobs: StrictInt = Field(default=10, ge=1, le=20)
     """``logprobs``: alternatives asked for at each position (OpenAI allows up to 20); a value
     absent from them counts as probability 0."""
     score: Literal["raw", "weighted"] = "raw"
@@ -236,13 +238,13 @@ class JudgeConfig(BaseModel):
     direct where it applies, litellm elsewhere. Answers and cache keys are the same either way."""
     temperatures: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
     """Sampling temperatures; every item is judged at each."""
-    repeats: int = Field(default=1, ge=1, le=1000)
+    repeats: StrictInt = Field(default=1, ge=1, le=1000)
     """Independent draws per item and temperature (each a distinct, separately cached call)."""
-    max_tokens: int | None = Field(default=500, ge=1, le=MAX_TOKENS)
+    max_tokens: StrictInt | None = Field(default=500, ge=1, le=MAX_TOKENS)
     """Completion token cap sent with every request."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Other sampling parameters passed through (``top_p``, ``seed``...)."""
-    timeout_s: float = Field(default=120.0, ge=0.1, le=86_400, allow_inf_nan=False)
+    timeout_s: StrictFloat = Field(default=120.0, ge=0.1, le=86_400, allow_inf_nan=False)
     """Per-attempt timeout; a hanging request is cut and retried (finite, at most a day, at least
     0.1 s: below, every request is cut before any answer and recorded as the provider's failure)."""
     limits: Limits = Field(default_factory=Limits)
@@ -304,7 +306,7 @@ class DatasetConfig(BaseModel):
     fields: dict[str, str] = Field(default_factory=dict)
     """Canonical field name -> column name; unmapped canonical names are read from a column of
     the same name. ``id`` is required (mapped or as a column)."""
-    limit: int | None = Field(default=None, ge=1)
+    limit: StrictInt | None = Field(default=None, ge=1)
     """Judge only the first N items."""
 
 
@@ -337,7 +339,7 @@ class JuryConfig(BaseModel):
     even-sized panel, whose ties are common, and for one that can vote with a juror missing (a
     juror with ``self_preference: forbid``, a ``quorum`` below its size); otherwise an odd
     panel abstains on its rare ties (three or more values)."""
-    quorum: int | None = Field(default=None, ge=1)
+    quorum: StrictInt | None = Field(default=None, ge=1)
     """How many jurors must have scored an item for the jury to give a verdict (default: every
     juror not kept off the item by ``self_preference: forbid``); fewer is ``jury_incomplete``.
     Below the panel's size, the others decide without an unreadable or failed juror."""

@@ -132,6 +132,13 @@ def named_case_text(name: str, folder: Path, server: FakeServer | None) -> str |
             return dump(gemba)
         case "max_tokens_huge":
             return dump(gemba).replace("max_tokens: 300", "max_tokens: 100000000000000000000")
+        case "max_tokens_true":  # was read as 1: every answer cut, every task unscored
+            gemba["judges"][0]["max_tokens"] = True
+            return dump(gemba)
+        case "rpm_true" | "tpm_tiny":  # 1 a minute, or a pace that never sends: the run hung
+            gemba["judges"][0].setdefault("limits", {})["rpm" if name == "rpm_true" else "tpm"] = (
+                True if name == "rpm_true" else 1e-300)
+            return dump(gemba)
         case "not_utf8":
             return dump(gemba).replace("name: mqm", "name: mqm # caf\xe9").encode("latin-1")
         case "alias_bomb":
@@ -163,6 +170,9 @@ def named_case_text(name: str, folder: Path, server: FakeServer | None) -> str |
 NAMED = {
     "temperature_nan": ["judges[mqm].temperatures[0]"],
     "max_tokens_huge": ["judges[mqm].max_tokens"],
+    "max_tokens_true": ["judges[mqm].max_tokens", "valid integer"],
+    "rpm_true": ["judges[mqm].limits.rpm", "valid number"],
+    "tpm_tiny": ["judges[mqm].limits.tpm"],
     "not_utf8": ["line ", "not UTF-8"],
     "alias_bomb": ["judges[0].params.extra_body.l5[9]", "more than 1,000,000 values once its aliases are expanded"],
     "deep_nesting": ["judges[0].params.extra_body.seed", "nested more than 64 levels"],
