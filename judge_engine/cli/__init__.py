@@ -67,14 +67,33 @@ def parser() -> argparse.ArgumentParser:
         view,
     )
 
-    root = argparse.ArgumentParser(prog="judge-engine", epilog=EPILOG,
-                                   description="Run LLM judges at scale, and measure how far they can be trusted.")
+    root = _Root(prog="judge-engine", epilog=EPILOG,
+                 description="Run LLM judges at scale, and measure how far they can be trusted.")
     root.add_argument("--version", action="version", version=f"judge-engine {__version__}")
     # No abbreviated options: `resume RUN --demo` was read as --demo-batch-s and asked for its value.
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
     for module in (run, plan, status, show, view, rescore, export, protocols, stats, meta, calibrate, cdat):
         module.register(commands)
+    root.commands = commands
     return root
+
+
+class _Root(argparse.ArgumentParser):
+    """The ``judge-engine`` parser: an option its command does not know is named with the
+    nearest one it does (``--modle``: did you mean ``--model``?)."""
+
+    commands: argparse._SubParsersAction[Any] | None = None
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from judge_engine.naming import did_you_mean
+
+            command = self.commands.choices.get(parsed.command) if self.commands is not None else None
+            known = [o for action in command._actions for o in action.option_strings] if command is not None else []
+            hints = [hint for word in extras if word.startswith("-") and (hint := did_you_mean(word.split("=")[0], known))]
+            self.error(f"unrecognized arguments: {' '.join(extras)}" + (f"; {hints[0]}" if hints else ""))
+        return parsed
 
 
 class _Parser(argparse.ArgumentParser):

@@ -324,3 +324,14 @@ def test_a_placeholder_key_pasted_from_a_readme_is_refused_before_anything_is_se
     assert not job.runs.exists()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-a-real-looking-key-0123456789")
     assert main(["plan", str(job.config)]) == 0  # a key that is no placeholder passes
+
+
+def test_a_mistyped_option_is_named_with_the_nearest_one_its_command_knows(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["run", "config.yaml", "--modle", "openai/gpt-4o"])
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --modle openai/gpt-4o; did you mean `--model`?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["show", "runs/latest", "--xyzzy"])
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --xyzzy" in err and "did you mean" not in err  # nothing near: no guess
