@@ -66,13 +66,15 @@ class Money:
     def parts(self) -> list[str]:
         """What ``status`` says of it: spent (the calls at no known price apart, never a silent
         $0), held for open batches, and what each budget leaves."""
+        from judge_engine.money import dollars
+
         spend = self.spend
-        parts = [f"${spend.cost:.4f} spent" + (f" + {spend.unpriced:,} unpriced calls" if spend.unpriced else "")]
+        parts = [f"{dollars(spend.cost)} spent" + (f" + {spend.unpriced:,} unpriced calls" if spend.unpriced else "")]
         if self.committed is not None:
-            parts.append(f"~${self.committed:.4f} held for open batches")
+            parts.append(f"~{dollars(self.committed)} held for open batches")
         if (left := self.cost_left) is not None:
-            parts.append(f"budget ${self.max_cost_usd:g}: " + (f"${left:.4f} left" if left >= 0 else
-                                                                f"passed by ${-left:.4f}"))
+            parts.append(f"budget ${self.max_cost_usd:g}: " + (f"{dollars(left)} left" if left >= 0 else
+                                                                f"passed by {dollars(-left)}"))
         if (hours := self.hours_left) is not None:
             parts.append(f"{self.hours:.2f} of {self.max_hours:g} h judged: {max(hours, 0.0):.2f} h left")
         return parts

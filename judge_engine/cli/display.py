@@ -508,8 +508,8 @@ def status_report(report: RunStatusReport, console: Console) -> None:
         share = judge.done / judge.tasks if judge.tasks else 1.0
         batches = [f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request"]
         online = judge.mode == "online" and not (judge.in_batches or judge.waiting)  # nothing held by a batch
-        console.print(packed([f"{judge.name} ({judge.mode}, {judge.model})", f"{judge.done:,}/{judge.tasks:,} done "
-                              f"({share:.0%})", f"{judge.scored:,} scored", f"{judge.unscored:,} unscored" + (
+        done = f"{judge.done:,}/{judge.tasks:,} done ({share:.0%})" if judge.tasks else "no task (not asked)"
+        console.print(packed([f"{judge.name} ({judge.mode}, {judge.model})", done, f"{judge.scored:,} scored", f"{judge.unscored:,} unscored" + (
                                   " (" + ", ".join(f"{c}={n:,}" for c, n in judge.unscored_by_code.items()) + ")"
                                   if judge.unscored_by_code else ""),
                               *([] if online else batches), f"{judge.not_sent:,} not sent yet",

@@ -80,6 +80,10 @@ def test_a_stage_with_no_threshold_is_never_asked_and_plan_says_so(
                  if prediction is None or confidence < 0.95}
     assert escalated and set(latest(run, "strong:item")) == escalated
     assert not latest(run, "mid") and read_manifest(run).counts["judges"]["mid"]["planned"] == 0
+    capsys.readouterr()
+    assert main(["status", str(run)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "mid (online, " in said and "no task (not asked)" in said and "0/0 done" not in said
     assert all(not any(a["stage"] == "mid" for a in (r.verdict or {})["asked"]) for r in latest(run, "cascade").values())
 
 

@@ -23,6 +23,7 @@ from judge_engine.cli import main
 from judge_engine.cli.display import LiveDisplay, RateMeter, progress_lines
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
+from judge_engine.money import dollars
 from judge_engine.protocols import get_protocol
 from judge_engine.providers.catalog import batch_cost_per_token
 from tests.batch.conftest import batch_job
@@ -90,9 +91,9 @@ def test_an_online_run_with_two_deployments_counts_every_call_once_everywhere(
     manifest = json.loads((run / "run.json").read_text())
     spent, hours = manifest["spend"]["total"]["cost"], hours_judged(manifest["sessions"])
     flat = " ".join(status.split())
-    assert f"${spent:.4f} spent" in flat
-    assert f"budget $2: ${2 - spent:.4f} left" in flat  # the run's (--budget)
-    assert f"budget $1: ${1 - spent:.4f} left" in flat  # the judge's own
+    assert f"{dollars(spent)} spent" in flat
+    assert f"budget $2: {dollars(2 - spent)} left" in flat  # the run's (--budget)
+    assert f"budget $1: {dollars(1 - spent)} left" in flat  # the judge's own
     assert f"{hours:.2f} of 1 h judged: {1 - hours:.2f} h left" in flat  # --budget-hours
     assert "held for open batches" not in flat  # nothing is held by a batch
 
@@ -104,7 +105,7 @@ def test_unpriced_calls_are_counted_apart_in_status(tmp_path: Path, fake_server:
     capsys.readouterr()
     assert main(["status", str(job.only_run())]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "whole run: 4 calls" in out and "$0.0000 spent + 4 unpriced calls" in out
+    assert "whole run: 4 calls" in out and "$0 spent + 4 unpriced calls" in out
 
 
 @pytest.mark.timeout(300)
@@ -133,8 +134,8 @@ def test_a_batch_runs_status_holds_its_open_batches_against_the_budget_and_its_c
         status = capsys.readouterr().out
         _at_80(status, run)
         flat = " ".join(status.split())
-        assert f"whole run: 0 calls · 0 tokens · $0.0000 spent · ~${held:.4f} held for open batches" in flat
-        assert f"budget $1: ${1 - held:.4f} left" in flat
+        assert f"whole run: 0 calls · 0 tokens · $0 spent · ~{dollars(held)} held for open batches" in flat
+        assert f"budget $1: {dollars(1 - held)} left" in flat
 
         assert main(["resume", str(run), "--no-live"]) == 0  # waits for the batch, collects it
         summary = capsys.readouterr().err
@@ -178,4 +179,4 @@ def test_status_counts_the_calls_written_since_the_last_checkpoint(tmp_path: Pat
     capsys.readouterr()
     assert main(["status", str(run)]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "whole run: 6 calls" in out and f"${cost:.4f} spent" in out and fake_server.stats()["requests_total"] == 6
+    assert "whole run: 6 calls" in out and f"{dollars(cost)} spent" in out and fake_server.stats()["requests_total"] == 6
