@@ -87,7 +87,7 @@ class Encoder:
         values = sorted({v for v in split_at if len(v) >= MIN_VALUE}, key=len, reverse=True)
         entries = [self._message(m, values) for m in request.get("messages", [])]
         lead = 0
-        while lead < len(entries) and set(entries[lead]) == {"m"}:
+        while lead < len(entries) and len(entries[lead]) == 1 and "m" in entries[lead]:  # {"m": id} alone
             lead += 1
         if lead >= 2:
             ids = [e["m"] for e in entries[:lead]]

@@ -93,6 +93,7 @@ class AnswerCache:
                     statistics=False,
                     sqlite_mmap_size=0,
                     sqlite_cache_size=1024,
+                    cull_limit=0,  # nothing expires or is evicted: no culling query on every set
                 )
             except Exception as exc:
                 self._give_up(exc, "could not be opened: this run does not use it")

@@ -59,7 +59,7 @@ class Limits(BaseModel):
     """Share of each limit kept free so clock skew between us and the provider causes no 429s."""
     burst: StrictInt = Field(default=2, ge=1, le=64)
     """Most requests a paced lane releases at one wake-up: when a slot comes due, waiters whose
-    slots follow within 50 ms (past the pacer's 20 ms tolerance) go with it. A wake-up from idle
+    slots follow within 100 ms (past the pacer's 20 ms tolerance) go with it. A wake-up from idle
     costs a small VM more CPU than the request it sends, so pairs cut the client's CPU per
     request by ~0.3 ms at 30-50 requests/s; any window sees at most ``burst - 1`` requests above
     the even pace. 1: strictly even pacing (for a provider that enforces its limit over

@@ -95,6 +95,8 @@ _ERROR_LINE = re.compile(
     r'^(?P<category>[^"“”]+?)(?:\s+[-–—]\s*|\s*[-–—]\s+|\s*[-–—:]\s*(?=["“])|\s*:\s+)(?P<span>.*)$'
 )
 _DECORATION = re.compile(r"^(?:[#>*_`]+|\d+[.)]|[-•])\s*")
+_DECORATION_STARTS = frozenset("#>*_`-•")
+"""The characters :data:`_DECORATION` can start with, besides a digit."""
 
 
 class GembaMQM(Protocol):
@@ -195,7 +197,7 @@ class GembaMQM(Protocol):
         return error
 
     def _category_problem(self, category: str) -> str | None:
-        if any(category.startswith(c) for c in self.categories):
+        if category.startswith(self.categories):  # a tuple: any of them, in one call
             return None
         return f"unknown error category {category!r} (use one of: {', '.join(self.categories)})"
 
@@ -343,6 +345,9 @@ def _missing_parts(sections: dict[Severity, int], last_line: str, *, stopped_sho
 
 def _undecorate(line: str) -> str:
     """Drop Markdown emphasis, bullets and numbering around a line (``**Major:**`` -> ``Major:``)."""
+    if (line and line[0] not in _DECORATION_STARTS and not line[0].isdigit() and line[-1] not in "*_`"
+            and "**" not in line and "__" not in line and line == line.strip()):
+        return line  # most lines of an answer: nothing to drop, and no regex run twice to find that out
     previous = None
     while previous != line:
         previous = line

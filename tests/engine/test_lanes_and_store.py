@@ -129,7 +129,7 @@ def _virtual_lane_admissions(limits: Limits, count: int) -> list[float]:
 
 @pytest.mark.parametrize("burst", [1, 2, 3])
 def test_paced_lane_releases_small_bursts_at_an_unchanged_pace(burst: int) -> None:
-    """When a slot comes due, the next ``burst - 1`` waiters within 50 ms go with it (one
+    """When a slot comes due, the next ``burst - 1`` waiters within 100 ms go with it (one
     wake-up, several sends); the long-run pace and every window's share stay the limit's."""
     from collections import Counter
 
@@ -151,11 +151,19 @@ def test_paced_lane_releases_small_bursts_at_an_unchanged_pace(burst: int) -> No
 
 
 def test_a_slow_lane_does_not_burst() -> None:
-    """A waiter wakes 20 ms (the tolerance) before its slot, so at one slot per 60 ms the next
-    slot is 80 ms away, beyond the 50 ms burst window past the tolerance: no pairs."""
-    sent = _virtual_lane_admissions(Limits(rpm=1000, headroom=0.0, burst=3), 20)
+    """A waiter wakes 20 ms (the tolerance) before its slot, so at one slot per 150 ms the next
+    slot is 170 ms away, beyond the 100 ms burst window past the tolerance: no pairs."""
+    sent = _virtual_lane_admissions(Limits(rpm=400, headroom=0.0, burst=3), 20)
     gaps = [b - a for a, b in zip(sent[2:], sent[3:], strict=False)]  # the start catches up
-    assert gaps == pytest.approx([0.06] * 17, abs=0.001)
+    assert gaps == pytest.approx([0.15] * 17, abs=0.001)
+
+
+def test_a_few_shot_tpm_pace_goes_out_in_pairs() -> None:
+    """~1,800-token requests at 1.5M TPM come due every ~73 ms: within the burst window, so
+    they go out in pairs (a 70 ms window sent them one by one, each on a wake-up of its own)."""
+    sent = _virtual_lane_admissions(Limits(rpm=820, headroom=0.0, burst=2), 200)  # a slot per 73 ms
+    steady = [round(b - a, 3) for a, b in zip(sent[2:], sent[3:], strict=False)]
+    assert steady.count(0.0) >= 95
 
 
 def test_rough_prompt_size_follows_utf8_bytes_and_framing() -> None:
