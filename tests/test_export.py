@@ -5,6 +5,7 @@ line per task), never through the code under test."""
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import shutil
@@ -183,7 +184,10 @@ def test_export_goes_to_the_run_directory_by_default_and_to_standard_output(
     assert "DEMO RUN" in err  # a demo run says its answers are synthetic
     assert main(["export", str(run), "--format", "jsonl", "-o", "-"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 20 and json.loads(lines[0])["item_id"] == "lit-001"
+    with (run / "export" / "outcomes.csv").open(encoding="utf-8", newline="") as handle:
+        in_csv = [row["task_id"] for row in csv.DictReader(handle)]
+    # the same rows in the same order (the outcome lines', which is the order tasks finished in)
+    assert len(lines) == 20 and [json.loads(line)["task_id"] for line in lines] == in_csv
     assert all(json.loads(line)["synthetic"] is True for line in lines)  # the file outlives the terminal's note
     assert sorted(p.name for p in (run / "export").iterdir()) == ["outcomes.csv"]  # no partial file left
 
