@@ -664,14 +664,15 @@ class Counts:
     unscored: int = 0
     unscored_by_code: dict[str, int] = field(default_factory=dict)
 
-    def add(self, status: str, reason_code: str | None) -> None:
-        self.tasks += 1
+    def add(self, status: str, reason_code: str | None, n: int = 1) -> None:
+        """Count ``n`` tasks that ended ``status`` (unscored: under ``reason_code``)."""
+        self.tasks += n
         if status == "scored":
-            self.scored += 1
+            self.scored += n
             return
-        self.unscored += 1
+        self.unscored += n
         code = reason_code or UNRECORDED
-        self.unscored_by_code[code] = self.unscored_by_code.get(code, 0) + 1
+        self.unscored_by_code[code] = self.unscored_by_code.get(code, 0) + n
 
     def merge(self, other: Counts) -> None:
         self.tasks += other.tasks

@@ -512,13 +512,7 @@ class RunStore:
         for (judge, status, code), n in tally.items():
             if status == "undone":
                 continue
-            counts = per_judge.setdefault(judge, Counts())
-            counts.tasks += n
-            if status == "scored":
-                counts.scored += n
-            else:
-                counts.unscored += n
-                counts.unscored_by_code[str(code)] = counts.unscored_by_code.get(str(code), 0) + n
+            per_judge.setdefault(judge, Counts()).add(status, code, n)
         return counts_section(per_judge)
 
     def total_spend(self) -> Spend:

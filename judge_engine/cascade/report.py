@@ -170,12 +170,6 @@ def _counts(index: RunIndex, judge: str) -> dict[str, Any]:
 
     counts = Counts()
     for (name, status, code), n in index.counts().items():
-        if name != judge or status == "undone":
-            continue
-        counts.tasks += n
-        if status == "scored":
-            counts.scored += n
-        else:
-            counts.unscored += n
-            counts.unscored_by_code[str(code)] = counts.unscored_by_code.get(str(code), 0) + n
+        if name == judge and status != "undone":
+            counts.add(status, code, n)
     return counts.to_dict()
