@@ -5,19 +5,17 @@ and readers of the run's lines."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from judge_engine.calibration import calibrate
-from judge_engine.fake import FakeConfig, FakeServer
+from judge_engine.fake import FakeServer
 from judge_engine.store import latest_outcome_records
 from judge_engine.thresholds import write_thresholds
-from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV
+from tests.engine.conftest import TEST_KEY_ENV, _test_key, fake_server  # noqa: F401  (the same fixtures here)
+from tests.engine.conftest import Job as CascadeJob
 
 WORDS = ("river", "lamp", "garden", "violin", "harbour", "pepper", "meadow", "engine", "lantern", "orchard",
          "copper", "falcon", "marble", "thistle", "canyon", "saffron")
@@ -25,40 +23,11 @@ MODELS = {"cheap": "openai/gpt-4o-mini", "mid": "openai/gpt-4.1-mini", "strong":
 """The fake answers each by its name's strength (weak, weak, strong) with its own noise per item."""
 
 
-@pytest.fixture(autouse=True)
-def _test_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(TEST_KEY_ENV, TEST_KEY)
-
-
-@pytest.fixture
-def fake_server() -> Iterator[FakeServer]:
-    with FakeServer(FakeConfig()) as server:
-        yield server
-
-
 def pair(n: int) -> dict[str, str]:
     a, b, c = WORDS[n % 16], WORDS[(3 * n + 5) % 16], WORDS[(7 * n + 2) % 16]
     return {"id": f"p{n:03d}", "instruction": f"Which is the better note on {a}? ({n})",
             "response_a": f"A {b} by the {a}, described plainly ({n}).",
             "response_b": f"The {c} and the {a}: a longer and warmer note, number {n}."}
-
-
-@dataclass
-class CascadeJob:
-    dir: Path
-    config: Path
-
-    @property
-    def runs(self) -> Path:
-        return self.dir / "runs"
-
-    def run_dirs(self) -> list[Path]:
-        return sorted(p for p in self.runs.iterdir() if p.is_dir() and not p.is_symlink()) if self.runs.exists() else []
-
-    def only_run(self) -> Path:
-        dirs = self.run_dirs()
-        assert len(dirs) == 1, dirs
-        return dirs[0]
 
 
 def cascade_job(tmp_path: Path, server: FakeServer | None, *, items: int = 24, thresholds: dict[str, float | None],

@@ -6,7 +6,6 @@ over litellm's transport. Item outcomes of ``pairwise-annotators`` are counted a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,23 +13,12 @@ import pytest
 import yaml
 
 from judge_engine.cli import main
-from judge_engine.fake import FakeConfig, FakeServer
+from judge_engine.fake import FakeServer
 from judge_engine.store import latest_outcome_records, read_manifest
-from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV
+from tests.engine.conftest import TEST_KEY_ENV
 
 PAIRS = [("Name a prime.", "Seven.", "Nine."), ("Greet in French.", "Bonjour.", "Hola."),
          ("2 + 2?", "4.", "Five."), ("Capital of Italy?", "Rome.", "Milan."), ("A colour?", "Blue.", "Loud.")]
-
-
-@pytest.fixture(autouse=True)
-def _test_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(TEST_KEY_ENV, TEST_KEY)
-
-
-@pytest.fixture
-def fake_server() -> Iterator[FakeServer]:
-    with FakeServer(FakeConfig()) as server:
-        yield server
 
 
 def job(tmp_path: Path, server: FakeServer | None, judges: list[dict[str, Any]], *, items: int = 5) -> Path:
