@@ -56,6 +56,12 @@ def unknown_key(key: str, known: Iterable[str], *, what: str = "key") -> str:
     return f"unknown {what}; {hint}" if hint else f"unknown {what}"
 
 
+def cascade_title(name: str) -> str:
+    """How a message names a cascade: ``cascade`` for the default name, else ``cascade NAME``
+    (not "cascade cascade")."""
+    return "cascade" if name == "cascade" else f"cascade {name}"
+
+
 NAMED = ("judges", "juries")
 """The config's lists whose entries a message names by their ``name`` (``judges[mqm]``)."""
 

@@ -38,12 +38,6 @@ CASCADE_PROTOCOL = "cascade"
 CASCADE_VERSION = "1"
 
 
-def cascade_title(name: str) -> str:
-    """How a message names a cascade: ``cascade`` for the default name, else ``cascade NAME``
-    (not "cascade cascade")."""
-    return "cascade" if name == "cascade" else f"cascade {name}"
-
-
 def cascade_task_id(name: str, item_id: str) -> str:
     """The task id of cascade ``name``'s line for ``item_id``."""
     return content_hash({"cascade": name, "item": item_id})

@@ -8,10 +8,10 @@ import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from judge_engine.cascade.outcome import cascade_title
 from judge_engine.cascade.stages import CascadePlan
 from judge_engine.cascade.state import answered_per_stage
 from judge_engine.errors import ReasonCode
+from judge_engine.naming import cascade_title
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from judge_engine.calibration import agreement_key
+from judge_engine.naming import cascade_title
 from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
 
@@ -51,8 +52,7 @@ def cascade_sections(run: Run, spend: Mapping[str, float], *, human: Mapping[str
     rows = [_stage_row(stage, lines, items, spend, judged, human) for stage in stages]
     _escalated(rows, stages, lines)
     total, notes = _total_row(rows, stages, lines, items, human, fallback_cost, judged)
-    name = str(section.get("name"))
-    title = f"{'cascade' if name == 'cascade' else f'cascade {name}'}: {section.get('guarantee') or ''}".rstrip(": ")
+    title = f"{cascade_title(str(section.get('name')))}: {section.get('guarantee') or ''}".rstrip(": ")
     if human is None:
         notes.append("agreement with humans: give --human-table FILE --key ID --label COLUMN")
     return [Section("cascade", title, COLUMNS, [*rows, total], notes=notes)]
