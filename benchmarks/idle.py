@@ -15,6 +15,7 @@ process from ``/proc`` meanwhile:
     python benchmarks/idle.py [--seconds 60] [--every 4] [--compare-ref REF]
     python benchmarks/idle.py --callgrind      # instructions per waiting second (valgrind; slow)
     python benchmarks/idle.py --every 0.075 --seconds 60 --py-spy   # a tpm-long pace, profiled
+    python benchmarks/idle.py --every 0.073 --seconds 30 --cprofile # calls per request, from the first
 
 ``--callgrind`` runs the engine under ``valgrind --tool=callgrind`` with instrumentation off until
 the first request, switches it on then (``callgrind_control -i on``) and reads the instruction
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -125,18 +127,22 @@ def run(args: argparse.Namespace, work: Path, who: str, source: Path | None) -> 
         if args.py_spy:
             command = ["py-spy", "record", "-r", "500", "--nonblocking", "--format", "raw", "-o", str(config.parent / "profile.raw"),
                        "--", *command]
+        if args.cprofile:
+            command = [sys.executable, str(Path(__file__).with_name("profiled.py")), *command[3:]]
         if args.callgrind:
             command = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                        f"--callgrind-out-file={config.parent / 'callgrind.out'}", *command]
         log = config.parent / "engine.log"
         handle = log.open("ab")
         started = time.monotonic()
-        process = subprocess.Popen(command, cwd=config.parent, env=child_env(source), stdout=handle,
-                                   stderr=subprocess.STDOUT)
+        env = {**child_env(source), "PROFILE_OUT": str(config.parent / "profile.pstats")}
+        process = subprocess.Popen(command, cwd=config.parent, env=env, stdout=handle, stderr=subprocess.STDOUT)
         handle.close()
         sampler = ThreadSampler(_engine_pid(process.pid) if args.py_spy else process.pid)
         if args.callgrind:
             _instrument_from_first_request(server, process.pid)
+        if args.cprofile:
+            _profile_from_first_request(server, process.pid)
         child = reap(process, started, log)
         sampler.stop()
         stats = server.stats()
@@ -148,9 +154,24 @@ def run(args: argparse.Namespace, work: Path, who: str, source: Path | None) -> 
     window = sampler.between(first + 1.0, last)  # the first second still has start-up's tail
     if window is not None:
         result["measured_s"], result["threads"] = window
+    if args.cprofile:
+        _print_profile(config.parent / "profile.pstats", int(stats["requests_total"]))
     if args.callgrind:
         result["instructions"] = _instructions(config.parent / "callgrind.out")
     return result
+
+
+def _print_profile(path: Path, requests: int, top: int = 45) -> None:
+    """The engine's functions by own time, with their calls per request (cProfile's overhead
+    inflates the times of small functions; the call counts are exact)."""
+    import pstats
+
+    table = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    rows = sorted(table.items(), key=lambda kv: -kv[1][2])[:top]
+    print(f"cProfile, {requests} requests: calls/req  own ms/req  cum ms/req  function")
+    for (file, line, name), (_, calls, own, cum, _) in rows:
+        where = f"{Path(file).name}:{line}:{name}" if line else name
+        print(f"  {calls / requests:9.1f}  {1000 * own / requests:10.3f}  {1000 * cum / requests:10.3f}  {where}")
 
 
 def _engine_pid(pid: int) -> int:
@@ -170,6 +191,12 @@ def _instrument_from_first_request(server: Any, pid: int) -> None:
     while server.stats().get("first_accepted_s") is None:
         time.sleep(0.05)
     subprocess.run(["callgrind_control", "-i", "on", str(pid)], capture_output=True, check=False)
+
+
+def _profile_from_first_request(server: Any, pid: int) -> None:
+    while server.stats().get("first_accepted_s") is None:
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGUSR1)
 
 
 def _instructions(out: Path) -> tuple[int, int]:
@@ -212,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--callgrind", action="store_true", help="count instructions under valgrind's callgrind")
     parser.add_argument("--py-spy", action="store_true",
                         help="record the engine with py-spy (profile.raw in its job folder; see collapsed.py)")
+    parser.add_argument("--cprofile", action="store_true",
+                        help="run the engine under cProfile (profile.pstats in its job folder; calls per request)")
     parser.add_argument("--workdir", help="where jobs and logs go (default: a new temp dir)")
     args = parser.parse_args(argv)
     if args.callgrind and shutil.which("valgrind") is None:

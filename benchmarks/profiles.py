@@ -163,6 +163,9 @@ class Measured:
     server_start: float = 0.0
     startup_cpu_s: float | None = None
     """The child's CPU up to its first accepted request (this run's own start-up)."""
+    shutdown_cpu_s: float | None = None
+    """The child's CPU after its last accepted request's answer (its summary, manifest, exit);
+    still counted in :meth:`cpu_ms_per_request`, shown apart to say where it went."""
 
     @property
     def requests(self) -> int:
@@ -229,7 +232,7 @@ def run_engine_profile(profile: Profile, n: int, items: Path, work: Path, oracle
     first = _first_request_s(start, stats, child)
     active = child.wall_s - (first or 0.0)
     return Measured(who, child, stats, n, n - len(latest), wrong, unscored, first, active, monitor.samples, start,
-                    _startup_cpu(sampler, child, first))
+                    _startup_cpu(sampler, child, first), _shutdown_cpu(sampler, child, start, stats, profile))
 
 
 def run_baseline_profile(profile: Profile, n: int, items: Path, work: Path, oracle: Oracle, workload: Workload) -> Measured:
@@ -256,6 +259,18 @@ def run_baseline_profile(profile: Profile, n: int, items: Path, work: Path, orac
 def _startup_cpu(sampler: CpuSampler, child: ChildResult, first_request_s: float | None) -> float | None:
     """The child's CPU up to the first request the server accepted from it."""
     return None if first_request_s is None else sampler.cpu_at(child.started_mono + first_request_s)
+
+
+def _shutdown_cpu(sampler: CpuSampler, child: ChildResult, server_start: float, stats: dict[str, Any],
+                  profile: Profile) -> float | None:
+    """The child's CPU from its last accepted request's answer (its latency at most) to its exit."""
+    last = stats.get("last_accepted_s")
+    if last is None:
+        return None
+    latest = float(profile.fake.get("latency_s", 0.0)) + float(profile.fake.get("latency_jitter_s", 0.0))
+    answered = server_start + float(last) + latest
+    at = sampler.cpu_at(answered)
+    return None if at is None else max(0.0, child.cpu_s - at)
 
 
 def run_baseline(items: Path, n: int, api_base: str, job: JobSpec, out: Path, *, log: Path,

@@ -146,6 +146,11 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
         if spent:
             print(f"{who} start-up CPU (each run's own, up to its first request; subtracted): "
                   f"{min(spent):.2f}-{max(spent):.2f} s")
+    for profile, engine, others in results:
+        for m in (engine, *others):
+            if m.shutdown_cpu_s is not None:
+                print(f"{profile.name} {m.who}: CPU after the last answer (summary, manifest, exit; counted): "
+                      f"{m.shutdown_cpu_s:.2f} s, {1000 * m.shutdown_cpu_s / max(1, m.requests):.2f} ms per request")
     for profile, engine, _ in results:
         if profile.binding == "tpm":
             tokens = engine.stats["accepted_tokens"] / max(1, engine.stats["accepted_requests"])
