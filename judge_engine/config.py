@@ -444,6 +444,15 @@ class JobConfig(BaseModel):
     """Judges (or juries) asked in turn, each only about the items the ones before it were not
     sure enough of (:class:`CascadeConfig`)."""
 
+    @field_validator("judges", mode="before")
+    @classmethod
+    def _some_judge(cls, value: Any) -> Any:
+        # Before pydantic's own check, whose words ("List should have at least 1 item after
+        # validation") say nothing of what a judge is; ``judges:`` left empty reads as None.
+        if value is None or (isinstance(value, list) and not value):
+            raise ValueError("no judge: a config needs at least one (each with a name, a model and a protocol)")
+        return value
+
     @model_validator(mode="after")
     def _unique_judge_names(self) -> JobConfig:
         names = [j.name for j in self.judges]

@@ -1,5 +1,5 @@
 """How an amount of dollars is written, wherever one is printed (``plan``, the run's summary and
-progress, ``show``, ``status``, budget messages).
+progress, ``show``, ``status``, budget messages, ``calibrate`` and the ``stats`` of a cascade).
 
 A call costs fractions of a cent and a run can cost hundreds of dollars, so a fixed number of
 decimals is wrong at one end or the other (``$0.0000`` for a call, ``$2.955e-05`` from ``str``).

@@ -175,12 +175,15 @@ def test_a_task_judged_again_counts_once_with_its_last_line(demo_runs: dict[str,
 
 
 def test_export_goes_to_the_run_directory_by_default_and_to_standard_output(
-        demo_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        demo_runs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     run = tmp_path / "run"
     shutil.copytree(demo_runs["literary_mt"], run, ignore=shutil.ignore_patterns("export"))
+    monkeypatch.setenv("COLUMNS", "80")
     assert main(["export", str(run)]) == 0
     out, err = capsys.readouterr()
-    assert out.strip() == f"wrote 20 rows x 25 columns to {run / 'export' / 'outcomes.csv'}"
+    # The path in the run directory on a line of its own, whole (display.path_line), whatever the width
+    assert out.strip() == f"wrote 20 rows x 25 columns: {run / 'export' / 'outcomes.csv'}"
     assert "DEMO RUN" in err  # a demo run says its answers are synthetic
     assert main(["export", str(run), "--format", "jsonl", "-o", "-"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -60,8 +60,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     calibrate.add_argument("--per-stage-delta", action="store_true",
                            help="test each stage at DELTA, as the reference code does: each stage is guaranteed "
                                 "on its own only (the weaker statement; default: DELTA / stages, the whole cascade)")
-    calibrate.add_argument("--costs", metavar="A=X,B=Y", help="each stage's cost per item: adds the cascade's "
-                                                               "expected cost against the last stage alone "
+    calibrate.add_argument("--costs", metavar="A=X,B=Y", help="each stage's cost per item in dollars: adds the "
+                                                               "cascade's expected cost against the last stage alone "
                                                                "(with RUN_DIR, default: the run's own spend)")
     calibrate.add_argument("--json", nargs="?", const="-", metavar="PATH",
                            help="the report as JSON, on standard output (no table) or to PATH")
@@ -149,6 +149,7 @@ def render_calibration(document: Mapping[str, Any], console: Terminal) -> None:
     table per stage, why each stage that answers nothing does (with the items it would need),
     coverage and cost."""
     from judge_engine.cli.display import Column, escape, print_table, say
+    from judge_engine.money import dollars
 
     say(console, f"[bold]guaranteed:[/] {escape(document['guarantee'])}")
     stages = document["stages"]
@@ -159,7 +160,7 @@ def render_calibration(document: Mapping[str, Any], console: Terminal) -> None:
         columns.append(Column("cost", justify="right"))
     rows = [[s["stage"], "-" if s["threshold"] is None else f"{s['threshold']:.4g}", str(s["offered"]),
              str(s["answered"]), str(s["errors"]), _share(1 - s["errors"] / s["answered"]) if s["answered"] else "-",
-             _number(s["bound"]), *([f"{s['cost_per_item']:.4g}"] if costs else [])] for s in stages]
+             _number(s["bound"]), *([dollars(s["cost_per_item"])] if costs else [])] for s in stages]
     level = stages[0]["delta"]
     rule = f" ({level:.3g} per stage, Bonferroni)" if document["delta_rule"] == "bonferroni" else " per stage"
     print_table(f"calibration: risk {document['risk']:g}, delta {document['delta']:g}{rule}", columns, rows,
@@ -174,8 +175,8 @@ def render_calibration(document: Mapping[str, Any], console: Terminal) -> None:
     if document.get("cost"):
         cost = document["cost"]
         ratio = f" ({_share(cost['ratio'])})" if cost["ratio"] is not None else ""
-        say(console, escape(f"cost per item {cost['per_item']:.4g} against {cost['last_stage_alone']:.4g} for "
-                            f"{stages[-1]['stage']} alone{ratio}"))
+        say(console, escape(f"cost per item {dollars(cost['per_item'])} against "
+                            f"{dollars(cost['last_stage_alone'])} for {stages[-1]['stage']} alone{ratio}"))
 
 
 def silent_reason(stage: Mapping[str, Any], risk: float) -> str:

@@ -78,7 +78,7 @@ def cdat_baselines_command(args: argparse.Namespace) -> int:
         label, lists = "Random", random_baseline(cues, seed=args.seed, lexicon=default_lexicon(), size=args.size)
         origin = f"{len(cues)} cues from {args.cues}, {args.size} random WordNet nouns each (seed {args.seed})"
     written = _score_and_write(label, lists, args.output)
-    _report(label, origin, written, args.output)
+    _report(label, origin, written, args.output, run_dir=args.from_run)
     return EXIT_OK
 
 
@@ -114,7 +114,7 @@ def read_cues(path: Path) -> list[str]:
 
 
 def run_lists(run_dir: Path) -> tuple[str, list[WordList], str]:
-    """(label, lists, where they come from) of a CDAT run of one judge at one temperature; the
+    """(label, lists, which lists they are) of a CDAT run of one judge at one temperature; the
     label is ``Common`` when the judge used the Common prompt, else the judge's name (with
     ``(demo)`` for a demo run: its answers are the fake server's).
 
@@ -146,7 +146,7 @@ def run_lists(run_dir: Path) -> tuple[str, list[WordList], str]:
     label = "Common" if judge.protocol_options.get("prompt") == "common" else judge.name
     label += " (demo)" if manifest.demo else ""
     left = len(outcomes) - len(lists)
-    origin = (f"{len(lists)} lists of {judge.name} ({judge.model}, T={groups[0][1]:g}) from {run_dir}"
+    origin = (f"{len(lists)} lists of {judge.name} ({judge.model}, T={groups[0][1]:g})"
               + (f"; {left} tasks without an answer left out" if left else ""))
     return label, lists, origin
 
@@ -162,11 +162,15 @@ def _score_and_write(label: str, lists: Sequence[WordList], output: Path) -> lis
     return written
 
 
-def _report(label: str, origin: str, lists: Sequence[BaselineList], output: Path) -> None:
+def _report(label: str, origin: str, lists: Sequence[BaselineList], output: Path, *,
+            run_dir: Path | None = None) -> None:
+    from judge_engine.cli.display import make_console, path_line
     from judge_engine.stats.creativity import mean_ci
 
     points = [p for bl in lists if (p := bl.point) is not None]
     print(f"{label} baseline: {origin}")
+    if run_dir is not None:  # whole, on a line of its own
+        path_line(make_console(), "from run directory", run_dir)
     if points:
         app, nov = mean_ci([p[0] for p in points]), mean_ci([p[1] for p in points])
         print(f"{len(points)} of {len(lists)} lists scored (7+ valid nouns): appropriateness {app.mean:.2f} "

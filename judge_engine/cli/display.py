@@ -799,7 +799,8 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
         if s.absent:  # one line saying why, instead of an empty table
             console.print(f"{s.title}: [yellow]not shown[/]: {s.absent}", highlight=False)
             continue
-        console.print(FitTable(section_columns(s.columns), [[_cell(r.get(c), small=c in s.small_values)
+        console.print(FitTable(section_columns(s.columns), [[_cell(r.get(c), small=c in s.small_values,
+                                                                   money=c in s.dollar_values)
                                                              for c in s.columns] for r in s.rows],
                                title=s.title, title_justify="left"))
         for note in s.notes:
@@ -828,13 +829,16 @@ def section_columns(names: Sequence[str]) -> list[Column]:
                    key=i < leading, fold_long_words=name in PROSE) for i, name in enumerate(names)]
 
 
-def _cell(value: Any, *, small: bool = False) -> str:
+def _cell(value: Any, *, small: bool = False, money: bool = False) -> str:
     """A value as a table shows it: three decimals, or with ``small`` (p-values) two significant
-    digits below 0.01, since a p of 3e-06 is not 0.000, nor 0.0013 0.001."""
+    digits below 0.01, since a p of 3e-06 is not 0.000, nor 0.0013 0.001; with ``money``, as
+    dollars (:func:`~judge_engine.money.dollars`)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if money and isinstance(value, int | float):
+        return dollars(float(value))
     if isinstance(value, float):
         return f"{value:.2g}" if small and 0 < abs(value) < 0.01 else f"{value:.3f}"
     return str(value)

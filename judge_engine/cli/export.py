@@ -1,8 +1,9 @@
 """``judge-engine export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.export`).
 
 CSV and JSONL need nothing extra; Parquet needs pyarrow (``pip install 'judge-engine[data]'``:
-without it the command says so and exits 2). What was written goes to standard output, notes
-(a demo run, a changed dataset) to standard error.
+without it the command says so and exits 2). Where it was written goes to standard output (a
+line of its own: :func:`~judge_engine.cli.display.path_line`), notes (a demo run, a changed
+dataset) to standard error.
 """
 
 from __future__ import annotations
@@ -48,8 +49,10 @@ def export_command(args: argparse.Namespace) -> int:
     except BrokenPipeError:  # '-o - | head': the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
-    for note in done.notes:
+    for note in done.notes:  # as written: a note may begin with a long path, which wrapping would break
         print(note, file=sys.stderr)
-    if done.path is not None:
-        print(f"wrote {done.rows:,} rows x {done.columns} columns to {done.path}")
+    from judge_engine.cli.display import make_console, path_line
+
+    if done.path is not None:  # a path in the run directory: whole, on a line of its own
+        path_line(make_console(), f"wrote {done.rows:,} rows x {done.columns} columns", done.path)
     return EXIT_OK

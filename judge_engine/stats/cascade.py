@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from judge_engine.calibration import agreement_key
+from judge_engine.money import dollars
 from judge_engine.naming import cascade_title
 from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
@@ -55,7 +56,7 @@ def cascade_sections(run: Run, spend: Mapping[str, float], *, human: Mapping[str
     title = f"{cascade_title(str(section.get('name')))}: {section.get('guarantee') or ''}".rstrip(": ")
     if human is None:
         notes.append("agreement with humans: give --human-table FILE --key ID --label COLUMN")
-    return [Section("cascade", title, COLUMNS, [*rows, total], notes=notes)]
+    return [Section("cascade", title, COLUMNS, [*rows, total], notes=notes, dollar_values=("cost",))]
 
 
 def _items_judged(run: Run, judges: set[str]) -> dict[str, int]:
@@ -119,8 +120,8 @@ def _total_row(rows: list[dict[str, Any]], stages: list[dict[str, Any]], lines: 
         notes.append(f"{last['stage']} alone: no estimate (it judged no item here, and the thresholds file has no "
                      "cost for it: calibrate with costs)")
     else:
-        notes.append(f"the cascade cost ${cost:.4f}; {last['stage']} alone on all {items:,} items: about "
-                     f"${alone:.4f} ({source}); ratio {cost / alone:.1%}" if alone else "")
+        notes.append(f"the cascade cost {dollars(cost)}; {last['stage']} alone on all {items:,} items: about "
+                     f"{dollars(alone)} ({source}); ratio {cost / alone:.1%}" if alone else "")
     total = {"stage": "cascade", "threshold": "", "reached": items, "answered": len(answered),
              "share": len(answered) / items if items else math.nan, "escalated": "", "abstained": abstained, "held": held,
              "agreement": agreement, "labelled": labelled, "cost": cost,

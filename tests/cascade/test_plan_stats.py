@@ -136,10 +136,28 @@ def test_stats_shows_coverage_shares_agreement_and_cost_against_the_last_stage_a
     assert total["ratio"] == pytest.approx(0.6 / 1.5)
     said = " ".join(capsys.readouterr().out.split())
     assert "coverage 80.0%: 8 of 10 items answered, 1 abstained (no stage sure enough), 1 held" in said
-    assert "strong alone on all 10 items: about $1.5000 (its cost per item in this run); ratio 40.0%" in said
+    assert "strong alone on all 10 items: about $1.50 (its cost per item in this run); ratio 40.0%" in said
     assert main(["status", str(run)]) == 0
     said = " ".join(capsys.readouterr().out.split())
     assert "answered by cheap 5, mid 2, strong 1; 1 abstained" in said
+
+
+@pytest.mark.parametrize("columns", ["80", "240"], ids=["long layout", "table"])
+def test_stats_writes_the_cascade_costs_as_dollars(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch, columns: str) -> None:
+    """The cost column is dollars as money.dollars writes them (SPEND: $0.10, $0.20, $0.30; the
+    cascade $0.60), at 80 columns (a block per row) and wide (a table); JSON keeps the numbers."""
+    monkeypatch.setenv("COLUMNS", columns)
+    run = _hand_built_cascaded_run(tmp_path)
+    assert main(["stats", str(run), "--json", str(tmp_path / "stats.json")]) == 0
+    out = capsys.readouterr().out
+    shown = out[out.index("cascade: agreement with humans"):]
+    for cost in ("$0.10", "$0.20", "$0.30", "$0.60"):
+        assert re.search(rf"[\s│]{re.escape(cost)}[\s│]", shown), cost
+    said = " ".join(shown.split())
+    assert "the cascade cost $0.60; strong alone on all 10 items: about $1.50" in said
+    rows = json.loads((tmp_path / "stats.json").read_text())["sections"]["cascade"]["rows"]
+    assert [r["cost"] for r in rows] == pytest.approx([0.10, 0.20, 0.30, 0.60])
 
 
 def test_stats_without_a_human_table_says_how_to_get_agreement(tmp_path: Path,

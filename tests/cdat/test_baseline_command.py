@@ -64,7 +64,9 @@ def test_a_runs_lists_become_the_common_baseline(
     items = [json.loads(line)["cue"] for line in (REPO / "examples" / "cdat" / "items.jsonl").read_text().splitlines()]
     assert [bl.cue for bl in lists] == items and {bl.model for bl in lists} == {"Common (demo)"}
     assert sum(bl.point is not None for bl in lists) >= 9
-    assert "12 lists of common (openai/gpt-4.1-nano-2025-04-14, T=0)" in capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
+    assert "Common (demo) baseline: 12 lists of common (openai/gpt-4.1-nano-2025-04-14, T=0)" in out
+    assert f"from run directory: {runs / 'latest'}" in out  # whole, on a line of its own (display.path_line)
     # The committed example baseline is this one (the fake server is deterministic; the scores agree
     # to float32 precision, which depends on what else was embedded in the same batch).
     committed = read_baseline(REPO / "examples" / "cdat" / "common.json")

@@ -134,6 +134,55 @@ def test_suggested_commands_are_whole_lines_on_a_narrow_terminal(
     assert f"Run directory: {run}" in err
 
 
+def test_a_model_given_with_model_is_the_one_the_tables_name(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """``run --model X`` swaps every judge's model (the config says openai/gpt-4o-mini): the
+    summary, ``status``, the summary of a resumed session and ``plan --model X`` name X, never the
+    config's; X is what was sent (the transcript) and what run.json records."""
+    job = make_job(tmp_path, fake_server, items=4)
+    assert main(["run", str(job.config), "--no-live", "--limit", "2", "--model", "openai/gpt-4o"]) == 0
+    run = job.only_run()
+    outputs = {"summary": capsys.readouterr().err}
+    assert main(["status", str(run)]) == 0
+    outputs["status"] = capsys.readouterr().out
+    (run / "run.json").write_text(json.dumps({**json.loads((run / "run.json").read_text()), "status": "cancelled"}))
+    assert main(["resume", str(run), "--no-live"]) == 0  # the recorded --model applies again
+    outputs["resumed"] = capsys.readouterr().err
+    assert main(["plan", str(job.config), "--model", "openai/gpt-4o"]) == 0
+    outputs["plan"] = capsys.readouterr().out
+    for name, said in outputs.items():
+        assert re.search(r"openai/gpt-4o(?![\w.\-])", said) and "gpt-4o-mini" not in said, (name, said)
+    assert "mqm (online, openai/gpt-4o)" in outputs["status"]
+    assert set(fake_server.stats()["by_model"]) == {"gpt-4o"}  # what was sent (the provider's name for it)
+    assert {r["model"] for r in read_lines(run / "outcomes.jsonl")} == {"openai/gpt-4o"}
+    assert [j["model"] for j in json.loads((run / "run.json").read_text())["judges"]] == ["openai/gpt-4o"]
+
+
+def test_every_line_that_names_the_run_directory_is_a_path_line_or_a_command(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run directory longer than 80 columns, through ``run``, ``run`` again, ``resume``,
+    ``plan`` and ``export``: each line naming it is ``label: path`` (display.path_line) or an
+    indented command (display.command), the path whole; every other line fits 80 columns."""
+    deep = tmp_path / ("deep-" * 12) / "job"  # the run id is job-<hash>: only paths say deep-deep
+    deep.mkdir(parents=True)
+    job = make_job(deep, fake_server, items=2)
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    run = job.only_run()
+    assert len(f"Run directory: {run}") > WIDTH
+    said = capsys.readouterr().err.splitlines()
+    for argv in (["run", str(job.config), "--no-live"], ["resume", str(run), "--no-live"], ["plan", str(job.config)],
+                 ["export", str(run)]):
+        assert main(argv) == 0, argv
+        out, err = capsys.readouterr()
+        said += (out + err).splitlines()
+    naming = [line for line in said if "deep-deep" in line]
+    assert len(naming) >= 6, said  # run 2, run again 2, resume 2, plan 1, export 1
+    for line in naming:
+        label, _, path = line.partition(": ")
+        assert (line.startswith("  ") and str(run) in line) or (path.startswith(str(run)) and ": " not in path), line
+    assert [line for line in said if "deep-deep" not in line and len(line) > WIDTH] == []
+
+
 def test_a_failed_run_names_its_judge_once_and_says_how_to_go_on(
         tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
     fake_server.update(error_503_rate=1.0)

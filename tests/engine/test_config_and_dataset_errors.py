@@ -43,6 +43,20 @@ def test_bad_config_exits_2_naming_key_and_file(tmp_path: Path, capsys, change, 
     assert not job.runs.exists()
 
 
+@pytest.mark.parametrize("judges", [[], None], ids=["empty list", "key with no value"])
+def test_a_config_without_judges_says_so_in_the_house_words(tmp_path: Path, capsys, judges: object) -> None:
+    """``judges: []`` (or ``judges:`` left empty) names the key and says what a judge needs, not
+    pydantic's "List should have at least 1 item after validation"."""
+    job = make_job(tmp_path, None, items=3)
+    _edit(job.config, lambda d: d.update(judges=judges))
+    assert main(["run", str(job.config), "--no-live"]) == 2
+    err = capsys.readouterr().err
+    assert f"{job.config}: judges: no judge: a config needs at least one (each with a name, a model and a " \
+           "protocol)" in err
+    assert "List should" not in err and "valid list" not in err and "Traceback" not in err
+    assert not job.runs.exists()
+
+
 def test_config_error_names_the_file(tmp_path: Path) -> None:
     job = make_job(tmp_path, None, items=3)
     _edit(job.config, lambda d: d.update(extra_section=1))
