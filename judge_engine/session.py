@@ -68,6 +68,7 @@ from judge_engine.protocols import Protocol
 from judge_engine.providers import (
     Endpoint,
     check_credentials,
+    check_models,
     endpoints_for,
 )
 from judge_engine.providers.base import Provider
@@ -240,6 +241,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     else:
         run_dir = config.output.dir / identity
     if check_keys and not demo:
+        check_models(config)
         check_credentials(config)
         check_batch_routes(config)
     if new_run and run_dir == config.output.dir / identity:  # last: a refused run leaves no directory

@@ -133,6 +133,29 @@ def check_credentials(config: JobConfig) -> None:
             _check_placeholder(judge, value, f"api_key_env {judge.api_key_env}")
 
 
+def check_models(config: JobConfig) -> None:
+    """Fail before anything is sent (and before a run directory is made) when litellm names no
+    provider for a judge's model: every call would fail with litellm's "LLM Provider NOT
+    provided", stopping the judge at its first. A judge whose ``params.custom_llm_provider``
+    names the provider is not checked.
+
+    Raises:
+        ConfigError: names the judge and the model (cut short when long).
+    """
+    from judge_engine.providers.catalog import names_provider
+
+    for judge in config.judges:
+        if "custom_llm_provider" in judge.params:
+            continue
+        for endpoint in endpoints_for(judge):
+            if names_provider(endpoint.model, endpoint.api_base):
+                continue
+            model = endpoint.model
+            shown = model if len(model) <= 80 else f"{model[:60]}... ({len(model):,} characters)"
+            raise ConfigError(f"judges[{judge.name}].model: litellm names no provider for {shown!r}: write it "
+                              "as provider/model (openai/gpt-4o-mini, anthropic/claude-haiku-4-5, ...)")
+
+
 _PLACEHOLDER = re.compile(r"^\s*(?:sk-)?(?:\.{3,}|…|<[^>]*>|x{3,}|your[-_ ]?(?:api[-_ ]?)?key(?:[-_ ]?here)?)\s*$",
                           re.IGNORECASE)
 """A key that is a documentation's stand-in (``...``, ``sk-...``, ``<key>``, ``your-key-here``)."""

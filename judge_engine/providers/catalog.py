@@ -243,6 +243,17 @@ def missing_key_variables(model: str) -> list[str]:
     return missing
 
 
+def names_provider(model: str, api_base: str | None) -> bool:
+    """Whether litellm can tell which provider serves ``model`` (at ``api_base``): a model it
+    cannot (``☃``, ``gpt4o`` without a prefix it knows) fails every call with "LLM Provider NOT
+    provided", so it is refused before the run instead of stopping the judge at its first call."""
+    try:
+        load_litellm().get_llm_provider(model=model, api_base=api_base)
+    except Exception:
+        return False
+    return True
+
+
 def provider_key(model: str) -> str | None:
     """The key litellm's call for ``model`` would send from the provider's own variable
     (``<PROVIDER>_API_KEY``, or one litellm resolves itself); None: none set, or a model litellm

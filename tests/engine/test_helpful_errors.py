@@ -326,6 +326,25 @@ def test_a_placeholder_key_pasted_from_a_readme_is_refused_before_anything_is_se
     assert main(["plan", str(job.config)]) == 0  # a key that is no placeholder passes
 
 
+@pytest.mark.parametrize(("model", "shown"), [
+    ("☃ ünï 💥", "'☃ ünï 💥'"),
+    ("gpt4o-typo", "'gpt4o-typo'"),
+    ("m" * 100_000, "'" + "m" * 60 + "... (100,000 characters)'"),  # litellm's call hung on it
+])
+def test_a_model_litellm_names_no_provider_for_is_refused_before_anything_is_sent(
+        model: str, shown: str, tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, the run started, sent the first task, and stopped the judge with litellm's "LLM
+    Provider NOT provided" (exit 1, a run left behind); a 100,000-character name hung in it."""
+    job = make_job(tmp_path, fake_server, items=3, judge={"model": model})
+    assert main(["run", str(job.config), "--no-live"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"judges[mqm].model: litellm names no provider for {shown}: write it as provider/model" in err
+    assert "Traceback" not in err and len(err) < 400
+    assert not job.runs.exists() and fake_server.stats()["requests_total"] == 0
+    _edit(job.config, lambda d: d["judges"][0].update(params={"custom_llm_provider": "openai"}))
+    assert main(["plan", str(job.config)]) == 0  # a provider named for litellm passes
+
+
 def test_a_mistyped_option_is_named_with_the_nearest_one_its_command_knows(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
         main(["run", "config.yaml", "--modle", "openai/gpt-4o"])
