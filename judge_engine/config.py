@@ -449,8 +449,10 @@ class JobConfig(BaseModel):
     def _some_judge(cls, value: Any) -> Any:
         # Before pydantic's own check, whose words ("List should have at least 1 item after
         # validation") say nothing of what a judge is; ``judges:`` left empty reads as None.
-        if value is None or (isinstance(value, list) and not value):
+        if value is None or (isinstance(value, list | dict) and not value):
             raise ValueError("no judge: a config needs at least one (each with a name, a model and a protocol)")
+        if isinstance(value, dict):  # one judge written without its "- "
+            raise ValueError("a list of judges, each beginning with '- name: ...' (this is one mapping)")
         return value
 
     @model_validator(mode="after")

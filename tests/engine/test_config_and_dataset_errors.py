@@ -43,7 +43,7 @@ def test_bad_config_exits_2_naming_key_and_file(tmp_path: Path, capsys, change, 
     assert not job.runs.exists()
 
 
-@pytest.mark.parametrize("judges", [[], None], ids=["empty list", "key with no value"])
+@pytest.mark.parametrize("judges", [[], None, {}], ids=["empty list", "key with no value", "empty mapping"])
 def test_a_config_without_judges_says_so_in_the_house_words(tmp_path: Path, capsys, judges: object) -> None:
     """``judges: []`` (or ``judges:`` left empty) names the key and says what a judge needs, not
     pydantic's "List should have at least 1 item after validation"."""
@@ -55,6 +55,17 @@ def test_a_config_without_judges_says_so_in_the_house_words(tmp_path: Path, caps
            "protocol)" in err
     assert "List should" not in err and "valid list" not in err and "Traceback" not in err
     assert not job.runs.exists()
+
+
+def test_one_judge_written_without_its_dash_is_named_as_such(tmp_path: Path, capsys) -> None:
+    """``judges:`` holding one mapping (the ``- `` forgotten): pydantic said "Input should be a
+    valid list", which does not say what to write."""
+    job = make_job(tmp_path, None, items=3)
+    _edit(job.config, lambda d: d.update(judges=d["judges"][0]))
+    assert main(["run", str(job.config), "--no-live"]) == 2
+    err = capsys.readouterr().err
+    assert f"{job.config}: judges: a list of judges, each beginning with '- name: ...' (this is one mapping)" in err
+    assert "valid list" not in err and "Traceback" not in err
 
 
 def test_config_error_names_the_file(tmp_path: Path) -> None:
