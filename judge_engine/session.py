@@ -240,9 +240,8 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
                               f"{recorded}; they now make run {identity}); run the config to start a new run")
     else:
         run_dir = config.output.dir / identity
-    if not demo:  # plan too: a model no provider serves is wrong with a key or without
-        check_models(config)
     if check_keys and not demo:
+        check_models(config)
         check_credentials(config)
         check_batch_routes(config)
     if new_run and run_dir == config.output.dir / identity:  # last: a refused run leaves no directory

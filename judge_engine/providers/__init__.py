@@ -137,7 +137,8 @@ def check_models(config: JobConfig) -> None:
     """Fail before anything is sent (and before a run directory is made) when litellm names no
     provider for a judge's model: every call would fail with litellm's "LLM Provider NOT
     provided", stopping the judge at its first. A judge whose ``params.custom_llm_provider``
-    names the provider is not checked.
+    names the provider is not checked. (``plan`` warns of such a model instead, and ``--strict``
+    makes the warning exit 2.)
 
     Raises:
         ConfigError: names the judge and the model (cut short when long).
@@ -147,10 +148,10 @@ def check_models(config: JobConfig) -> None:
     for judge in config.judges:
         if "custom_llm_provider" in judge.params:
             continue
-        for endpoint in endpoints_for(judge):
-            if names_provider(endpoint.model, endpoint.api_base):
+        places = [(d.model or judge.model, d.api_base or judge.api_base) for d in judge.deployments]
+        for model, api_base in places or [(judge.model, judge.api_base)]:
+            if names_provider(model, api_base):
                 continue
-            model = endpoint.model
             shown = model if len(model) <= 80 else f"{model[:60]}... ({len(model):,} characters)"
             raise ConfigError(f"judges[{judge.name}].model: litellm names no provider for {shown!r}: write it "
                               "as provider/model (openai/gpt-4o-mini, anthropic/claude-haiku-4-5, ...)")
