@@ -148,12 +148,13 @@ def check_models(config: JobConfig) -> None:
     for judge in config.judges:
         if "custom_llm_provider" in judge.params:
             continue
-        places = [(d.model or judge.model, d.api_base or judge.api_base) for d in judge.deployments]
-        for model, api_base in places or [(judge.model, judge.api_base)]:
+        places = [(f"deployments[{index}].model" if d.model else "model", d.model or judge.model,
+                   d.api_base or judge.api_base) for index, d in enumerate(judge.deployments)]
+        for key, model, api_base in places or [("model", judge.model, judge.api_base)]:
             if names_provider(model, api_base):
                 continue
             shown = model if len(model) <= 80 else f"{model[:60]}... ({len(model):,} characters)"
-            raise ConfigError(f"judges[{judge.name}].model: litellm names no provider for {shown!r}: write it "
+            raise ConfigError(f"judges[{judge.name}].{key}: litellm names no provider for {shown!r}: write it "
                               "as provider/model (openai/gpt-4o-mini, anthropic/claude-haiku-4-5, ...)")
 
 

@@ -348,6 +348,16 @@ def test_a_model_litellm_names_no_provider_for_is_refused_before_anything_is_sen
     assert main(["plan", str(job.config)]) == 0  # a provider named for litellm passes
 
 
+def test_a_deployment_whose_model_no_provider_serves_is_named(tmp_path: Path, fake_server: FakeServer,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    job = make_job(tmp_path, fake_server, items=3, judge={"deployments": [
+        {"name": "a"}, {"name": "b", "model": "gpt4o-typo", "api_base": fake_server.base_url}]})
+    assert main(["run", str(job.config), "--no-live"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "judges[mqm].deployments[1].model: litellm names no provider for 'gpt4o-typo'" in err
+    assert not job.runs.exists() and fake_server.stats()["requests_total"] == 0
+
+
 def test_a_mistyped_option_is_named_with_the_nearest_one_its_command_knows(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as stopped:
         main(["run", "config.yaml", "--modle", "openai/gpt-4o"])
