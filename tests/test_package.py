@@ -95,7 +95,7 @@ REVIEWED: dict[str, int] = {
     # line, made as requests finish and caught up at a session's end, and what a judge's confidence needs up front)
     "protocols/custom.py": 420,  # a config-defined judge: render, read, score, and where its closed fields are
     "config.py": 683,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence, the cascade), beside the one merge and its errors naming the flag a value came from (also for a config read back from run.json), what an api_base may be, and the check that its two directories can be made (reading the YAML is config_file.py)
-    "providers/catalog.py": 473,  # litellm's one home for what a model is (whether it names a provider, routes, params, prices, tokens, keys and a placeholder key, batch bodies, log-probs)
+    "providers/catalog.py": 459,  # litellm's one home for what a model is (whether it names a provider, routes, params, prices, tokens, keys and a placeholder key, batch bodies, log-probs)
     "batch/driver.py": 460,  # one batch-mode judge's lifecycle: feeder (from the dataset, or a cascade's escalations), rounds, polls, the budget's commits per chunk
 }
 

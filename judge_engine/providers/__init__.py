@@ -143,7 +143,7 @@ def check_models(config: JobConfig) -> None:
     Raises:
         ConfigError: names the judge and the model (cut short when long).
     """
-    from judge_engine.providers.catalog import names_provider
+    from judge_engine.providers.catalog import litellm_route
 
     for judge in config.judges:
         if "custom_llm_provider" in judge.params:
@@ -151,7 +151,7 @@ def check_models(config: JobConfig) -> None:
         places = [(f"deployments[{index}].model" if d.model else "model", d.model or judge.model,
                    d.api_base or judge.api_base) for index, d in enumerate(judge.deployments)]
         for key, model, api_base in places or [("model", judge.model, judge.api_base)]:
-            if names_provider(model, api_base):
+            if litellm_route(model, api_base) is not None:
                 continue
             shown = model if len(model) <= 80 else f"{model[:60]}... ({len(model):,} characters)"
             raise ConfigError(f"judges[{judge.name}].{key}: litellm names no provider for {shown!r}: write it "

@@ -98,10 +98,8 @@ def prompt_counter(model: str) -> PromptCounter:
     download: those counts are estimates, and say so in ``note``.
     """
     litellm = load_litellm()
-    try:
-        bare, provider, _key, _base = litellm.get_llm_provider(model=model)
-    except Exception:  # litellm cannot route it: the run would fail too (planning warns)
-        bare, provider = model, ""
+    # litellm cannot route it: the run would fail too (planning warns)
+    bare, provider, _key, _base = litellm_route(model) or (model, "", None, None)
     from litellm.litellm_core_utils.token_counter import (
         _encoding_count,
         openai_tokenizer_encoding,
@@ -164,11 +162,10 @@ def openai_route(model: str, api_base: str | None) -> OpenAIRoute | None:
     providers (Anthropic, Gemini, Bedrock...) and OpenAI models with their own config (o-series
     turn system messages into user ones, gpt-5 maps parameters) keep litellm's translation.
     """
-    litellm = load_litellm()
-    try:
-        wire_model, provider, _key, resolved_base = litellm.get_llm_provider(model=model, api_base=api_base)
-    except Exception:  # litellm does not know the model: let litellm raise its own error later
+    route = litellm_route(model, api_base)
+    if route is None:  # litellm does not know the model: let litellm raise its own error later
         return None
+    wire_model, provider, _key, resolved_base = route
     if provider != "openai":
         return None
     from litellm.llms.openai.chat.gpt_transformation import (
@@ -238,42 +235,32 @@ def missing_key_variables(model: str) -> list[str]:
         return []
     missing = [str(name) for name in report.get("missing_keys") or []]
     missing = [name for name in missing if any(word in name.upper() for word in _KEY_WORDS)]
-    if missing and _key_found_on_call_path(litellm, model):
+    if missing and (route := litellm_route(model)) is not None and route[2]:
         return []  # set under another name the call reads (Together: TOGETHER_API_KEY)
     return missing
 
 
-def names_provider(model: str, api_base: str | None) -> bool:
-    """Whether litellm can tell which provider serves ``model`` (at ``api_base``): a model it
-    cannot (``☃``, ``gpt4o`` without a prefix it knows) fails every call with "LLM Provider NOT
-    provided", so it is refused before the run instead of stopping the judge at its first call."""
+def litellm_route(model: str, api_base: str | None = None) -> tuple[str, str, str | None, str | None] | None:
+    """litellm's ``get_llm_provider`` for ``model`` (at ``api_base``): (the model as sent, the
+    provider, the key it found, the api_base), or None when litellm names no provider for it
+    (``☃``, ``gpt4o`` without a prefix it knows): every call of such a model fails with "LLM
+    Provider NOT provided". Read afresh each time: the key comes from the environment."""
     try:
-        load_litellm().get_llm_provider(model=model, api_base=api_base)
+        return load_litellm().get_llm_provider(model=model, api_base=api_base)  # type: ignore[no-any-return]
     except Exception:
-        return False
-    return True
+        return None
 
 
 def provider_key(model: str) -> str | None:
     """The key litellm's call for ``model`` would send from the provider's own variable
     (``<PROVIDER>_API_KEY``, or one litellm resolves itself); None: none set, or a model litellm
     does not route."""
-    try:
-        _model, provider, key, _base = load_litellm().get_llm_provider(model=model)
-    except Exception:
+    route = litellm_route(model)
+    if route is None:
         return None
+    _model, provider, key, _base = route
     key = key or os.environ.get(f"{str(provider).upper()}_API_KEY")
     return str(key) if key else None
-
-
-def _key_found_on_call_path(litellm: ModuleType, model: str) -> bool:
-    """Whether the key litellm's call would send is set: for some providers the call reads
-    variables ``validate_environment`` does not list (Together's ``TOGETHER_API_KEY``)."""
-    try:
-        _model, _provider, key, _base = litellm.get_llm_provider(model=model)
-    except Exception:
-        return False
-    return bool(key)
 
 
 @lru_cache(maxsize=256)
@@ -358,11 +345,10 @@ class BatchRoute:
 def batch_route(model: str, api_base: str | None) -> BatchRoute | None:
     """The batch API litellm's route for ``model`` leads to, or None when judge-engine speaks
     none for it (Gemini, Bedrock, Azure and others: use ``mode: online``)."""
-    litellm = load_litellm()
-    try:
-        wire_model, provider, _key, resolved_base = litellm.get_llm_provider(model=model, api_base=api_base)
-    except Exception:
+    route = litellm_route(model, api_base)
+    if route is None:
         return None
+    wire_model, provider, _key, resolved_base = route
     if provider == "anthropic":
         base = str(api_base or os.environ.get("ANTHROPIC_API_BASE") or os.environ.get("ANTHROPIC_BASE_URL")
                    or DEFAULT_ANTHROPIC_BASE).rstrip("/").removesuffix("/v1")
