@@ -139,10 +139,12 @@ def run(args: argparse.Namespace, work: Path, who: str, source: Path | None) -> 
         process = subprocess.Popen(command, cwd=config.parent, env=env, stdout=handle, stderr=subprocess.STDOUT)
         handle.close()
         sampler = ThreadSampler(_engine_pid(process.pid) if args.py_spy else process.pid)
-        if args.callgrind:
-            _instrument_from_first_request(server, process.pid)
-        if args.cprofile:
-            _profile_from_first_request(server, process.pid)
+        if args.callgrind or args.cprofile:  # the run's requests, not its start-up
+            _await_first_request(server)
+            if args.callgrind:
+                subprocess.run(["callgrind_control", "-i", "on", str(process.pid)], capture_output=True, check=False)
+            else:
+                os.kill(process.pid, signal.SIGUSR1)  # profiled.py switches cProfile on
         child = reap(process, started, log)
         sampler.stop()
         stats = server.stats()
@@ -187,16 +189,9 @@ def _engine_pid(pid: int) -> int:
     return pid
 
 
-def _instrument_from_first_request(server: Any, pid: int) -> None:
+def _await_first_request(server: Any) -> None:
     while server.stats().get("first_accepted_s") is None:
         time.sleep(0.05)
-    subprocess.run(["callgrind_control", "-i", "on", str(pid)], capture_output=True, check=False)
-
-
-def _profile_from_first_request(server: Any, pid: int) -> None:
-    while server.stats().get("first_accepted_s") is None:
-        time.sleep(0.05)
-    os.kill(pid, signal.SIGUSR1)
 
 
 def _instructions(out: Path) -> tuple[int, int]:
