@@ -69,6 +69,10 @@ class Encoder:
     def __init__(self, sink: BlockSink) -> None:
         self._sink = sink
         self._memo: dict[tuple[str, str, str], str] = {}
+        # The last request's leading run of whole messages, with its encoding: a protocol sends
+        # the same system prompt and shots (the very same objects) before every item, so one
+        # comparison replaces encoding them again.
+        self._last_lead: tuple[list[Any], dict[str, str]] | None = None
 
     def _block(self, kind: str, key: str, role: str, body: Any) -> str:
         memo_key = (kind, role, key)
@@ -83,16 +87,26 @@ class Encoder:
         """The encoded form of ``request`` (an ``as_sent`` dict), splitting messages at the
         values in ``split_at`` (the item's field values)."""
         frame = {k: v for k, v in request.items() if k != "messages"}
-        frame_key = jsonio.canonical(frame).decode()
+        frame_id = self._block("frame", jsonio.canonical(frame).decode(), "", frame)
         values = sorted({v for v in split_at if len(v) >= MIN_VALUE}, key=len, reverse=True)
-        entries = [self._message(m, values) for m in request.get("messages", [])]
+        messages = request.get("messages", [])
+        if self._last_lead is not None:
+            lead_messages, lead_entry = self._last_lead
+            n = len(lead_messages)
+            if len(messages) > n and messages[:n] == lead_messages:
+                rest = [self._message(m, values) for m in messages[n:]]
+                if not (len(rest[0]) == 1 and "m" in rest[0]):  # else the run of whole messages grew
+                    return {"frame": frame_id, "messages": [lead_entry, *rest]}
+        entries = [self._message(m, values) for m in messages]
         lead = 0
         while lead < len(entries) and len(entries[lead]) == 1 and "m" in entries[lead]:  # {"m": id} alone
             lead += 1
         if lead >= 2:
             ids = [e["m"] for e in entries[:lead]]
-            entries = [{"seq": self._block("seq", ",".join(ids), "", ids)}, *entries[lead:]]
-        return {"frame": self._block("frame", frame_key, "", frame), "messages": entries}
+            seq = {"seq": self._block("seq", ",".join(ids), "", ids)}
+            self._last_lead = (list(messages[:lead]), seq)
+            entries = [seq, *entries[lead:]]
+        return {"frame": frame_id, "messages": entries}
 
     def _message(self, message: Mapping[str, str], values: Sequence[str]) -> dict[str, Any]:
         role, content = str(message.get("role", "")), str(message.get("content") or "")

@@ -311,6 +311,9 @@ class RunStore:
         """Why no line is written any more this session: the index could not be written, or a
         cut-short write could not be taken back."""
         self._new_blocks: list[bytes] = []
+        self._paths: dict[str, Path] = {}
+        """The run's files by name, each joined once (a ``Path`` join per line showed in a paced
+        run's CPU)."""
         self._encoder = Encoder(self)
         self._index: RunIndex | None = None
         self._indexer: IndexWriter | None = None
@@ -413,7 +416,8 @@ class RunStore:
         if self._refused is not None:
             raise self._refused
         try:
-            append_whole(fd, data, self.run_dir / name, self._write)
+            path = self._paths.get(name) or self._paths.setdefault(name, self.run_dir / name)
+            append_whole(fd, data, path, self._write)
         except DiskError as exc:
             if not exc.taken_back:  # the file ends in a torn line: nothing more may follow it
                 self._refused = exc

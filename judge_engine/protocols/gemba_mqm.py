@@ -95,6 +95,19 @@ _ERROR_LINE = re.compile(
     r'^(?P<category>[^"“”]+?)(?:\s+[-–—]\s*|\s*[-–—]\s+|\s*[-–—:]\s*(?=["“])|\s*:\s+)(?P<span>.*)$'
 )
 _DECORATION = re.compile(r"^(?:[#>*_`]+|\d+[.)]|[-•])\s*")
+# The answer exactly as the prompt's format and its few-shot answers write it: the three sections
+# in order, each "no-error" or lines of ``category - "span"``. Most answers are this, and reading
+# one with two regexes instead of a pass per line keeps a paced request's CPU down (issue 23.6).
+# It is a shortcut, never a second dialect: the category and span are restricted to what the line
+# parser reads the same way (no dash beside a space, no "**"/"__", no line breaks of any kind, a
+# lower-case category), and anything else goes to the line parser (`tests/protocols/
+# test_gemba_mqm.py` checks both give the same verdict or error on thousands of answers).
+_CANON_CATEGORY = r"[a-z](?:[a-z/()\-]*[a-z/()])?(?: [a-z/(](?:[a-z/()\-]*[a-z/()])?)*"
+_CANON_SPAN = '[^"\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029*_]+'
+_CANON_ERROR = rf'{_CANON_CATEGORY} - "{_CANON_SPAN}"'
+_CANON_BODY = rf"(no-error|{_CANON_ERROR}(?:\n{_CANON_ERROR})*)"
+_CANONICAL = re.compile(rf"(?i:critical):\n{_CANON_BODY}\n(?i:major):\n{_CANON_BODY}\n(?i:minor):\n{_CANON_BODY}")
+_CANON_ERROR_LINE = re.compile(rf'^({_CANON_CATEGORY}) - "({_CANON_SPAN})"$', re.MULTILINE)
 _DECORATION_STARTS = frozenset("#>*_`-•")
 """The characters :data:`_DECORATION` can start with, besides a digit."""
 
@@ -187,9 +200,33 @@ class GembaMQM(Protocol):
             problems = [p for e in errors if (p := self._category_problem(e.category))]
             if problems:
                 raise VerdictError(problems, raw=answer)
+        elif (canonical := self._parse_canonical(answer, item)) is not None:
+            return MQMVerdict(errors=canonical)
         else:
             errors = self._parse_text(answer)
         return MQMVerdict(errors=[self._locate(e, item) for e in errors])
+
+    def _parse_canonical(self, answer: str, item: Item) -> list[MQMError] | None:
+        """The located errors of an answer written exactly in the prompt's format (see
+        :data:`_CANONICAL`), or None for any other answer (:meth:`_parse_text` reads those)."""
+        match = _CANONICAL.fullmatch(answer.strip())
+        if match is None:
+            return None
+        bodies = match.groups()
+        lowered = answer.lower()
+        if lowered.count("no-error") + lowered.count("no error") != bodies.count("no-error"):
+            return None  # "no error" inside an error line: the line parser skips such a line
+        errors = []
+        for severity, body in zip(SEVERITIES, bodies, strict=True):
+            if body == "no-error":
+                continue
+            for category, span in _CANON_ERROR_LINE.findall(body):
+                if self._category_problem(category) is not None:
+                    return None
+                error = MQMError(severity=severity, category=category, span=span,
+                                 span_found=_span_found(span, item))
+                errors.append(self._checked(error))
+        return errors
 
     def _checked(self, error: MQMError) -> MQMError:
         if "non-translation" in error.category and error.severity != "critical":
@@ -274,12 +311,7 @@ class GembaMQM(Protocol):
     def _locate(self, error: MQMError, item: Item) -> MQMError:
         if not error.span:
             return error
-        where: Literal["target", "source", "none"] = "none"
-        if text.locate(error.span, str(item.get("target", ""))) is not None:
-            where = "target"
-        elif text.locate(error.span, str(item.get("source", ""))) is not None:
-            where = "source"
-        return error.model_copy(update={"span_found": where})
+        return error.model_copy(update={"span_found": _span_found(error.span, item)})
 
     # --- scoring ----------------------------------------------------------------------------
 
@@ -289,6 +321,15 @@ class GembaMQM(Protocol):
     def score(self, verdict: BaseModel, item: Item, variant: str = "") -> Score:
         assert isinstance(verdict, MQMVerdict)
         return Score(gemba_score(verdict.errors))
+
+
+def _span_found(span: str, item: Item) -> Literal["target", "source", "none"]:
+    """Where a span occurs in the item: the target first (:func:`judge_engine.text.locate`)."""
+    if text.locate(span, str(item.get("target", ""))) is not None:
+        return "target"
+    if text.locate(span, str(item.get("source", ""))) is not None:
+        return "source"
+    return "none"
 
 
 def gemba_score(errors: Sequence[MQMError]) -> float:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from judge_engine.blocks import Encoder, block_id, decode_request, item_values
@@ -111,6 +111,37 @@ def test_any_request_round_trips(contents: list[str], values: list[str]) -> None
     for _ in range(2):  # the second time, everything comes from blocks already known
         encoded = Encoder(sink).encode(request, values)
         assert decode_request(encoded, sink.blocks) == request
+
+
+class _EncoderWithoutShortcut(Encoder):
+    """The encoder as it was before it reused the last request's run of whole messages."""
+
+    def encode(self, request: Any, split_at: Any = ()) -> dict[str, Any]:
+        self._last_lead = None
+        return super().encode(request, split_at)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    prefix=st.lists(st.text(min_size=40, max_size=90), min_size=0, max_size=4),
+    tails=st.lists(st.lists(st.text(max_size=90), min_size=0, max_size=3), min_size=1, max_size=6),
+    values=st.lists(st.text(min_size=0, max_size=30), max_size=4),
+)
+@example(prefix=["p" * 50, "q" * 50], tails=[[], ["r" * 60]], values=[])  # the run of whole messages grows
+@example(prefix=["p" * 50, "q" * 50], tails=[["item one " * 6], ["item two " * 6]], values=["item two"])
+def test_one_encoder_over_requests_sharing_a_prefix_encodes_as_without_its_shortcut(
+    prefix: list[str], tails: list[list[str]], values: list[str]
+) -> None:
+    """The encoder reuses the last request's leading run of whole messages when the next one
+    starts with the same messages (a protocol's system prompt and shots, the same objects each
+    time): every line must still decode to its request, and be the very line it wrote before."""
+    shared = [{"role": ("system", "user", "assistant")[i % 3], "content": c} for i, c in enumerate(prefix)]
+    fast, slow = Encoder(MemorySink()), _EncoderWithoutShortcut(MemorySink())
+    for tail in tails:
+        request = _request([*shared, *({"role": "user", "content": c} for c in tail)])
+        encoded = fast.encode(request, values)
+        assert decode_request(encoded, fast._sink.blocks) == request  # type: ignore[attr-defined]
+        assert encoded == slow.encode(request, values)
 
 
 def _occurrences_by_find(content: str, values: list[str]) -> list[tuple[int, int]]:
