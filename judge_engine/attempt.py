@@ -95,10 +95,13 @@ async def call_provider(
                 counters.calls += 1
                 deployment.sent += 1  # every call that leaves has its transcript line (429s included)
                 try:
-                    # litellm's timeout covers connect and read; this guard also covers a stalled
-                    # body or a provider SDK that ignores the timeout.
-                    async with asyncio.timeout(request.timeout_s * 1.5 + 1.0):
+                    if deployment.provider_enforces_timeout:
                         response = await deployment.provider.complete(sent)
+                    else:
+                        # litellm's timeout covers connect and read; this guard also covers a
+                        # stalled body or a provider SDK that ignores the timeout.
+                        async with asyncio.timeout(request.timeout_s * 1.5 + 1.0):
+                            response = await deployment.provider.complete(sent)
                 except asyncio.CancelledError:
                     # Abandoned in flight (a second Ctrl-C, or the first one's grace period ran
                     # out): the request went out and may be charged, so the run records it as a

@@ -51,6 +51,13 @@ class Deployment:
     """Calls sent here this session, each one a transcript line (as the run's spend counts calls)."""
     batched: int = 0
     """Batch results recorded this session (a batch-mode judge's batches go to its first deployment)."""
+    provider_enforces_timeout: bool = False
+    """The provider's own timeout covers a whole call, the answer's body included
+    (:attr:`judge_engine.providers.openai_http.OpenAIHTTPProvider.enforces_timeout`): the
+    attempt then schedules no guard timer of its own."""
+
+    def __post_init__(self) -> None:
+        self.provider_enforces_timeout = bool(getattr(self.provider, "enforces_timeout", False))
 
     def aim(self, request: ProviderRequest) -> ProviderRequest:
         """``request`` as this deployment sends it (its model string and base URL)."""

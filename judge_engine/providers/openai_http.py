@@ -1,7 +1,5 @@
-"""The direct transport: OpenAI-compatible chat completions over one pooled aiohttp session.
-
-The one home of the aiohttp *client* (the fake server in ``judge_engine/fake/app.py`` is the home
-of its server side).
+"""The direct transport: OpenAI-compatible chat completions over kept-alive HTTP/1.1
+connections (:mod:`judge_engine.providers.wire`, a lean client: see there why not aiohttp).
 
 Why it exists: ``litellm.acompletion`` costs 3-6 ms of CPU per call on this class of machine
 (the OpenAI SDK's request building and httpx, response re-validation, cost and logging hooks,
@@ -15,11 +13,10 @@ about a tenth of the CPU. Every other provider keeps litellm (``transport: auto`
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
-from typing import Any
-
-import aiohttp
+from typing import Any, ClassVar
 
 from judge_engine import jsonio
 from judge_engine.errors import HTTPStatusError, LocalRequestError, MalformedResponseError
@@ -36,19 +33,11 @@ from judge_engine.providers.base import (
     rate_limited,
 )
 from judge_engine.providers.catalog import cost_per_token, openai_body_params, openai_route
+from judge_engine.providers.wire import BadHTTPAnswerError, Client, Target, target
 from judge_engine.redaction import kept_headers, redact, redact_known, url_credentials, url_secrets
 
 _RETRY_STATUSES = frozenset({408, 409, 425})
 _FATAL_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 415, 422})
-_NOT_SENT = (ValueError, TypeError, OverflowError, aiohttp.InvalidURL,
-             *(getattr(aiohttp, name) for name in ("NonHttpUrlClientError",) if hasattr(aiohttp, name)))
-"""What aiohttp raises when it refuses a request before sending it: a setting it cannot use (an
-infinite timeout, a line break in a header, credentials twice), a URL it cannot send to."""
-_REDIRECTED = tuple(getattr(aiohttp, name) for name in ("InvalidUrlRedirectClientError", "NonHttpUrlRedirectClientError")
-                    if hasattr(aiohttp, name))
-"""...unless the provider's own answer sent us there (a redirect to a URL we cannot follow)."""
-
-
 class OpenAIHTTPProvider:
     """:class:`~judge_engine.providers.base.Provider` speaking OpenAI's chat-completions API directly.
 
@@ -58,18 +47,25 @@ class OpenAIHTTPProvider:
 
     def __init__(self, *, api_key: str | None = None) -> None:
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        # A User-Agent: some gateways refuse a request without one (aiohttp sent its own).
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json",
+                         "User-Agent": f"judge-engine/{_version()}"}
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         if organization := os.environ.get("OPENAI_ORGANIZATION"):
             self._headers["OpenAI-Organization"] = organization
         self._secrets = [self._api_key or ""]
         """What :func:`redact` removes from messages: the key, and the credentials of the URLs used."""
-        self._targets: dict[str, tuple[str, dict[str, str]]] = {}
-        self._session: aiohttp.ClientSession | None = None
+        self._targets: dict[str, Target] = {}
+        self._client: Client | None = None
         # Mapped body parameters per (model, sampling settings), keyed by content: a run has a
         # handful (its temperatures x protocols), so the map stays tiny.
         self._bodies: dict[bytes, dict[str, Any]] = {}
+
+    enforces_timeout: ClassVar[bool] = True
+    """The client's timeout covers connecting, sending and reading the whole answer, so a stalled
+    body is cut at ``timeout_s`` already: the attempt adds no guard timer (one timer and its
+    cancellation fewer per request, issue 23.6)."""
 
     @staticmethod
     def supports(model: str, api_base: str | None) -> bool:
@@ -82,40 +78,32 @@ class OpenAIHTTPProvider:
             if route is None:
                 raise ValueError(f"model {request.model!r} is not served by an OpenAI-compatible API; "
                                  "use transport: litellm")
-            url, headers = self._target(route.url)
+            where = self._target(route.url)
             body = {"model": route.wire_model, "messages": list(request.messages),
                     **self._body_params(route.wire_model, request)}
-            data, timeout = jsonio.dumps(body), aiohttp.ClientTimeout(total=request.timeout_s)
+            data = jsonio.dumps(body)
+            if not (0 < request.timeout_s < math.inf):
+                raise ValueError(f"timeout_s must be a positive number of seconds, not {request.timeout_s!r}")
         except Exception as exc:
             raise LocalRequestError(f"the request could not be built: {type(exc).__name__}: {exc}",
                                     model=request.model) from exc
-        session = self._open_session()
-        answered = False
-        try:
-            async with session.post(url, data=data, headers=headers, timeout=timeout) as response:
-                answered = True
-                raw = await response.read()
-                status = response.status
-                answer_headers = response.headers
-        except _NOT_SENT as exc:
-            if answered or isinstance(exc, _REDIRECTED):
-                raise
-            raise LocalRequestError(f"the HTTP client refused to send the request: {type(exc).__name__}: {exc}",
-                                    model=request.model) from exc
-        if status != 200:
-            raise HTTPStatusError(status, redact(error_message(raw), self._secrets),
-                                  kept_headers(answer_headers, self._secrets))
-        return self._response(request.model, raw, answer_headers)
+        if self._client is None:
+            self._client = Client()
+        answer = await self._client.post(where, data, request.timeout_s)
+        if answer.status != 200:
+            raise HTTPStatusError(answer.status, redact(error_message(answer.body), self._secrets),
+                                  kept_headers(answer.headers, self._secrets))
+        return self._response(request.model, answer.body, answer.headers)
 
-    def _target(self, url: str) -> tuple[str, dict[str, str]]:
-        """Where to post and what headers to send: a URL's ``user:password@`` travels as basic
+    def _target(self, url: str) -> Target:
+        """Where to post and with what headers: a URL's ``user:password@`` travels as basic
         auth, in place of the key's bearer token (the config refuses both at once)."""
         found = self._targets.get(url)
         if found is None:
             plain, basic = url_credentials(url)
             headers = self._headers if basic is None else {**self._headers, "Authorization": basic}
             self._secrets.extend(url_secrets(url))
-            found = self._targets[url] = (plain, headers)
+            found = self._targets[url] = target(plain, headers)
         return found
 
     def classify(self, error: BaseException) -> ErrorClass:
@@ -136,25 +124,17 @@ class OpenAIHTTPProvider:
             if status in _FATAL_STATUSES:
                 return ErrorClass(ErrorKind.FATAL, message, status)
             return ErrorClass(ErrorKind.ITEM, message, status, code=item_code(lowered))
-        if isinstance(error, (MalformedResponseError, aiohttp.ClientError, TimeoutError, ConnectionError, OSError)):
+        if isinstance(error, (MalformedResponseError, BadHTTPAnswerError, TimeoutError, ConnectionError, OSError)):
             return ErrorClass(ErrorKind.RETRY, message, unreachable=is_unreachable(error))
         # A bug or an unknown failure: retrying blindly could spend money in a loop, so it fails
         # the task (recorded) but not the judge.
         return ErrorClass(ErrorKind.ITEM, message, code=item_code(message))
 
     async def aclose(self) -> None:
-        """Close the connection pool (the runner calls this when the run ends)."""
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
-
-    def _open_session(self) -> aiohttp.ClientSession:
-        session = self._session
-        if session is None or session.closed:
-            # No connection cap here: the engine's lanes already bound what is in flight.
-            connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-            session = self._session = aiohttp.ClientSession(connector=connector, raise_for_status=False)
-        return session
+        """Close the kept connections (the runner calls this when the run ends)."""
+        if self._client is not None:
+            self._client.close()
+        self._client = None
 
     def _body_params(self, wire_model: str, request: ProviderRequest) -> dict[str, Any]:
         key = jsonio.canonical([wire_model, request.temperature, request.max_tokens,
@@ -195,6 +175,12 @@ class OpenAIHTTPProvider:
             )
         except (AttributeError, TypeError, ValueError, OverflowError) as exc:
             raise MalformedResponseError(f"the 200 answer is not a chat completion ({type(exc).__name__}: {exc})") from exc
+
+
+def _version() -> str:
+    from judge_engine import __version__
+
+    return __version__
 
 
 def choice_logprobs(choice: Mapping[str, Any]) -> Any:

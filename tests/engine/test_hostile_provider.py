@@ -146,3 +146,45 @@ def test_an_answer_with_a_lone_surrogate_is_malformed_not_a_crash_when_recorded(
     assert response is None, repr(response.content)
     assert isinstance(error, MalformedResponseError), repr(error)
     assert provider.classify(error).kind is ErrorKind.RETRY
+
+
+def test_a_body_that_stalls_after_its_headers_is_cut_at_the_direct_transports_timeout() -> None:
+    """The direct transport declares that its own timeout covers a whole call (the attempt then
+    schedules no guard timer, issue 23.6): a gateway that sends the headers and half the body,
+    then nothing, must still be cut at ``timeout_s``, not waited on."""
+
+    async def stall(request: web.Request) -> web.StreamResponse:
+        body = json.dumps(COMPLETION).encode()
+        response = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": str(len(body))})
+        await response.prepare(request)
+        await response.write(body[: len(body) // 2])
+        await asyncio.sleep(30)
+        return response
+
+    async def call() -> tuple[BaseException | None, float]:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", stall)
+        runner = web.AppRunner(app, shutdown_timeout=0.1)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        provider = OpenAIHTTPProvider(api_key=KEY)
+        request = ProviderRequest(model="openai/gpt-4o-mini", api_base=f"http://127.0.0.1:{runner.addresses[0][1]}/v1",
+                                  temperature=0.0, max_tokens=10, timeout_s=0.5, messages=[{"role": "user", "content": "hi"}])
+        error, elapsed = None, 0.0
+        for _ in range(2):  # the first call also resolves the model's route (litellm's import)
+            started = asyncio.get_running_loop().time()
+            try:
+                await provider.complete(request)
+            except Exception as exc:
+                error = exc
+            elapsed = asyncio.get_running_loop().time() - started
+        await provider.aclose()
+        await runner.cleanup()
+        return error, elapsed
+
+    assert OpenAIHTTPProvider.enforces_timeout
+    error, elapsed = asyncio.run(call())
+    assert isinstance(error, TimeoutError), error
+    assert 0.4 <= elapsed < 2.0
+    assert OpenAIHTTPProvider(api_key=KEY).classify(error).kind is ErrorKind.RETRY

@@ -1,0 +1,280 @@
+"""The direct transport's HTTP/1.1 client: keep-alive connections on asyncio, answers read by
+httptools (llhttp, Node's parser), and nothing else.
+
+Why not aiohttp here (it serves the batch client, the fake server and the viewer): a paced run
+wakes up for each request, and on a small machine the interpreter runs each wake-up's Python
+cold, so what a request costs is mostly how much distinct Python it touches. aiohttp's
+``ClientSession.post`` runs ~110 functions of its own per request (URL objects, cookies, tracing,
+redirects, payload writers, a task per body); a bare aiohttp loop replaying the few-shot GEMBA
+requests at the TPM-bound pace costs 0.71-0.75 ms of CPU a request, the same loop over this
+module's kind of connection 0.36-0.38 (``benchmarks/floor.py --client aiohttp|raw``, issue 23.6).
+
+What it does: ``POST`` with a body of known length, to ``http://`` or ``https://`` (the system's
+CA store, as aiohttp's default), one request per connection at a time, connections kept for
+:data:`KEEP_IDLE_S` and reused newest first; answers framed by ``Content-Length``, chunks, or the
+connection's close, decoded from gzip or deflate if a server sends them despite
+``Accept-Encoding: identity``. No proxies (aiohttp's session did not read them either), no
+redirects (a 3xx is an answer like any other status), no cookies.
+
+Errors: a connection that cannot be made raises the ``OSError`` the system gave (refused, DNS);
+one that breaks before the answer ends raises :class:`ConnectionClosedError`; an answer that is
+not HTTP, or is larger than :data:`MAX_ANSWER_BYTES`, raises :class:`BadHTTPAnswerError`; a call
+past its ``timeout_s`` raises ``TimeoutError``. A connection is reused only after a whole answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+import zlib
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+import httptools
+
+KEEP_IDLE_S = 15.0
+"""How long an idle connection is kept for reuse (aiohttp's default keep-alive): servers close
+theirs after 5-75 s, and a write to a connection the server already closed fails the request."""
+MAX_ANSWER_BYTES = 64 * 2**20
+"""Largest answer body read (64 MiB: a chat completion is kilobytes); past it, the answer is bad."""
+
+
+class ConnectionClosedError(ConnectionResetError):
+    """The connection closed (or was reset) before the whole answer arrived."""
+
+
+class BadHTTPAnswerError(ConnectionError):
+    """What came back is not an HTTP/1.x answer this client can read (or is too large)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where requests go: parsed once per URL, with the request head's fixed part ready."""
+
+    key: tuple[str, str, int]
+    """(scheme, host, port): the connections that can carry a request there."""
+    host: str
+    port: int
+    tls: bool
+    head: bytes
+    """``POST path HTTP/1.1`` and every header but ``Content-Length``, each line ending in CRLF."""
+
+
+def target(url: str, headers: dict[str, str]) -> Target:
+    """The :class:`Target` of ``url`` with ``headers`` sent on every request.
+
+    Raises:
+        ValueError: not an ``http(s)://host`` URL, or a header name or value with a line break
+            (a header that would smuggle another).
+    """
+    if any(c <= " " or c == "\x7f" for c in url):
+        raise ValueError("the URL holds a space or a control character")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"not an http(s) URL with a host (scheme {parts.scheme!r})")
+    tls = parts.scheme == "https"
+    port = parts.port or (443 if tls else 80)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    host = parts.hostname
+    authority = f"[{host}]" if ":" in host else host
+    if parts.port:
+        authority += f":{parts.port}"
+    lines = [f"POST {path} HTTP/1.1", f"Host: {authority}", "Accept-Encoding: identity", "Connection: keep-alive"]
+    for name, value in headers.items():
+        lines.append(f"{name}: {value}")
+    for line in lines:
+        if any(c in line for c in "\r\n\0"):
+            raise ValueError(f"a header or the URL holds a line break: {line.split(':')[0]!r}")
+    return Target((parts.scheme, host, port), host, port, tls, ("\r\n".join(lines) + "\r\n").encode("latin-1"))
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """An HTTP answer: its status, headers (lower-case names; repeated ones joined by ``, ``)
+    and whole body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; httptools calls the ``on_*`` methods as the answer arrives."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[Answer] | None = None
+        self._headers: dict[str, str] = {}
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._headers_done = False
+        self._keep_alive = False
+        self._complete = False
+
+    # --- asyncio ---------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(BadHTTPAnswerError("the server switched protocols"))
+        except httptools.HttpParserError as exc:
+            self._fail(BadHTTPAnswerError(f"the answer is not HTTP/1.x: {exc}"))
+
+    def eof_received(self) -> bool | None:
+        return None  # close our side too: connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        framed = "content-length" in self._headers or "chunked" in self._headers.get("transfer-encoding", "")
+        if self._headers_done and not framed and exc is None:
+            self.on_message_complete()  # a body that ends with its connection (HTTP/1.0 style)
+        else:
+            closed = ConnectionClosedError("the server closed the connection before the whole answer arrived")
+            closed.__cause__ = exc
+            waiter.set_exception(closed)
+
+    # --- httptools ---------------------------------------------------------------------------------
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        key = name.decode("latin-1").lower()
+        text = value.decode("latin-1")
+        self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text
+
+    def on_headers_complete(self) -> None:
+        self._headers_done = True
+        self._keep_alive = self._parser.should_keep_alive()  # read here: the parser resets at the end
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > MAX_ANSWER_BYTES:
+            self._fail(BadHTTPAnswerError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes"))
+            return
+        self._chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+            self._headers, self._chunks, self._size = {}, [], 0
+            self._headers_done = self._keep_alive = False
+            return
+        self._complete = True
+        body = b"".join(self._chunks)
+        encoding = self._headers.get("content-encoding", "identity").strip().lower()
+        if encoding in ("gzip", "x-gzip", "deflate"):
+            try:
+                body = _inflate(body, encoding)
+            except zlib.error as exc:
+                self._fail(BadHTTPAnswerError(f"the {encoding} body does not decode: {exc}"))
+                return
+        elif encoding not in ("identity", ""):
+            self._fail(BadHTTPAnswerError(f"the answer is encoded as {encoding!r}, which this client does not read"))
+            return
+        waiter.set_result(Answer(status, self._headers, body))
+
+    # --- one request ---------------------------------------------------------------------------------
+
+    def send(self, data: bytes) -> asyncio.Future[Answer]:
+        """Write a whole request; the future is its answer."""
+        assert self.transport is not None
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._headers, self._chunks, self._size = {}, [], 0
+        self._headers_done = self._keep_alive = self._complete = False
+        self.transport.write(data)
+        return self._waiter
+
+    def reusable(self) -> bool:
+        """Whether the last answer ended cleanly on a connection both sides keep open."""
+        return self._complete and self._keep_alive and not self.closed
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+        self.closed = True
+
+    def _fail(self, error: Exception) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(error)
+        self.close()
+
+
+def _inflate(body: bytes, encoding: str) -> bytes:
+    if encoding == "deflate":
+        try:
+            return zlib.decompress(body)
+        except zlib.error:
+            return zlib.decompress(body, -zlib.MAX_WBITS)  # raw deflate, as some servers send it
+    return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+
+
+class Client:
+    """Connections to any number of targets, kept alive between requests (see the module)."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._tls: ssl.SSLContext | None = None
+
+    async def post(self, where: Target, body: bytes, timeout_s: float) -> Answer:
+        """``POST`` ``body`` to ``where`` and read the whole answer, in at most ``timeout_s``."""
+        async with asyncio.timeout(timeout_s):
+            connection = self._take(where.key) or await self._connect(where)
+            try:
+                answer = await connection.send(
+                    where.head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            except BaseException:
+                connection.close()  # a cancelled or failed request leaves the connection unusable
+                raise
+        if connection.reusable():
+            connection.idle_since = time.monotonic()
+            self._idle.setdefault(where.key, []).append(connection)
+        else:
+            connection.close()
+        return answer
+
+    def _take(self, key: tuple[str, str, int]) -> _Connection | None:
+        idle = self._idle.get(key)
+        if not idle:
+            return None
+        oldest_kept = time.monotonic() - KEEP_IDLE_S
+        while idle:
+            connection = idle.pop()  # the newest: the least likely to be closed by the server
+            if connection.closed or connection.idle_since < oldest_kept:
+                connection.close()
+                if connection.idle_since < oldest_kept:  # the rest are older still
+                    for old in idle:
+                        old.close()
+                    idle.clear()
+                continue
+            return connection
+        return None
+
+    async def _connect(self, where: Target) -> _Connection:
+        loop = asyncio.get_running_loop()
+        if where.tls:
+            if self._tls is None:
+                self._tls = ssl.create_default_context()
+            _, connection = await loop.create_connection(_Connection, where.host, where.port, ssl=self._tls,
+                                                         server_hostname=where.host)
+        else:
+            _, connection = await loop.create_connection(_Connection, where.host, where.port)
+        return connection
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        for idle in self._idle.values():
+            for connection in idle:
+                connection.close()
+        self._idle.clear()
