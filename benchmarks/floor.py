@@ -1,4 +1,4 @@
-"""The client floor: the engine's own requests replayed by a bare aiohttp loop at the same pace.
+"""The client floor: the engine's own requests replayed by a bare HTTP loop at the same pace.
 
 A paced profile makes every request (or pair, ``--burst``) wake the client from idle, and on a
 small VM each wake-up costs far more than the same work done back to back (a bare aiohttp POST
@@ -7,9 +7,11 @@ of a 9 KB body: ~0.17 ms of CPU back to back; at 50 requests per second ~1.0 ms 
 engine sent (its transcripts), sends them to a fresh fake server with the same latency at the
 engine's accepted rate, with nothing else (no templates, cache, lanes, parsing or records), and
 prints the CPU per request of that loop alone, start-up excluded. The engine's figure minus this
-one is what the engine itself adds.
+one is what the engine itself adds. The loop sends with the direct transport's own client
+(``providers/wire.py``) by default, or with an aiohttp session (``--client aiohttp``, what the
+engine sent with before issue 23.6).
 
-    python benchmarks/floor.py TRANSCRIPTS --rate 50 --latency 0.5 --jitter 0.1 [--n 2000] [--burst 2]
+    python benchmarks/floor.py TRANSCRIPTS --rate 50 --latency 0.5 --jitter 0.1 [--n 2000] [--burst 2] [--client wire|aiohttp]
 """
 
 from __future__ import annotations
@@ -44,65 +46,25 @@ def bodies(transcripts: Path, n: int) -> list[bytes]:
     return out
 
 
-class _RawConnection(asyncio.Protocol):
-    """One keep-alive HTTP/1.1 connection read by hand: what an HTTP client costs at least."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.waiter: asyncio.Future[bytes] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.buffer += data
-        end = self.buffer.find(b"\r\n\r\n")
-        if end < 0 or self.waiter is None:
-            return
-        at = self.buffer.find(b"content-length:", 0, end)
-        if at < 0:
-            at = self.buffer.find(b"Content-Length:", 0, end)
-        length = int(self.buffer[at + 15: self.buffer.find(b"\r\n", at)])
-        if len(self.buffer) >= end + 4 + length:
-            body = bytes(self.buffer[end + 4: end + 4 + length])
-            del self.buffer[: end + 4 + length]
-            self.waiter.set_result(body)
-
-
-async def replay(url: str, payloads: list[bytes], rate: float, burst: int = 1, client: str = "aiohttp") -> float:
+async def replay(url: str, payloads: list[bytes], rate: float, burst: int = 1, client: str = "wire") -> float:
     """Send ``payloads`` at ``rate`` per second, ``burst`` at a time as the engine's lanes do (0:
-    back to back, 64 at a time); return CPU seconds per request. ``client``: ``aiohttp``, or
-    ``raw`` (a hand-read HTTP/1.1 connection pool: what any HTTP client costs at least)."""
-    from urllib.parse import urlsplit
-
+    back to back, 64 at a time); return CPU seconds per request. ``client``: ``wire``, the
+    direct transport's own HTTP client (:mod:`judge_engine.providers.wire`), or ``aiohttp``."""
     import aiohttp
 
+    from judge_engine.providers import wire
+
     headers = {"Content-Type": "application/json", "Authorization": "Bearer floor"}
-    parts = urlsplit(url)
-    idle: list[_RawConnection] = []
-    loop = asyncio.get_running_loop()
+    pool, where = wire.Client(), wire.target(url, headers)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         async def by_aiohttp(body: bytes) -> None:
             async with session.post(url, data=body, headers=headers) as response:
                 await response.read()
 
-        async def by_hand(body: bytes) -> None:
-            if idle:
-                connection = idle.pop()
-            else:
-                _, connection = await loop.create_connection(_RawConnection, parts.hostname, parts.port)
-            head = (f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
-                    f"Authorization: Bearer floor\r\nContent-Length: {len(body)}\r\n\r\n").encode()
-            connection.waiter = loop.create_future()
-            assert connection.transport is not None
-            connection.transport.write(head + body)
-            json.loads(await connection.waiter)
-            connection.waiter = None
-            idle.append(connection)
+        async def by_wire(body: bytes) -> None:
+            await pool.post(where, body, 120.0)
 
-        one = by_hand if client == "raw" else by_aiohttp
-
+        one = by_wire if client == "wire" else by_aiohttp
         await one(payloads[0])  # connection set-up and first-use costs are start-up
         started = time.process_time()
         if rate <= 0:
@@ -134,8 +96,9 @@ def main() -> None:
     parser.add_argument("--jitter", type=float, default=0.1)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--burst", type=int, default=1, help="requests sent together (the lanes' limits.burst)")
-    parser.add_argument("--client", choices=("aiohttp", "raw"), default="aiohttp",
-                        help="raw: a hand-read HTTP/1.1 connection in place of aiohttp")
+    parser.add_argument("--client", choices=("wire", "aiohttp"), default="wire",
+                        help="wire: the direct transport's own HTTP client (what the engine sends with); "
+                             "aiohttp: an aiohttp session (what it sent with before issue 23.6)")
     args = parser.parse_args()
     from judge_engine.fake import FakeConfig, FakeServerProcess
 

@@ -3,7 +3,7 @@ server, on loopback, next to plain litellm, with pass/fail against the figures t
 
     python benchmarks/run.py                      # the six default profiles at N=2,000, engine, baseline, client floor
     python benchmarks/run.py --quick              # N=300, engine only (no baseline, no floor), for a smoke run
-    python benchmarks/run.py --no-floor           # skip replaying the paced profiles with a bare aiohttp loop
+    python benchmarks/run.py --no-floor           # skip replaying the paced profiles with a bare HTTP loop
     python benchmarks/run.py --profiles rpm,chaos --n 1000
     python benchmarks/run.py --profiles rpm,tpm-long,latency --workload fewshot --compare-ref REF --no-baseline
                                                   # GEMBA-MQM's few-shot prompt (~1,800 tokens), before (REF) and after
@@ -83,7 +83,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="N=300 and no baseline for a fast smoke run")
     parser.add_argument("--no-baseline", action="store_true", help="skip the plain-litellm baseline")
     parser.add_argument("--no-floor", action="store_true",
-                        help="skip replaying the paced profiles' requests with a bare aiohttp loop (benchmarks/floor.py)")
+                        help="skip replaying the paced profiles' requests with a bare HTTP loop (benchmarks/floor.py)")
     parser.add_argument("--memory", action="store_true", help="peak RSS at 10^3 vs 10^5 items (no limits, no latency)")
     parser.add_argument("--memory-sizes", default="1000,100000")
     parser.add_argument("--long-retry-after", action="store_true", help="429 storm with Retry-After 61-75 s")
@@ -167,8 +167,8 @@ def profiles(work: Path, args: argparse.Namespace) -> list[Check]:
             floor = client_floor(profile, engine, work, n)
             if floor is not None:
                 cpu = engine.cpu_ms_per_request()
-                print(f"{profile.name} profile: the engine's {n:,} requests replayed at its pace by a bare aiohttp "
-                      f"loop (benchmarks/floor.py: no templates, cache, lanes, parsing or records) cost "
+                print(f"{profile.name} profile: the engine's {n:,} requests replayed at its pace by a bare loop over the "
+                      f"engine's HTTP client (benchmarks/floor.py: no templates, cache, lanes, parsing or records) cost "
                       f"{floor:.2f} ms of CPU each on this machine; the engine's {cpu:.2f} adds {cpu - floor:.2f}")
     checks = targets(results)
     checks += modes.startup_checks(results)
@@ -184,7 +184,7 @@ def _as_run(profile: Profile, workload: Any, transport: str) -> Profile:
 
 
 def client_floor(profile: Profile, engine: Measured, work: Path, n: int) -> float | None:
-    """CPU per request of a bare aiohttp loop sending the engine's requests at the engine's pace."""
+    """CPU per request of a bare loop over the engine's HTTP client sending the engine's requests at the engine's pace."""
     stats = engine.stats
     first, last = stats.get("first_accepted_s"), stats.get("last_accepted_s")
     if first is None or last is None or last <= first:
@@ -196,7 +196,7 @@ def client_floor(profile: Profile, engine: Measured, work: Path, n: int) -> floa
     command = [sys.executable, str(Path(__file__).with_name("floor.py")), str(transcripts), "--rate", f"{rate:.3f}",
                "--latency", str(profile.fake.get("latency_s", 0.0)), "--jitter", str(profile.fake.get("latency_jitter_s", 0.0)),
                "--n", str(n), "--burst", str(burst)]
-    print(f"[{profile.name}] client floor (bare aiohttp at {rate:.1f} requests/s, {burst} at a time)...", flush=True)
+    print(f"[{profile.name}] client floor (bare HTTP loop at {rate:.1f} requests/s, {burst} at a time)...", flush=True)
     done = subprocess.run(command, capture_output=True, text=True, env=child_env(), check=False)
     if done.returncode != 0:
         print(done.stderr[-2000:])
