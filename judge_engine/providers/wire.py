@@ -10,11 +10,17 @@ requests at the TPM-bound pace costs 0.71-0.75 ms of CPU a request, the same loo
 module's kind of connection 0.36-0.38 (``benchmarks/floor.py --client aiohttp|raw``, issue 23.6).
 
 What it does: ``POST`` with a body of known length, to ``http://`` or ``https://`` (the system's
-CA store, as aiohttp's default), one request per connection at a time, connections kept for
+CA store, as aiohttp's default; a non-ASCII host IDNA-encoded and a non-ASCII path
+percent-encoded, as aiohttp did), one request per connection at a time, connections kept for
 :data:`KEEP_IDLE_S` and reused newest first; answers framed by ``Content-Length``, chunks, or the
 connection's close, decoded from gzip or deflate if a server sends them despite
-``Accept-Encoding: identity``. No proxies (aiohttp's session did not read them either), no
-redirects (a 3xx is an answer like any other status), no cookies.
+``Accept-Encoding: identity``, interim 1xx answers skipped, with aiohttp's leniencies for small
+servers' quirks. Bounded: :data:`MAX_ANSWER_BYTES` of body (decoded too), :data:`MAX_HEADERS`
+header lines and :data:`MAX_HEAD_BYTES` of them. Bytes nobody asked for (a second answer glued
+to the first, anything on an idle connection) drop the connection: they are never read into the
+next answer. No proxies (aiohttp's session did not read them either), no redirects (a 3xx is an
+answer like any other status), no cookies, no DNS cache of its own (a host is resolved only when
+a connection is opened).
 
 Errors: a connection that cannot be made raises the ``OSError`` the system gave (refused, DNS);
 one that breaks before the answer ends raises :class:`ConnectionClosedError`; an answer that is
@@ -29,7 +35,7 @@ import ssl
 import time
 import zlib
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httptools
 
@@ -37,7 +43,15 @@ KEEP_IDLE_S = 15.0
 """How long an idle connection is kept for reuse (aiohttp's default keep-alive): servers close
 theirs after 5-75 s, and a write to a connection the server already closed fails the request."""
 MAX_ANSWER_BYTES = 64 * 2**20
-"""Largest answer body read (64 MiB: a chat completion is kilobytes); past it, the answer is bad."""
+"""Largest answer body read, before and after decoding (64 MiB: a chat completion is kilobytes);
+past it, the answer is bad."""
+MAX_HEAD_BYTES = 64 * 1024
+"""Largest status line and headers read; MAX_HEADERS the most header lines (aiohttp's parser
+allowed 8,190 bytes a field and 128 fields)."""
+MAX_HEADERS = 256
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+"""What stays as is in a URL's path (RFC 3986's pchar and ``/``, and ``%`` of escapes already
+made); anything else, a non-ASCII character, is percent-encoded as UTF-8, as aiohttp's yarl did."""
 
 
 class ConnectionClosedError(ConnectionResetError):
@@ -75,8 +89,12 @@ def target(url: str, headers: dict[str, str]) -> Target:
         raise ValueError(f"not an http(s) URL with a host (scheme {parts.scheme!r})")
     tls = parts.scheme == "https"
     port = parts.port or (443 if tls else 80)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    host = parts.hostname
+    path = quote(parts.path or "/", safe=_PATH_SAFE) + (f"?{quote(parts.query, safe=_PATH_SAFE + '?')}"
+                                                        if parts.query else "")
+    try:
+        host = parts.hostname.encode("idna").decode("ascii")  # bücher.example -> xn--bcher-kva.example
+    except UnicodeError:
+        raise ValueError("the URL's host is not a valid name (an empty or over-long label)") from None
     authority = f"[{host}]" if ":" in host else host
     if parts.port:
         authority += f":{parts.port}"
@@ -107,10 +125,17 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.idle_since = 0.0
         self._parser = httptools.HttpResponseParser(self)
+        if hasattr(self._parser, "set_dangerous_leniencies"):
+            # What aiohttp's parser let through, so that a small local server's quirks (a bare LF,
+            # a control character in a header, a space after a chunk's size) are read, not
+            # re-asked and paid for again: leniencies about reading, none about framing.
+            self._parser.set_dangerous_leniencies(lenient_headers=True, lenient_optional_cr_before_lf=True,
+                                                  lenient_spaces_after_chunk_size=True)
         self._waiter: asyncio.Future[Answer] | None = None
         self._headers: dict[str, str] = {}
         self._chunks: list[bytes] = []
         self._size = 0
+        self._head_bytes = self._unfinished_head = self._header_lines = 0
         self._headers_done = False
         self._keep_alive = False
         self._complete = False
@@ -121,12 +146,23 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            # Bytes nobody asked for (on an idle connection, or after a whole answer): never read
+            # into the next request's answer; the connection is dropped instead.
+            self.close()
+            return
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._fail(BadHTTPAnswerError("the server switched protocols"))
         except httptools.HttpParserError as exc:
             self._fail(BadHTTPAnswerError(f"the answer is not HTTP/1.x: {exc}"))
+        if not self._headers_done and not self.closed:
+            # Still in the head: the parser holds an unfinished header line in memory meanwhile.
+            self._unfinished_head += len(data)
+            if self._unfinished_head > MAX_HEAD_BYTES:
+                self._fail(BadHTTPAnswerError(f"the answer's headers are larger than {MAX_HEAD_BYTES} bytes"))
 
     def eof_received(self) -> bool | None:
         return None  # close our side too: connection_lost follows
@@ -146,7 +182,17 @@ class _Connection(asyncio.Protocol):
 
     # --- httptools ---------------------------------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self._complete:  # a second answer to one request: the connection is out of step
+            self.close()
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value) + 4
+        self._header_lines += 1
+        if self._header_lines > MAX_HEADERS or self._head_bytes > MAX_HEAD_BYTES:
+            self._fail(BadHTTPAnswerError(f"the answer's headers are more than {MAX_HEADERS} or larger than "
+                                          f"{MAX_HEAD_BYTES} bytes"))
+            return
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         self._headers[key] = f"{self._headers[key]}, {text}" if key in self._headers else text
@@ -169,21 +215,24 @@ class _Connection(asyncio.Protocol):
         status = self._parser.get_status_code()
         if 100 <= status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
             self._headers, self._chunks, self._size = {}, [], 0
+            self._head_bytes = self._unfinished_head = self._header_lines = 0
             self._headers_done = self._keep_alive = False
             return
         self._complete = True
-        body = b"".join(self._chunks)
-        encoding = self._headers.get("content-encoding", "identity").strip().lower()
+        headers, body = self._headers, b"".join(self._chunks)
+        self._headers, self._chunks = {}, []  # the answer's own: nothing read later changes it
+        encoding = headers.get("content-encoding", "identity").strip().lower()
         if encoding in ("gzip", "x-gzip", "deflate"):
             try:
                 body = _inflate(body, encoding)
-            except zlib.error as exc:
-                self._fail(BadHTTPAnswerError(f"the {encoding} body does not decode: {exc}"))
+            except (zlib.error, BadHTTPAnswerError) as exc:
+                self._fail(exc if isinstance(exc, BadHTTPAnswerError) else
+                           BadHTTPAnswerError(f"the {encoding} body does not decode: {exc}"))
                 return
         elif encoding not in ("identity", ""):
             self._fail(BadHTTPAnswerError(f"the answer is encoded as {encoding!r}, which this client does not read"))
             return
-        waiter.set_result(Answer(status, self._headers, body))
+        waiter.set_result(Answer(status, headers, body))
 
     # --- one request ---------------------------------------------------------------------------------
 
@@ -192,6 +241,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self._waiter = asyncio.get_running_loop().create_future()
         self._headers, self._chunks, self._size = {}, [], 0
+        self._head_bytes = self._unfinished_head = self._header_lines = 0
         self._headers_done = self._keep_alive = self._complete = False
         self.transport.write(data)
         return self._waiter
@@ -212,12 +262,29 @@ class _Connection(asyncio.Protocol):
 
 
 def _inflate(body: bytes, encoding: str) -> bytes:
-    if encoding == "deflate":
-        try:
-            return zlib.decompress(body)
-        except zlib.error:
-            return zlib.decompress(body, -zlib.MAX_WBITS)  # raw deflate, as some servers send it
-    return zlib.decompress(body, 16 + zlib.MAX_WBITS)
+    """A gzip or deflate body decoded, never past :data:`MAX_ANSWER_BYTES` (a few kilobytes of
+    gzip can hold gigabytes).
+
+    Raises:
+        zlib.error: it does not decode.
+        BadHTTPAnswerError: it decodes to more than the limit.
+    """
+    if encoding != "deflate":
+        return _bounded_inflate(body, 16 + zlib.MAX_WBITS)
+    try:
+        return _bounded_inflate(body, zlib.MAX_WBITS)
+    except zlib.error:
+        return _bounded_inflate(body, -zlib.MAX_WBITS)  # raw deflate, as some servers send it
+
+
+def _bounded_inflate(body: bytes, wbits: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
+    out = inflater.decompress(body, MAX_ANSWER_BYTES + 1)
+    if len(out) <= MAX_ANSWER_BYTES and not inflater.unconsumed_tail:
+        out += inflater.flush()
+    if len(out) > MAX_ANSWER_BYTES or inflater.unconsumed_tail:
+        raise BadHTTPAnswerError(f"the answer decodes to more than {MAX_ANSWER_BYTES} bytes")
+    return out
 
 
 class Client:
@@ -238,8 +305,11 @@ class Client:
                 connection.close()  # a cancelled or failed request leaves the connection unusable
                 raise
         if connection.reusable():
-            connection.idle_since = time.monotonic()
-            self._idle.setdefault(where.key, []).append(connection)
+            connection.idle_since = now = time.monotonic()
+            idle = self._idle.setdefault(where.key, [])
+            idle.append(connection)
+            while idle[0].idle_since < now - KEEP_IDLE_S:  # the oldest first: let go of the expired
+                idle.pop(0).close()
         else:
             connection.close()
         return answer
@@ -251,14 +321,14 @@ class Client:
         oldest_kept = time.monotonic() - KEEP_IDLE_S
         while idle:
             connection = idle.pop()  # the newest: the least likely to be closed by the server
-            if connection.closed or connection.idle_since < oldest_kept:
+            if connection.idle_since < oldest_kept:  # and the rest are older still
+                for old in (connection, *idle):
+                    old.close()
+                idle.clear()
+            elif connection.closed:
                 connection.close()
-                if connection.idle_since < oldest_kept:  # the rest are older still
-                    for old in idle:
-                        old.close()
-                    idle.clear()
-                continue
-            return connection
+            else:
+                return connection
         return None
 
     async def _connect(self, where: Target) -> _Connection:
@@ -267,9 +337,10 @@ class Client:
             if self._tls is None:
                 self._tls = ssl.create_default_context()
             _, connection = await loop.create_connection(_Connection, where.host, where.port, ssl=self._tls,
-                                                         server_hostname=where.host)
+                                                         server_hostname=where.host, happy_eyeballs_delay=0.25)
         else:
-            _, connection = await loop.create_connection(_Connection, where.host, where.port)
+            _, connection = await loop.create_connection(_Connection, where.host, where.port,
+                                                         happy_eyeballs_delay=0.25)
         return connection
 
     def close(self) -> None:

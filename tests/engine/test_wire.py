@@ -214,3 +214,132 @@ def test_the_request_head_names_the_host_path_and_length() -> None:
     assert head.startswith("POST /v1/chat/completions?x=1 HTTP/1.1\r\nHost: api.example.com:8443\r\n")
     assert "Authorization: Bearer k\r\n" in head and head.endswith("\r\n")
     assert wire.target("http://[::1]/v1", {}).head.decode().split("\r\n")[1] == "Host: [::1]"
+
+
+@asynccontextmanager
+async def keep_alive_server(answer: bytes, after: bytes = b"", after_s: float = 0.0) -> AsyncIterator[tuple[str, list[int]]]:
+    """A TCP server that answers every request on a connection with ``answer``, then (after
+    ``after_s``) writes ``after`` unasked; yields its URL and a count of connections per request."""
+    connections: list[int] = []
+    opened: list[int] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        opened.append(len(opened) + 1)
+        number = opened[-1]
+        try:
+            while True:
+                await reader.readuntil(b"\r\n\r\n")
+                connections.append(number)
+                writer.write(answer)
+                await writer.drain()
+                if after:
+                    await asyncio.sleep(after_s)
+                    writer.write(after)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", connections
+    finally:
+        server.close()
+
+
+def _ok(body: bytes, extra: bytes = b"") -> bytes:
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Request-Id: first\r\n%s\r\n" % (len(body), extra) + body
+
+
+def test_bytes_nobody_asked_for_never_reach_the_next_answer() -> None:
+    """A second answer glued to the first, or bytes arriving on an idle connection, are never
+    read as (or into) the next request's answer: the connection is dropped instead."""
+    stray = b"HTTP/1.1 429 Too Many\r\nRetry-After: 999\r\nX-Request-Id: stale\r\nContent-Length: 0\r\n\r\n"
+
+    async def go() -> None:
+        async with keep_alive_server(_ok(BODY) + stray) as (url, connections):
+            client, where = wire.Client(), wire.target(url, {})
+            first = await client.post(where, b"{}", 5.0)
+            assert first.body == BODY and first.headers == {"content-length": str(len(BODY)), "x-request-id": "first"}
+            await asyncio.sleep(0.05)
+            assert first.headers["x-request-id"] == "first" and "retry-after" not in first.headers
+            second = await client.post(where, b"{}", 5.0)
+            assert (second.status, second.body) == (200, BODY)
+            assert connections == [1, 2]  # the out-of-step connection was not reused
+            client.close()
+        async with keep_alive_server(_ok(BODY), after=b"HTTP/1.1 200 OK\r\nContent-Length: 40\r\n\r\n_tail_", after_s=0.02) as (url, connections):
+            client, where = wire.Client(), wire.target(url, {})
+            assert (await client.post(where, b"{}", 5.0)).body == BODY
+            await asyncio.sleep(0.1)  # the unasked bytes arrive while the connection is idle
+            assert (await client.post(where, b"{}", 5.0)).body == BODY
+            assert connections == [1, 2]
+            client.close()
+
+    asyncio.run(go())
+
+
+def test_a_small_gzip_that_decodes_past_the_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wire, "MAX_ANSWER_BYTES", 100_000)
+    bomb = gzip.compress(b"\0" * 5_000_000)
+    assert len(bomb) < 100_000
+
+    async def go() -> None:
+        async with raw_server(_ok(bomb, b"Content-Encoding: gzip\r\n")) as url:
+            with pytest.raises(wire.BadHTTPAnswerError, match="decodes to more than 100000"):
+                await wire.Client().post(wire.target(url, {}), b"{}", 5.0)
+        async with raw_server(_ok(gzip.compress(b"\0" * 99_000), b"Content-Encoding: gzip\r\n")) as url:
+            assert (await wire.Client().post(wire.target(url, {}), b"{}", 5.0)).body == b"\0" * 99_000
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.1 200 OK\nContent-Length: 2\n\n{}",
+    b"HTTP/1.1 200 OK\r\nX-Odd: a\x01b\r\nContent-Length: 2\r\n\r\n{}",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2 \r\n{}\r\n0\r\n\r\n",
+], ids=["bare-lf", "control-in-header", "space-after-chunk-size"])
+def test_quirks_of_small_servers_that_aiohttp_read_are_read(answer: bytes) -> None:
+    async def go() -> None:
+        async with raw_server(answer) as url:
+            assert (await wire.Client().post(wire.target(url, {}), b"{}", 5.0)).body == b"{}"
+
+    asyncio.run(go())
+
+
+@pytest.mark.parametrize("head", [
+    b"".join(b"X-H%d: v\r\n" % i for i in range(300)),
+    b"X-Big: " + b"v" * 100_000 + b"\r\n",
+    b"X-Same: v\r\n" * 300,
+], ids=["300-headers", "100-kb-header", "one-header-300-times"])
+def test_headers_past_the_limits_are_refused(head: bytes) -> None:
+    async def go() -> None:
+        async with raw_server(b"HTTP/1.1 200 OK\r\n" + head + b"Content-Length: 2\r\n\r\n{}") as url:
+            with pytest.raises(wire.BadHTTPAnswerError, match="headers"):
+                await wire.Client().post(wire.target(url, {}), b"{}", 5.0)
+
+    asyncio.run(go())
+
+
+def test_a_non_ascii_host_and_path_are_encoded_as_aiohttp_did_and_a_bad_host_is_refused() -> None:
+    head = wire.target("http://bücher.example/v1/é?q=ü", {}).head.decode()
+    assert head.startswith("POST /v1/%C3%A9?q=%C3%BC HTTP/1.1\r\nHost: xn--bcher-kva.example\r\n")
+    assert wire.target("http://h.example/v1/a%20b", {}).head.startswith(b"POST /v1/a%20b ")
+    for bad in ("http://a..b/v1", f"http://{'x' * 64}.example/v1"):
+        with pytest.raises(ValueError, match="not a valid name"):
+            wire.target(bad, {})
+
+
+def test_idle_connections_past_their_keep_are_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wire, "KEEP_IDLE_S", 0.2)
+
+    async def go() -> None:
+        async with keep_alive_server(_ok(BODY)) as (url, connections):
+            client, where = wire.Client(), wire.target(url, {})
+            await asyncio.gather(*(client.post(where, b"{}", 5.0) for _ in range(3)))
+            assert len(client._idle[where.key]) == 3
+            for _ in range(5):  # one at a time: the newest is reused, the two others age out
+                await asyncio.sleep(0.08)
+                await client.post(where, b"{}", 5.0)
+            assert len(client._idle[where.key]) == 1 and len(set(connections)) == 3
+            client.close()
+
+    asyncio.run(go())
