@@ -6,8 +6,8 @@ wakes up for each request, and on a small machine the interpreter runs each wake
 cold, so what a request costs is mostly how much distinct Python it touches. aiohttp's
 ``ClientSession.post`` runs ~110 functions of its own per request (URL objects, cookies, tracing,
 redirects, payload writers, a task per body); a bare aiohttp loop replaying the few-shot GEMBA
-requests at the TPM-bound pace costs 0.71-0.75 ms of CPU a request, the same loop over this
-module's kind of connection 0.36-0.38 (``benchmarks/floor.py --client aiohttp|raw``, issue 23.6).
+requests at the TPM-bound pace costs 0.68-0.74 ms of CPU a request, the same loop over this
+client 0.42-0.44 (``benchmarks/floor.py --client aiohttp|wire``, issue 23.6).
 
 What it does: ``POST`` with a body of known length, to ``http://`` or ``https://`` (the system's
 CA store, as aiohttp's default; a non-ASCII host IDNA-encoded and a non-ASCII path
@@ -125,20 +125,27 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.idle_since = 0.0
         self._parser = httptools.HttpResponseParser(self)
-        if hasattr(self._parser, "set_dangerous_leniencies"):
-            # What aiohttp's parser let through, so that a small local server's quirks (a bare LF,
-            # a control character in a header, a space after a chunk's size) are read, not
-            # re-asked and paid for again: leniencies about reading, none about framing.
-            self._parser.set_dangerous_leniencies(lenient_headers=True, lenient_optional_cr_before_lf=True,
-                                                  lenient_spaces_after_chunk_size=True)
+        # What aiohttp's parser let through, so that a small local server's quirks (a bare LF, a
+        # control character in a header, a space after a chunk's size) are read, not re-asked and
+        # paid for again: leniencies about reading, none about framing.
+        self._parser.set_dangerous_leniencies(lenient_headers=True, lenient_optional_cr_before_lf=True,
+                                              lenient_spaces_after_chunk_size=True)
         self._waiter: asyncio.Future[Answer] | None = None
+        self._complete = False
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget the answer read so far (a new request's, or the real one after an interim 1xx)."""
         self._headers: dict[str, str] = {}
         self._chunks: list[bytes] = []
         self._size = 0
-        self._head_bytes = self._unfinished_head = self._header_lines = 0
+        self._head_bytes = 0
+        """Bytes of the header lines parsed (a whole head can arrive in one read)."""
+        self._unfinished_head = 0
+        """Bytes read while the head is unfinished (the parser holds a partial line meanwhile)."""
+        self._header_lines = 0
         self._headers_done = False
         self._keep_alive = False
-        self._complete = False
 
     # --- asyncio ---------------------------------------------------------------------------------
 
@@ -214,9 +221,7 @@ class _Connection(asyncio.Protocol):
             return
         status = self._parser.get_status_code()
         if 100 <= status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
-            self._headers, self._chunks, self._size = {}, [], 0
-            self._head_bytes = self._unfinished_head = self._header_lines = 0
-            self._headers_done = self._keep_alive = False
+            self._reset()
             return
         self._complete = True
         headers, body = self._headers, b"".join(self._chunks)
@@ -240,9 +245,8 @@ class _Connection(asyncio.Protocol):
         """Write a whole request; the future is its answer."""
         assert self.transport is not None
         self._waiter = asyncio.get_running_loop().create_future()
-        self._headers, self._chunks, self._size = {}, [], 0
-        self._head_bytes = self._unfinished_head = self._header_lines = 0
-        self._headers_done = self._keep_alive = self._complete = False
+        self._complete = False
+        self._reset()
         self.transport.write(data)
         return self._waiter
 
