@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from judge_engine.errors import FatalProviderError
 from judge_engine.lanes import Lane
@@ -51,7 +51,7 @@ class Deployment:
     """Calls sent here this session, each one a transcript line (as the run's spend counts calls)."""
     batched: int = 0
     """Batch results recorded this session (a batch-mode judge's batches go to its first deployment)."""
-    provider_enforces_timeout: bool = False
+    provider_enforces_timeout: bool = field(init=False, default=False)
     """The provider's own timeout covers a whole call, the answer's body included
     (:attr:`judge_engine.providers.openai_http.OpenAIHTTPProvider.enforces_timeout`): the
     attempt then schedules no guard timer of its own."""

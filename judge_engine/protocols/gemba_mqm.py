@@ -95,6 +95,9 @@ _ERROR_LINE = re.compile(
     r'^(?P<category>[^"“”]+?)(?:\s+[-–—]\s*|\s*[-–—]\s+|\s*[-–—:]\s*(?=["“])|\s*:\s+)(?P<span>.*)$'
 )
 _DECORATION = re.compile(r"^(?:[#>*_`]+|\d+[.)]|[-•])\s*")
+_DECORATION_STARTS = frozenset("#>*_`-•")
+"""The characters :data:`_DECORATION` can start with, besides a digit."""
+
 # The answer exactly as the prompt's format and its few-shot answers write it: the three sections
 # in order, each "no-error" or lines of ``category - "span"``. Most answers are this, and reading
 # one with two regexes instead of a pass per line keeps a paced request's CPU down (issue 23.6).
@@ -108,8 +111,6 @@ _CANON_ERROR = rf'{_CANON_CATEGORY} - "{_CANON_SPAN}"'
 _CANON_BODY = rf"(no-error|{_CANON_ERROR}(?:\n{_CANON_ERROR})*)"
 _CANONICAL = re.compile(rf"(?i:critical):\n{_CANON_BODY}\n(?i:major):\n{_CANON_BODY}\n(?i:minor):\n{_CANON_BODY}")
 _CANON_ERROR_LINE = re.compile(rf'^({_CANON_CATEGORY}) - "({_CANON_SPAN})"$', re.MULTILINE)
-_DECORATION_STARTS = frozenset("#>*_`-•")
-"""The characters :data:`_DECORATION` can start with, besides a digit."""
 
 
 class GembaMQM(Protocol):

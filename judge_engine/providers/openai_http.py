@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from judge_engine import jsonio
+from judge_engine import __version__, jsonio
 from judge_engine.errors import HTTPStatusError, LocalRequestError, MalformedResponseError
 from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
@@ -49,7 +49,7 @@ class OpenAIHTTPProvider:
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         # A User-Agent: some gateways refuse a request without one (aiohttp sent its own).
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
-                         "User-Agent": f"judge-engine/{_version()}"}
+                         "User-Agent": f"judge-engine/{__version__}"}
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         if organization := os.environ.get("OPENAI_ORGANIZATION"):
@@ -175,12 +175,6 @@ class OpenAIHTTPProvider:
             )
         except (AttributeError, TypeError, ValueError, OverflowError) as exc:
             raise MalformedResponseError(f"the 200 answer is not a chat completion ({type(exc).__name__}: {exc})") from exc
-
-
-def _version() -> str:
-    from judge_engine import __version__
-
-    return __version__
 
 
 def choice_logprobs(choice: Mapping[str, Any]) -> Any:
