@@ -27,6 +27,7 @@ from judge_engine.providers.openai_http import OpenAIHTTPProvider
 from judge_engine.redaction import MARK, redact_params
 from tests.engine.conftest import make_job
 from tests.engine.test_transports import COMPLETION, capture_server
+from tests.engine.test_wire import web_server
 
 KEY = "hostile" + "GatewayKey-6a1f0c"
 """Shaped like no API key: only redaction by what it is can catch it."""
@@ -162,25 +163,20 @@ def test_a_body_that_stalls_after_its_headers_is_cut_at_the_direct_transports_ti
         return response
 
     async def call() -> tuple[BaseException | None, float]:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", stall)
-        runner = web.AppRunner(app, shutdown_timeout=0.1)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        provider = OpenAIHTTPProvider(api_key=KEY)
-        request = ProviderRequest(model="openai/gpt-4o-mini", api_base=f"http://127.0.0.1:{runner.addresses[0][1]}/v1",
-                                  temperature=0.0, max_tokens=10, timeout_s=0.5, messages=[{"role": "user", "content": "hi"}])
-        error, elapsed = None, 0.0
-        for _ in range(2):  # the first call also resolves the model's route (litellm's import)
-            started = asyncio.get_running_loop().time()
-            try:
-                await provider.complete(request)
-            except Exception as exc:
-                error = exc
-            elapsed = asyncio.get_running_loop().time() - started
-        await provider.aclose()
-        await runner.cleanup()
+        async with web_server(stall) as (url, _):
+            provider = OpenAIHTTPProvider(api_key=KEY)
+            request = ProviderRequest(model="openai/gpt-4o-mini", api_base=url.removesuffix("/chat/completions"),
+                                      temperature=0.0, max_tokens=10, timeout_s=0.5,
+                                      messages=[{"role": "user", "content": "hi"}])
+            error, elapsed = None, 0.0
+            for _ in range(2):  # the first call also resolves the model's route (litellm's import)
+                started = asyncio.get_running_loop().time()
+                try:
+                    await provider.complete(request)
+                except Exception as exc:
+                    error = exc
+                elapsed = asyncio.get_running_loop().time() - started
+            await provider.aclose()
         return error, elapsed
 
     assert OpenAIHTTPProvider.enforces_timeout
