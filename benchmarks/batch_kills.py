@@ -121,7 +121,7 @@ def soak(n: int, kills: int, fallback: str, work: Path, seed: int, engine_path: 
 def _counts(run: Path, stats: dict[str, Any], sent: list[Counter[str]], finished: list[set[str]], knobs: Any, n: int,
             landed: int, fallback: str) -> dict[str, Any]:
     from judge_engine.fake.answers import prompt_key
-    from judge_engine.store import iter_transcript
+    from judge_engine.rundir.store import iter_transcript
 
     outcomes = Counter(line["task_id"] for line in _lines(run / "outcomes.jsonl"))
     attempts = list(iter_transcript(run))

@@ -34,8 +34,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from judge_engine.stats import calibration  # noqa: E402
-from judge_engine.stats.calibration import CascadeFit  # noqa: E402
+from judge_engine.stats import risk_control  # noqa: E402
+from judge_engine.stats.risk_control import CascadeFit  # noqa: E402
 from tests.stats.calibration_populations import (  # noqa: E402
     Correlated,
     Levels,
@@ -59,14 +59,14 @@ def _wald(errors: Any, items: Any, delta: float) -> np.ndarray:
 def row(name: str, population: Population, *, draws: int, n: int, risk: float, delta: float, rule: str = "bonferroni",
         flaw: str = "", read: Callable[[CascadeFit], list[float | None]] | None = None) -> str:
     started = time.perf_counter()
-    exact = calibration.clopper_pearson_upper
+    exact = risk_control.clopper_pearson_upper
     if flaw == "normal approximation":
-        calibration.clopper_pearson_upper = _wald  # type: ignore[assignment]
+        risk_control.clopper_pearson_upper = _wald  # type: ignore[assignment]
     try:
         result: Violations = violations(population, draws=draws, n=n, risk=risk, delta=delta, rule=rule,  # type: ignore[arg-type]
                                         seed=zlib.crc32(repr((name, n, risk, delta, rule, flaw)).encode()), thresholds=read)
     finally:
-        calibration.clopper_pearson_upper = exact  # type: ignore[assignment]
+        risk_control.clopper_pearson_upper = exact  # type: ignore[assignment]
     se = math.sqrt(max(result.rate * (1 - result.rate), 1e-12) / draws)
     verdict = "ok" if result.rate <= delta else ("flaw shown" if flaw or rule == "per_stage" else "VIOLATED")
     oracle = f"{4 * risk:.2f}" if isinstance(population, Linear) and population.floor == 0 else "-"

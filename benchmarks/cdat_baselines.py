@@ -37,8 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from judge_engine.lexicon import NOUN_TAGS, PackagedLexicon  # noqa: E402
 from judge_engine.protocols.cdat_baselines import ScoredList, WordList, score_lists  # noqa: E402
+from judge_engine.protocols.lexicon import NOUN_TAGS, PackagedLexicon  # noqa: E402
 from judge_engine.protocols.word_lists import clean_word  # noqa: E402
 from judge_engine.stats.creativity import mean_ci  # noqa: E402
 
@@ -140,7 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lexicon, wordnet = PackagedLexicon(), PackagedLexicon(tagger=False)
     embedder = None
     if not args.no_embeddings:
-        from judge_engine.embeddings import get_embedder
+        from judge_engine.protocols.embeddings import get_embedder
 
         embedder = get_embedder("minilm")
     print(f"{'set':7} {'lists':>5} {'valid=':>7} {'(WN)':>6} {'w/ non-noun':>11} {'valid=':>7} {'(WN)':>6} "
@@ -222,7 +222,7 @@ def _print_noun_check(lists: dict[str, list[StoredList]], recomputed: dict[str, 
 
 def _nltk_tags() -> Callable[[str], str] | None:
     """``nltk.pos_tag([word])``'s tag, where NLTK and its data are installed (None otherwise)."""
-    from judge_engine.lexicon import LexiconUnavailable, NltkLexicon
+    from judge_engine.protocols.lexicon import LexiconUnavailable, NltkLexicon
 
     try:
         return NltkLexicon().tag
@@ -232,7 +232,7 @@ def _nltk_tags() -> Callable[[str], str] | None:
 
 
 def _nltk_counts(lists: dict[str, list[StoredList]]) -> list[tuple[str, StoredList, ScoredList]]:
-    from judge_engine.lexicon import NltkLexicon
+    from judge_engine.protocols.lexicon import NltkLexicon
 
     lexicon = NltkLexicon()
     return [(name, s, o) for name in SETS for s, o in zip(

@@ -33,18 +33,18 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=300)
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # should anything import litellm
-    from judge_engine.attempt import TaskLog, attempt_record
-    from judge_engine.cache import AnswerCache
-    from judge_engine.config import load_config
     from judge_engine.fake.answers import AnswerBook
+    from judge_engine.inputs.config import load_config
     from judge_engine.lanes import Lane, rough_prompt_tokens
-    from judge_engine.plan import build_protocol, iter_tasks, template_hashes
+    from judge_engine.planning.plan import build_protocol, iter_tasks, template_hashes
     from judge_engine.providers import Endpoint
     from judge_engine.providers.base import ProviderResponse
-    from judge_engine.records import Manifest
-    from judge_engine.runtime import JudgeRuntime
-    from judge_engine.store import RunStore
-    from judge_engine.task import outcome
+    from judge_engine.rundir.records import Manifest
+    from judge_engine.rundir.store import RunStore
+    from judge_engine.running.attempt import TaskLog, attempt_record
+    from judge_engine.running.cache import AnswerCache
+    from judge_engine.running.runtime import JudgeRuntime
+    from judge_engine.running.task import outcome
 
     work = Path(tempfile.mkdtemp(prefix="engine-work-"))
     items = write_items(work / "items.jsonl", args.n, WORKLOADS[args.workload])

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from judge_engine.records import OutcomeRecord
+    from judge_engine.rundir.records import OutcomeRecord
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,7 +41,7 @@ WORDS = "the lamp had burned low and room smelled of wax she walked to window as
 MEASUREMENTS: dict[str, list[str]] = {
     # What a child costs before any row: the modules, and pyarrow's first allocation (~50 MB of
     # its own, whatever the size of the run).
-    "baseline": ["-c", "import judge_engine.cli, judge_engine.export, judge_engine.frames, pandas, pyarrow; "
+    "baseline": ["-c", "import judge_engine.cli, judge_engine.rundir.export, judge_engine.rundir.frames, pandas, pyarrow; "
                        "pyarrow.array([0])"],
     "csv": ["-m", "judge_engine.cli", "export", "{run}", "--format", "csv", "-o", "{out}/outcomes.csv"],
     "jsonl": ["-m", "judge_engine.cli", "export", "{run}", "--format", "jsonl", "-o", "{out}/outcomes.jsonl"],
@@ -59,8 +59,8 @@ MEASUREMENTS: dict[str, list[str]] = {
 def write_run(root: Path, n: int, *, seed: int = 7) -> Path:
     """A run directory of ``n`` tasks (and 1% more lines: the retried tasks' later ones), its
     manifest and the dataset its items come from."""
-    from judge_engine.jsonio import dumps_line, pretty
-    from judge_engine.records import JudgeEntry, Manifest
+    from judge_engine.rundir.records import JudgeEntry, Manifest
+    from judge_engine.util.jsonio import dumps_line, pretty
 
     rng = random.Random(seed)
     run = root / "runs" / f"bench-{n}"
@@ -96,7 +96,7 @@ def write_run(root: Path, n: int, *, seed: int = 7) -> Path:
 
 
 def _outcome(rng: random.Random, index: int, judge: str, *, unscored: bool) -> OutcomeRecord:
-    from judge_engine.records import OutcomeRecord
+    from judge_engine.rundir.records import OutcomeRecord
 
     common = dict(task_id=f"b2:{index:032x}",
                   item_id=f"item-{index // 2:07d}", judge=judge, protocol="gemba-mqm", protocol_version="1",

@@ -30,8 +30,8 @@ if __package__ in (None, ""):
 
 def bodies(transcripts: Path, n: int) -> list[bytes]:
     """The first ``n`` request bodies the engine sent, as the direct transport sends them."""
-    from judge_engine.records import AttemptRecord
-    from judge_engine.store import iter_transcript
+    from judge_engine.rundir.records import AttemptRecord
+    from judge_engine.rundir.store import iter_transcript
 
     out: list[bytes] = []
     for record in iter_transcript(transcripts.parent):

@@ -144,8 +144,8 @@ def server_start_mono(server: Any) -> float:
 
 
 def read_outcomes(run_dir: Path) -> list[dict[str, Any]]:
-    from judge_engine.records import OUTCOMES
-    from judge_engine.store import read_jsonl
+    from judge_engine.rundir.records import OUTCOMES
+    from judge_engine.rundir.store import read_jsonl
 
     return list(read_jsonl(run_dir / OUTCOMES))
 

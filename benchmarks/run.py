@@ -40,7 +40,7 @@ from benchmarks.profiles import (  # noqa: E402
     run_engine_profile,
 )
 from benchmarks.workload import WORKLOADS, Oracle, write_items  # noqa: E402
-from judge_engine.config import Limits  # noqa: E402
+from judge_engine.inputs.config import Limits  # noqa: E402
 from judge_engine.lanes import BURST_WINDOW_S, PACE_TOLERANCE_S  # noqa: E402
 
 Check = tuple[str, bool, str]

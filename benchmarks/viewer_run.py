@@ -3,9 +3,9 @@
 
 Items are sentence pairs (100-200 characters a side, ``scale.sentence``); every item is judged
 by two judges, twice each (repeats) at T=0.7, so an item has four tasks and its disagreement is
-real. Transcript lines go through :class:`judge_engine.store.RunStore` (so ``blocks.jsonl``,
+real. Transcript lines go through :class:`judge_engine.rundir.store.RunStore` (so ``blocks.jsonl``,
 the compact request encoding and ``index.sqlite`` are the engine's own), outcome lines are
-:class:`judge_engine.records.OutcomeRecord`. Per task: 3% answer a 429 first, 2% a 500 first,
+:class:`judge_engine.rundir.records.OutcomeRecord`. Per task: 3% answer a 429 first, 2% a 500 first,
 4% are re-asked once after an unreadable answer, 3% end unscored (unreadable after two re-asks,
 or a content filter); error spans are words of the target, a few quoted wrongly (not found).
 """
@@ -29,7 +29,7 @@ FIELDS = {"id": "id", "source": "src", "target": "tgt", "source_lang": "src_lang
 
 
 def write_dataset(path: Path, items: int, *, seed: int = 11) -> None:
-    from judge_engine.jsonio import dumps_line
+    from judge_engine.util.jsonio import dumps_line
 
     with path.open("wb") as handle:
         for index in range(items):
@@ -60,11 +60,11 @@ def _answer(rng: random.Random, target: str) -> tuple[str, list[dict[str, Any]]]
 
 def build_run(root: Path, tasks: int, *, seed: int = 7) -> Path:
     """The run directory ``root/runs/viewer-<tasks>`` (with its dataset ``root/items.jsonl``)."""
-    from judge_engine.blocks import item_values
-    from judge_engine.dataset import to_item
+    from judge_engine.inputs.dataset import to_item
     from judge_engine.protocols.gemba_mqm import GembaMQM, gemba_score
-    from judge_engine.records import AttemptRecord, JudgeEntry, Manifest, OutcomeRecord
-    from judge_engine.store import RunStore
+    from judge_engine.rundir.blocks import item_values
+    from judge_engine.rundir.records import AttemptRecord, JudgeEntry, Manifest, OutcomeRecord
+    from judge_engine.rundir.store import RunStore
 
     items = tasks // TASKS_PER_ITEM
     root.mkdir(parents=True, exist_ok=True)

@@ -174,7 +174,7 @@ class Oracle:
         self._completion_tokens = completion_tokens
 
     def item(self, row: Mapping[str, Any]) -> dict[str, Any]:
-        from judge_engine.dataset import to_item
+        from judge_engine.inputs.dataset import to_item
 
         return to_item(row, self.fields, self.protocol.required_fields, "bench")
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from judge_engine import _moved
+from judge_engine._version import __version__
+
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from judge_engine.calibration import calibrate
-    from judge_engine.cascade.rows import calibration_rows
-    from judge_engine.config import JobConfig, JudgeConfig, load_config
     from judge_engine.errors import (
         CalibrationError,
         ConfigError,
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         TemplateError,
         VerdictError,
     )
-    from judge_engine.frames import load_run
+    from judge_engine.inputs.config import JobConfig, JudgeConfig, load_config
     from judge_engine.protocols import (
         Protocol,
         ProtocolOptions,
@@ -38,20 +38,25 @@ if TYPE_CHECKING:
         get_protocol,
         register,
     )
-    from judge_engine.session import RunResult
+    from judge_engine.rundir.frames import load_run
+    from judge_engine.running.session import RunResult
+    from judge_engine.trust.calibration import calibrate
+    from judge_engine.trust.cascade.rows import calibration_rows
+
+_moved.install()  # the module paths of 0.1, for one release (judge_engine/_moved.py)
 
 # The public names load on first use (PEP 562): importing the package, as ``judge-engine --help``
 # does for its version, then costs no pydantic (~0.1 s of a 0.2 s start-up).
 _LAZY = {
-    **dict.fromkeys(("JobConfig", "JudgeConfig", "load_config"), "judge_engine.config"),
+    **dict.fromkeys(("JobConfig", "JudgeConfig", "load_config"), "judge_engine.inputs.config"),
     **dict.fromkeys(("CalibrationError", "ConfigError", "DatasetError", "FatalProviderError", "JudgeEngineError",
                      "ProviderError", "RunDirError", "TemplateError", "VerdictError"), "judge_engine.errors"),
     **dict.fromkeys(("Protocol", "ProtocolOptions", "Score", "available", "get_protocol", "register"),
                     "judge_engine.protocols"),
-    "RunResult": "judge_engine.session",
-    "calibrate": "judge_engine.calibration",
-    "calibration_rows": "judge_engine.cascade.rows",
-    "load_run": "judge_engine.frames",
+    "RunResult": "judge_engine.running.session",
+    "calibrate": "judge_engine.trust.calibration",
+    "calibration_rows": "judge_engine.trust.cascade.rows",
+    "load_run": "judge_engine.rundir.frames",
 }
 
 
@@ -70,7 +75,6 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
-__version__ = "0.1.0"
 
 
 def run(config_path: str | Path, *, demo: bool = False, new_run: bool = False, **overrides: Any) -> RunResult:
@@ -81,11 +85,11 @@ def run(config_path: str | Path, *, demo: bool = False, new_run: bool = False, *
     ended (``status``, ``counts`` by reason code, ``failures``, the ``manifest`` with the spend);
     bad input raises :class:`ConfigError`, :class:`DatasetError`, :class:`TemplateError` or
     :class:`RunDirError` before anything is sent. Runs its own event loop (use
-    :func:`judge_engine.session.execute` from async code).
+    :func:`judge_engine.running.session.execute` from async code).
     """
     from pathlib import Path
 
-    from judge_engine import session
+    from judge_engine.running import session
 
     return session.run(Path(config_path), overrides=overrides, demo=demo, new_run=new_run)
 
@@ -96,7 +100,7 @@ def resume(run_dir: str | Path, *, retry: str | None = None, batch: bool = False
     (``batch``: every judge in batch mode from now on, as ``--batch``)."""
     from pathlib import Path
 
-    from judge_engine import session
+    from judge_engine.running import session
 
     return session.resume(Path(run_dir), retry=retry, batch=batch)
 

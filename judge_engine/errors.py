@@ -47,8 +47,8 @@ class ReasonCode(StrEnum):
     next seven say the answer never came or could not be used for a reason outside the answer;
     then two belong to generation protocols, whose first answer is the data, one to
     ``rescore``, one to a judge kept from its own family's systems, two to juries, three to an
-    item's outcome over its requests (:mod:`judge_engine.decisions`) and the last to a cascade's
-    outcome (:mod:`judge_engine.cascade`).
+    item's outcome over its requests (:mod:`judge_engine.trust.decisions`) and the last to a cascade's
+    outcome (:mod:`judge_engine.trust.cascade`).
     """
 
     UNREADABLE = "unreadable"
@@ -102,7 +102,7 @@ class ReasonCode(StrEnum):
     missing vote)."""
     NONE_READABLE = "none_readable"
     """An item's outcome over its requests (``pairwise-annotators``' annotators, a judge's
-    repeats: :mod:`judge_engine.decisions`): every request's answer was unreadable (or refused
+    repeats: :mod:`judge_engine.trust.decisions`): every request's answer was unreadable (or refused
     by the provider), so no annotator or repeat is left to decide with."""
     ITEM_INCOMPLETE = "item_incomplete"
     """An item's outcome over its requests: a request ended for a reason that is not about its

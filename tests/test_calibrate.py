@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 import judge_engine
-from judge_engine.calibration import calibrate_rows, guarantee
 from judge_engine.cli import main
 from judge_engine.errors import CalibrationError, TableError
-from judge_engine.thresholds import THRESHOLDS_VERSION, read_thresholds, write_thresholds
+from judge_engine.trust.calibration import calibrate_rows, guarantee
+from judge_engine.trust.thresholds import THRESHOLDS_VERSION, read_thresholds, write_thresholds
 
 STAGES = ["cheap", "strong"]
 

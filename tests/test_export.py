@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from judge_engine.cli import main
-from judge_engine.languages import language_name
-from judge_engine.store import latest_outcome_lines, latest_outcome_records
+from judge_engine.rundir.store import latest_outcome_lines, latest_outcome_records
+from judge_engine.util.languages import language_name
 
 REPO = Path(__file__).resolve().parents[1]
 RUN_V1 = REPO / "tests" / "fixtures" / "run_v1"
@@ -450,7 +450,7 @@ def test_load_run_without_pandas_says_how_to_install_it(monkeypatch: pytest.Monk
 def test_load_run_transcripts_keeps_errors_and_protocol_errors(tmp_path: Path) -> None:
     pytest.importorskip("pandas")
     import judge_engine
-    from judge_engine.records import AttemptRecord, ProtocolErrorRecord
+    from judge_engine.rundir.records import AttemptRecord, ProtocolErrorRecord
 
     run = tmp_path / "run"
     shutil.copytree(RUN_V1, run)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from judge_engine.embeddings import minilm_problem
+from judge_engine.protocols.embeddings import minilm_problem
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.errors import RunDirError
-from judge_engine.records import (
+from judge_engine.rundir.records import (
     OUTCOME_VERSION,
     UNRECORDED,
     AttemptRecord,
@@ -22,8 +22,13 @@ from judge_engine.records import (
     Spend,
     transcript_record,
 )
+from judge_engine.rundir.store import (
+    iter_outcomes,
+    iter_transcript,
+    latest_outcome_records,
+    read_manifest,
+)
 from judge_engine.stats.runs import read_run
-from judge_engine.store import iter_outcomes, iter_transcript, latest_outcome_records, read_manifest
 
 V1 = Path(__file__).resolve().parent / "fixtures" / "run_v1"
 

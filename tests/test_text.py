@@ -1,11 +1,11 @@
-"""judge_engine.text: the authors' transliteration, and locating a quote in the text it quotes."""
+"""judge_engine.util.text: the authors' transliteration, and locating a quote in the text it quotes."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from judge_engine.text import fold, locate, transliterate
+from judge_engine.util.text import fold, locate, transliterate
 
 PASSAGE = (
     "The lighthouse keeper counted gulls instead of ships. His daughter’s laugh, "

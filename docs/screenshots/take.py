@@ -93,7 +93,7 @@ def shoot(page: Any, url: str, ready: str, path: Path, *, height: int | None = N
 def quoted_item(run: Path) -> str:
     """The item of the custom_rubric run whose jurors disagree most, among those the JSON judge
     quoted the response of."""
-    from judge_engine.store import latest_outcome_records
+    from judge_engine.rundir.store import latest_outcome_records
 
     outcomes = list(latest_outcome_records(run).values())
     quoted = {o.item_id for o in outcomes if o.judge == "helpful-json" and (o.verdict or {}).get("contradicted")}
@@ -107,7 +107,7 @@ def main() -> None:
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
-    from judge_engine.store import latest_outcome_records
+    from judge_engine.rundir.store import latest_outcome_records
 
     with tempfile.TemporaryDirectory(prefix="viewer-shots-") as folder:
         found = runs(Path(folder))

@@ -2,13 +2,13 @@
 
 ========================  ===============================================================
 ``cli/run.py``            ``run`` and ``resume``: a session with a live display or progress lines
-``cli/plan.py``           ``plan``: the dry-run estimate (:mod:`judge_engine.estimate`) as a table
+``cli/plan.py``           ``plan``: the dry-run estimate (:mod:`judge_engine.running.estimate`) as a table
 ``cli/show.py``           ``show``: transcripts and outcomes, filtered and sorted through the index
 ``cli/rescore.py``        ``rescore``: the current parser and scoring over recorded answers
 ``cli/stats.py``          ``stats``: trust measurements of a run (:mod:`judge_engine.stats`)
 ``cli/meta.py``           ``meta``: a judge against human judgments (:mod:`judge_engine.stats`)
-``cli/calibrate.py``      ``calibrate``: a cascade's confidence thresholds (:mod:`judge_engine.calibration`)
-``cli/export.py``         ``export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.export`)
+``cli/calibrate.py``      ``calibrate``: a cascade's confidence thresholds (:mod:`judge_engine.trust.calibration`)
+``cli/export.py``         ``export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.rundir.export`)
 ``cli/status.py``         ``status``: how far a run is, its batches' states, without its process;
                           ``cancel``: a stopped run's open batches cancelled at the provider
 ``cli/protocols.py``      ``protocols`` and ``schemas``: what the judging protocols are
@@ -38,7 +38,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from judge_engine import __version__
+from judge_engine._version import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSCORED, EXIT_BUDGET, EXIT_CANCELLED = 0, 1, 2, 3, 4, 130
 EXIT_DISK = 5
@@ -87,7 +87,7 @@ class _Root(argparse.ArgumentParser):
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
-            from judge_engine.naming import did_you_mean
+            from judge_engine.util.naming import did_you_mean
 
             command = self.commands.choices.get(parsed.command) if self.commands is not None else None
             known = [o for action in command._actions for o in action.option_strings] if command is not None else []
@@ -108,7 +108,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``judge-engine`` command: the handler's exit code, 2 for bad input."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     args = parser().parse_args(argv)
-    from judge_engine.disk import disk_error
     from judge_engine.errors import (
         ConfigError,
         DatasetError,
@@ -117,6 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         TableError,
         TemplateError,
     )
+    from judge_engine.rundir.disk import disk_error
 
     try:
         code: int = args.handler(args)

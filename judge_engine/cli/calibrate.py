@@ -1,10 +1,10 @@
 """``judge-engine calibrate``: each cascade stage's confidence threshold, with a guarantee of
-agreement with humans (:func:`judge_engine.calibration.calibrate`), from a run's judgments or
+agreement with humans (:func:`judge_engine.trust.calibration.calibrate`), from a run's judgments or
 from judgments made anywhere:
 
 - ``calibrate RUN_DIR --human-table FILE --key ID --label COLUMN``: the run (of the cascade's
   config with the cascade off, so every stage judged every item) gives each stage's decision
-  per item (:func:`judge_engine.cascade.rows.calibration_rows`), joined to the human labels;
+  per item (:func:`judge_engine.trust.cascade.rows.calibration_rows`), joined to the human labels;
   the stages default to the config's ``cascade.stages``, and each stage's cost per item is
   the run's own spend;
 - ``calibrate --rows FILE --stages A,B,C``: CSV, TSV or JSONL, one row per item and stage:
@@ -77,7 +77,7 @@ def fail(message: str) -> int:
 
 def calibrate_command(args: argparse.Namespace) -> int:
     """Run ``calibrate``; returns the exit code (2 on bad input)."""
-    from judge_engine.calibration import calibrate_rows, read_rows
+    from judge_engine.trust.calibration import calibrate_rows, read_rows
 
     stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
     costs = _costs(args.costs) if args.costs else None
@@ -89,7 +89,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
             return fail("give either RUN_DIR or --rows, not both")
         if args.human_table is None or args.label is None:
             return fail("RUN_DIR needs the human labels: --human-table FILE --key ID --label COLUMN")
-        from judge_engine.cascade.rows import calibration_rows
+        from judge_engine.trust.cascade.rows import calibration_rows
 
         found = calibration_rows(args.run_dir, human_table=args.human_table, key=args.key, label=args.label,
                                  stages=stages)
@@ -145,11 +145,11 @@ def _costs(text: str) -> dict[str, float] | str:
 
 
 def render_calibration(document: Mapping[str, Any], console: Terminal) -> None:
-    """Print a :func:`~judge_engine.calibration.calibrate` document: the guarantee in words, a
+    """Print a :func:`~judge_engine.trust.calibration.calibrate` document: the guarantee in words, a
     table per stage, why each stage that answers nothing does (with the items it would need),
     coverage and cost."""
     from judge_engine.cli.display import Column, escape, print_table, say
-    from judge_engine.money import dollars
+    from judge_engine.util.money import dollars
 
     say(console, f"[bold]guaranteed:[/] {escape(document['guarantee'])}")
     stages = document["stages"]

@@ -65,15 +65,15 @@ def cdat_baselines_command(args: argparse.Namespace) -> int:
         cues = read_cues(args.cues)
     else:
         label, lists, origin = run_lists(args.from_run)
-    from judge_engine.embeddings import install_advice, minilm_missing
+    from judge_engine.protocols.embeddings import install_advice, minilm_missing
 
     missing = minilm_missing()
     if missing:
         return _fail(f"the baseline is scored with all-MiniLM-L6-v2, which needs {', '.join(missing)}: "
                      f"{install_advice(missing)}")
     if args.cues is not None:
-        from judge_engine.lexicon import default_lexicon
         from judge_engine.protocols.cdat_baselines import random_baseline
+        from judge_engine.protocols.lexicon import default_lexicon
 
         label, lists = "Random", random_baseline(cues, seed=args.seed, lexicon=default_lexicon(), size=args.size)
         origin = f"{len(cues)} cues from {args.cues}, {args.size} random WordNet nouns each (seed {args.seed})"
@@ -94,8 +94,8 @@ def read_cues(path: Path) -> list[str]:
     if not path.is_file():
         raise DatasetError(f"{path}: cue file not found")
     if path.suffix.lower() in (".jsonl", ".ndjson", ".csv", ".tsv"):
-        from judge_engine.config import DatasetConfig
-        from judge_engine.dataset import iter_rows
+        from judge_engine.inputs.config import DatasetConfig
+        from judge_engine.inputs.dataset import iter_rows
 
         cues = []
         for number, row in iter_rows(DatasetConfig(path=path)):
@@ -122,12 +122,12 @@ def run_lists(run_dir: Path) -> tuple[str, list[WordList], str]:
         RunDirError: not a run directory, or its config (for the cues) is gone.
         DatasetError: the run is not one judge's CDAT lists at one temperature.
     """
-    from judge_engine.config import load_config
-    from judge_engine.dataset import iter_items
     from judge_engine.errors import DatasetError
+    from judge_engine.inputs.config import load_config
+    from judge_engine.inputs.dataset import iter_items
     from judge_engine.protocols.cdat_baselines import WordList
-    from judge_engine.session import recorded_config_path
-    from judge_engine.store import latest_outcome_records, read_manifest
+    from judge_engine.rundir.store import latest_outcome_records, read_manifest
+    from judge_engine.running.session import recorded_config_path
 
     manifest = read_manifest(run_dir)
     outcomes = [o for o in latest_outcome_records(run_dir).values() if o.protocol == "cdat"]
@@ -152,9 +152,9 @@ def run_lists(run_dir: Path) -> tuple[str, list[WordList], str]:
 
 
 def _score_and_write(label: str, lists: Sequence[WordList], output: Path) -> list[BaselineList]:
-    from judge_engine.embeddings import get_embedder
-    from judge_engine.lexicon import default_lexicon
     from judge_engine.protocols.cdat_baselines import BaselineList, score_lists, write_baseline
+    from judge_engine.protocols.embeddings import get_embedder
+    from judge_engine.protocols.lexicon import default_lexicon
 
     scored = score_lists(lists, lexicon=default_lexicon(), embedder=get_embedder("minilm"))
     written = [BaselineList.of(label, s) for s in scored]

@@ -37,16 +37,16 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from judge_engine.money import dollars
-from judge_engine.naming import judge_ref
-from judge_engine.records import DEMO_NOTE
-from judge_engine.runtime import JudgeRuntime, RunProgress
+from judge_engine.rundir.records import DEMO_NOTE
+from judge_engine.running.runtime import JudgeRuntime, RunProgress
+from judge_engine.util.money import dollars
+from judge_engine.util.naming import judge_ref
 
 if TYPE_CHECKING:
-    from judge_engine.batch.board import ChunkView
-    from judge_engine.batch.status import RunStatusReport
-    from judge_engine.estimate import JudgePlan, Span
-    from judge_engine.session import RunResult
+    from judge_engine.running.batch.board import ChunkView
+    from judge_engine.running.batch.status import RunStatusReport
+    from judge_engine.running.estimate import JudgePlan, Span
+    from judge_engine.running.session import RunResult
     from judge_engine.stats.sections import Section
 
 Terminal: TypeAlias = Console
@@ -553,13 +553,13 @@ def stop_message(calls: int) -> str:
 
 class SessionView:
     """Shows a session while it runs, from a thread of its own, reading only its
-    :class:`~judge_engine.runtime.RunProgress`: the run directory first, then the start line,
+    :class:`~judge_engine.running.runtime.RunProgress`: the run directory first, then the start line,
     then a live display (a terminal) or a progress line every ``every_s`` seconds, and what a
     Ctrl-C is doing. On exit, whatever it had not printed yet is printed, in order."""
 
     POLL_S = 0.05
     """How often the view looks at a session that is starting (its run directory, its start line).
-    A running one wakes it (:attr:`RunProgress.changed <judge_engine.runtime.RunProgress.changed>`:
+    A running one wakes it (:attr:`RunProgress.changed <judge_engine.running.runtime.RunProgress.changed>`:
     a Ctrl-C), and so does a progress line when it is due; nothing else does: a paced run can wait
     on its pacer for minutes, and every wake-up of this thread costs the engine CPU (20 a second
     took 1.5 ms of CPU a second)."""
@@ -665,7 +665,7 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
     # This session's calls per deployment: they add up to its calls on the "this session" line.
     lines = [f"{judge.name} this session: " + ", ".join(f"{name} {what}" for name, what in judge.deployments.items())
              for judge in result.judges if judge.deployments]
-    from judge_engine.cascade.report import summary_lines
+    from judge_engine.trust.cascade.report import summary_lines
 
     lines += summary_lines(manifest.cascade, manifest.counts)
     return Group(table, *(Text(packed(line.split(", "), width - 1, separator=", ")) for line in lines),
@@ -832,7 +832,7 @@ def section_columns(names: Sequence[str]) -> list[Column]:
 def _cell(value: Any, *, small: bool = False, money: bool = False) -> str:
     """A value as a table shows it: three decimals, or with ``small`` (p-values) two significant
     digits below 0.01, since a p of 3e-06 is not 0.000, nor 0.0013 0.001; with ``money``, as
-    dollars (:func:`~judge_engine.money.dollars`)."""
+    dollars (:func:`~judge_engine.util.money.dollars`)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, bool):

@@ -1,4 +1,4 @@
-"""``judge-engine export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.export`).
+"""``judge-engine export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.rundir.export`).
 
 CSV and JSONL need nothing extra; Parquet needs pyarrow (``pip install 'judge-engine[data]'``:
 without it the command says so and exits 2). Where it was written goes to standard output (a
@@ -39,7 +39,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def export_command(args: argparse.Namespace) -> int:
-    from judge_engine.export import default_output, export_run
+    from judge_engine.rundir.export import default_output, export_run
 
     output = (None if args.output == "-" else Path(args.output) if args.output
               else default_output(args.run_dir, args.format, wide=args.wide))

@@ -17,7 +17,7 @@ from judge_engine.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal as Console
-    from judge_engine.config import JobConfig, JudgeConfig
+    from judge_engine.inputs.config import JobConfig, JudgeConfig
     from judge_engine.protocols import Protocol
 
 
@@ -59,7 +59,7 @@ def protocols_command(args: argparse.Namespace) -> int:
 
 
 def schemas_command(args: argparse.Namespace) -> int:
-    from judge_engine.schemas import check_schemas, write_schemas
+    from judge_engine.protocols.schemas import check_schemas, write_schemas
 
     if args.check:
         stale = check_schemas(args.dir)
@@ -74,13 +74,13 @@ def schemas_command(args: argparse.Namespace) -> int:
 def check_command(config_path: Path) -> int:
     """``protocols --check CONFIG``: every judge's options, the juries and the cascade checked, and the first
     item's prompt per judge printed. Returns 2 on a problem (each named on stderr)."""
-    from judge_engine.cascade.report import plan_lines
-    from judge_engine.cascade.stages import cascade_plan, check_stages
     from judge_engine.cli.display import make_console, path_line, say
-    from judge_engine.config import load_config
     from judge_engine.errors import ConfigError, DatasetError, TemplateError
-    from judge_engine.jury import check_juries, jury_lines
-    from judge_engine.plan import build_protocol, with_protocol_defaults
+    from judge_engine.inputs.config import load_config
+    from judge_engine.planning.plan import build_protocol, with_protocol_defaults
+    from judge_engine.trust.cascade.report import plan_lines
+    from judge_engine.trust.cascade.stages import cascade_plan, check_stages
+    from judge_engine.trust.jury import check_juries, jury_lines
 
     config = load_config(config_path)
     protocols: dict[str, Protocol] = {}
@@ -119,9 +119,9 @@ def check_command(config_path: Path) -> int:
 
 def _show_first_prompt(console: Console, config: JobConfig, judge: JudgeConfig, protocol: Protocol) -> None:
     from judge_engine.cli.display import panel, rule, say
-    from judge_engine.dataset import iter_items
     from judge_engine.errors import DatasetError
-    from judge_engine.jsonio import pretty
+    from judge_engine.inputs.dataset import iter_items
+    from judge_engine.util.jsonio import pretty
 
     item = next(iter_items(config.dataset, protocol.required_fields))
     if problems := protocol.check_item(item):

@@ -1,6 +1,6 @@
 """``judge-engine rescore RUN_DIR``: the current parser and scoring over a run's recorded answers.
 
-No connection and no spend (a replay of the transcripts: :mod:`judge_engine.rescore`); the result
+No connection and no spend (a replay of the transcripts: :mod:`judge_engine.running.rescore`); the result
 is a new run directory, and what changed is printed: the tasks whose score or status moved, the
 counts per reason code before and after, and each judge's protocol version in the run and today
 (``gemba-mqm 1 -> 2``: a run an earlier version wrote). Exit 0 when every task was re-scored (unscored
@@ -39,13 +39,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def rescore_command(args: argparse.Namespace) -> int:
     from judge_engine.cli.display import Column, escape, make_console, path_line, print_table, say
-    from judge_engine.rescore import rescore
+    from judge_engine.running.rescore import rescore
 
     result = rescore(args.run_dir, options=args.protocol_option, output=args.output, reask_online=args.reask_online,
                      dataset=args.dataset)
     console = make_console()
     if result.run.demo:
-        from judge_engine.records import DEMO_NOTE
+        from judge_engine.rundir.records import DEMO_NOTE
 
         say(console, f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
     codes = sorted(set(result.before) | set(result.after), key=lambda c: (c != "scored", c))

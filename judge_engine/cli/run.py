@@ -1,8 +1,8 @@
 """``judge-engine run`` and ``resume``: a session, watched, then the summary and the exit code.
 
-The session (:mod:`judge_engine.session`) prints nothing and calls nothing back; this module
-watches its :class:`~judge_engine.runtime.RunProgress` from a thread (:class:`SessionView`),
-prints the summary of the :class:`~judge_engine.session.RunResult`, and turns it into an exit
+The session (:mod:`judge_engine.running.session`) prints nothing and calls nothing back; this module
+watches its :class:`~judge_engine.running.runtime.RunProgress` from a thread (:class:`SessionView`),
+prints the summary of the :class:`~judge_engine.running.session.RunResult`, and turns it into an exit
 code: 0 every task scored (or ``--allow-unscored``); 1 a judge stopped (provider error,
 unreachable or failing endpoint); 3 the run completed but some tasks are unscored; 4 stopped at
 a budget; 5 the run's disk refused a write (full, read-only, over quota); 130 cancelled
@@ -30,9 +30,9 @@ from judge_engine.cli import (
 from judge_engine.errors import ReasonCode
 
 if TYPE_CHECKING:
-    from judge_engine.budget import BudgetStop
     from judge_engine.cli.display import Terminal as Console
-    from judge_engine.session import RunResult
+    from judge_engine.running.budget import BudgetStop
+    from judge_engine.running.session import RunResult
 
 FINAL_CODES = frozenset({"too_few_valid", "item_tie", "none_readable", "item_incomplete", "abstained"})
 """Codes that asking again cannot change: a method's own verdict, or an item's decision over its
@@ -86,7 +86,7 @@ def add_overrides(parser: argparse.ArgumentParser) -> None:
 
 
 def override_values(args: argparse.Namespace) -> dict[str, Any]:
-    """The overrides as :func:`judge_engine.config.load_config` takes them. Paths typed on the
+    """The overrides as :func:`judge_engine.inputs.config.load_config` takes them. Paths typed on the
     command line are relative to the working directory (paths in the config file are relative
     to the file); made absolute, they mean the same thing when the run is resumed elsewhere."""
     def absolute(path: Path | None) -> Path | None:
@@ -136,7 +136,7 @@ def _session_options(parser: argparse.ArgumentParser) -> None:
 
 def run_command(args: argparse.Namespace) -> int:
     """``judge-engine run CONFIG``."""
-    from judge_engine import session
+    from judge_engine.running import session
 
     overrides = {**override_values(args), **_budget(args)}
     if args.demo_batch_s is not None and not args.demo:
@@ -150,7 +150,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 def resume_command(args: argparse.Namespace) -> int:
     """``judge-engine resume RUN_DIR``."""
-    from judge_engine import session
+    from judge_engine.running import session
 
     return _watched(args, lambda progress: session.resume(args.run_dir, retry=args.retry, progress=progress,
                                                           overrides=_budget(args), batch=args.batch,
@@ -165,7 +165,7 @@ def _budget(args: argparse.Namespace) -> dict[str, Any]:
 def _watched(args: argparse.Namespace, start: Any) -> int:
     from judge_engine.cli.display import SessionView, make_console
     from judge_engine.cli.process import tune_for_a_run
-    from judge_engine.runtime import RunProgress
+    from judge_engine.running.runtime import RunProgress
 
     tune_for_a_run()
     console = make_console(stderr=True)
@@ -201,7 +201,7 @@ def exit_code(result: RunResult, *, allow_unscored: bool) -> int:
 
 def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int:
     from judge_engine.cli.display import command, path_line, summary
-    from judge_engine.records import DEMO_NOTE
+    from judge_engine.rundir.records import DEMO_NOTE
 
     if result.already_complete:
         if result.started_by == "run":
@@ -275,7 +275,7 @@ def resume_command_line(run_dir: Path, unscored_by_code: Mapping[str, int]) -> s
 def budget_advice(stop: BudgetStop, run_dir: Path) -> tuple[str, str]:
     """(what to do, the command) after a budget stopped a run: the run's budget is raised on the
     command line (and recorded for later resumes); a judge's own budget is in the config."""
-    from judge_engine.money import dollars
+    from judge_engine.util.money import dollars
 
     limit = dollars(stop.limit) if stop.kind == "cost" else f"{stop.limit:g} h"
     if stop.scope == "run":

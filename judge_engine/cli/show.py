@@ -9,7 +9,7 @@ million tasks answers as fast as a small one.
 
 What comes before the item's own turn (a system prompt, few-shot turns: the same in every
 request of a judge) is folded into one line with its count and tokens; ``--full`` prints it.
-A verdict is printed field by field, costs as dollars (:func:`judge_engine.money.dollars`).
+A verdict is printed field by field, costs as dollars (:func:`judge_engine.util.money.dollars`).
 
 Run text (dataset fields, answers, errors) is always printed literally, never read as markup.
 """
@@ -26,9 +26,9 @@ from judge_engine.cli import EXIT_OK
 
 if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal as Console
-    from judge_engine.index import TaskRow
-    from judge_engine.records import OutcomeRecord, TranscriptRecord
-    from judge_engine.store import LineReader
+    from judge_engine.rundir.index import TaskRow
+    from judge_engine.rundir.records import OutcomeRecord, TranscriptRecord
+    from judge_engine.rundir.store import LineReader
 
 DEFAULT_LIMIT = 10
 
@@ -57,9 +57,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def show_command(args: argparse.Namespace) -> int:
     from judge_engine.cli.display import make_console, say
-    from judge_engine.index import Query
-    from judge_engine.records import DEMO_NOTE
-    from judge_engine.store import LineReader, open_index, read_manifest
+    from judge_engine.rundir.index import Query
+    from judge_engine.rundir.records import DEMO_NOTE
+    from judge_engine.rundir.store import LineReader, open_index, read_manifest
 
     console = make_console()
     manifest = read_manifest(args.run_dir)
@@ -161,7 +161,7 @@ def _print_undone(console: Console, attempts: Sequence[TranscriptRecord], run_di
 def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[TranscriptRecord],
                 printed: Printed) -> None:
     from judge_engine.cli.display import escape, packed, panel, rule, say
-    from judge_engine.money import dollars
+    from judge_engine.util.money import dollars
 
     head = (f"item {result.item_id} · judge {result.judge} ({result.model}, {result.protocol}) · "
             f"T={result.temperature} · repeat {result.repeat}" + (f" · {result.variant}" if result.variant else ""))
@@ -183,7 +183,7 @@ def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[Tran
     if result.confidence is not None:
         say(console, escape(confidence_line(result.confidence)))
     if result.protocol == "cascade":  # which stage answered, and every stage asked before it
-        from judge_engine.cascade.outcome import describe
+        from judge_engine.trust.cascade.outcome import describe
 
         say(console, escape(describe(result)))
     unpriced = sum(1 for a in attempts if getattr(a, "unpriced", False))  # cost 0 there is no price
@@ -210,7 +210,7 @@ def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord], prin
     another task, folded unless ``printed.full``), then every answer or error, and protocol
     errors. ``where``: the task, as a later fold names it."""
     from judge_engine.cli.display import escape, panel, say
-    from judge_engine.records import AttemptRecord
+    from judge_engine.rundir.records import AttemptRecord
 
     shown_messages = 0
     for attempt in attempts:

@@ -179,8 +179,8 @@ def handle_stats(args: argparse.Namespace) -> int:
 def _cascade_sections(run: Run, args: argparse.Namespace) -> list[Section]:
     """A cascaded run's stages: shares, agreement with --human-table, cost against the last
     stage alone (its spend read with the transcript written since the last checkpoint)."""
-    from judge_engine.cascade.rows import read_labels, run_spend
     from judge_engine.stats.cascade import cascade_sections
+    from judge_engine.trust.cascade.rows import read_labels, run_spend
 
     section = run.manifest.cascade if run.manifest is not None else None
     if not section:
@@ -203,7 +203,7 @@ def _calibrated_cost(section: dict[str, Any]) -> float | None:
     """The last stage's cost per item in the cascade's thresholds file (its calibration run),
     if it has one."""
     from judge_engine.errors import CalibrationError
-    from judge_engine.thresholds import read_thresholds
+    from judge_engine.trust.thresholds import read_thresholds
 
     try:
         thresholds = read_thresholds(str(section.get("thresholds") or ""))
@@ -254,8 +254,8 @@ def _bias_sections(run: Run, args: argparse.Namespace) -> list[Section]:
 def _items(run: Run, fields: set[str], path: Path | None) -> tuple[dict[str, dict[str, Any]] | None, str]:
     """``(items by id with only ``fields``, "")``, or ``(None, why not)``."""
     from judge_engine.errors import DatasetError, RunDirError
-    from judge_engine.export import run_items
-    from judge_engine.jsonio import loads
+    from judge_engine.rundir.export import run_items
+    from judge_engine.util.jsonio import loads
 
     if run.manifest is None:
         return None, f"{run.path} has no readable run.json naming its dataset"

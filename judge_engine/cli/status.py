@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from judge_engine.cli import EXIT_FAILED, EXIT_OK
 
 if TYPE_CHECKING:
-    from judge_engine.batch.status import RunStatusReport
     from judge_engine.cli.display import Terminal as Console
+    from judge_engine.running.batch.status import RunStatusReport
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,13 +32,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def status_command(args: argparse.Namespace) -> int:
-    from judge_engine.batch.status import run_status
     from judge_engine.cli.display import make_console, status_report
+    from judge_engine.running.batch.status import run_status
 
     report = run_status(args.run_dir, poll=args.poll)
     console = make_console()
     status_report(report, console)
-    from judge_engine.cascade.report import summary_lines
+    from judge_engine.trust.cascade.report import summary_lines
 
     for line in summary_lines(report.manifest.cascade, report.manifest.counts):
         console.print(line, highlight=False)
@@ -47,9 +47,9 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 def cancel_command(args: argparse.Namespace) -> int:
-    from judge_engine.batch.cancel import cancel_run
     from judge_engine.cli.display import Column, command, make_console, print_table, say
     from judge_engine.cli.run import resume_command_line
+    from judge_engine.running.batch.cancel import cancel_run
 
     run_dir = args.run_dir.resolve()
     cancels = cancel_run(run_dir, judges=args.judge)
@@ -74,9 +74,9 @@ def cancel_command(args: argparse.Namespace) -> int:
 def what_next(report: RunStatusReport, console: Console) -> None:
     """Why the run ended where it did, and the command that goes on with it (none while a process
     holds it, or once it is complete)."""
-    from judge_engine.budget import BudgetStop
     from judge_engine.cli.display import command, escape, say
     from judge_engine.cli.run import budget_advice, resume_command_line, sentence
+    from judge_engine.running.budget import BudgetStop
 
     manifest = report.manifest
     if report.writing or manifest.status == "completed":

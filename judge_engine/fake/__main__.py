@@ -15,11 +15,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from judge_engine import jsonio
 from judge_engine.fake.app import FakeApp
 from judge_engine.fake.batch_state import BatchStore
 from judge_engine.fake.config import FakeConfig
 from judge_engine.fake.process import READY_PREFIX
+from judge_engine.util import jsonio
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

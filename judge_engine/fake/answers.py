@@ -27,12 +27,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from judge_engine import jsonio
 from judge_engine.errors import FakeRequestError
 from judge_engine.fake.logprobs import Belief, gives_logprobs, judge, logprobs_content
 from judge_engine.fake.persona import TRUTH
 from judge_engine.fake.writers import Writer, writers
 from judge_engine.protocols.base import REASK_MARKER, Message, stable_seed
+from judge_engine.util import jsonio
 
 MALFORMED_ANSWERS = (
     "I think this is quite good overall, with a few small issues.",

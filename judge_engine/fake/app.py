@@ -35,7 +35,6 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
-from judge_engine import jsonio
 from judge_engine.errors import FakeRequestError
 from judge_engine.fake.answers import (
     Answer,
@@ -55,6 +54,7 @@ from judge_engine.fake.batches import FakeBatches
 from judge_engine.fake.config import FakeConfig, RetryAfterMode
 from judge_engine.fake.state import Draw, SlidingWindow, Stats
 from judge_engine.protocols.base import Message
+from judge_engine.util import jsonio
 
 FAKE_MODEL = "fake-judge"
 _ERROR_FAULTS = ("reset", "error_500", "error_503", "truncate")

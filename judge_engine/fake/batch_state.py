@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from judge_engine import jsonio
+from judge_engine.util import jsonio
 
 VERSION = 1
 """The version of the documents below; a later one stays readable or is refused by name."""

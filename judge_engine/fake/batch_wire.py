@@ -8,9 +8,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from judge_engine import jsonio
 from judge_engine.errors import FakeRequestError
 from judge_engine.fake.answers import is_json_mode, read_messages
+from judge_engine.util import jsonio
 
 
 def openai_requests(content: bytes) -> tuple[list[tuple[str, bytes]], str]:

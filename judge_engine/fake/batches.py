@@ -29,7 +29,6 @@ import time
 from collections import Counter
 from typing import Any
 
-from judge_engine import jsonio
 from judge_engine.errors import FakeRequestError
 from judge_engine.fake import batch_wire as wire
 from judge_engine.fake.answers import (
@@ -44,6 +43,7 @@ from judge_engine.fake.answers import (
 from judge_engine.fake.batch_state import BatchStore, FakeBatch, FakeFile
 from judge_engine.fake.config import FakeConfig
 from judge_engine.fake.state import Draw
+from judge_engine.util import jsonio
 
 _SLICE = 200
 """Answers computed between two yields to the server's event loop."""

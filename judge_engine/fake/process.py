@@ -12,8 +12,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from judge_engine import jsonio
 from judge_engine.fake.config import FakeConfig
+from judge_engine.util import jsonio
 
 READY_PREFIX = "judge-engine fake server listening on "
 """The one line ``python -m judge_engine.fake`` prints once it serves, followed by the base URL."""

@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from judge_engine.config import Limits
+from judge_engine.inputs.config import Limits
 from judge_engine.lanes.controller import Controller
 from judge_engine.lanes.pacer import BURST_WINDOW_S, PACE_TOLERANCE_S, Pacer, Pacing
 from judge_engine.lanes.tokens import TokenEstimate, rough_prompt_tokens

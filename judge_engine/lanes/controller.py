@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from judge_engine.config import Limits
+from judge_engine.inputs.config import Limits
 from judge_engine.lanes.pacer import Pacing
 
 MEASURE_WINDOW_S = 1.0

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from judge_engine.config import Limits
+from judge_engine.inputs.config import Limits
 
 PACE_TOLERANCE_S = 0.02
 """Slack of the pacers: a wake-up this late is caught up."""

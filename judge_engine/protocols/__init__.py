@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 
 from judge_engine.errors import ConfigError
-from judge_engine.naming import did_you_mean
 from judge_engine.protocols.base import Item, Message, Protocol, ProtocolOptions, Score, VoteScale
+from judge_engine.util.naming import did_you_mean
 
 _BUILTIN: dict[str, str] = {
     "gemba-mqm": "judge_engine.protocols.gemba_mqm:GembaMQM",

@@ -20,7 +20,7 @@ first token that follows a token containing ``[[`` and itself contains ``A`` or 
 entries of its top log-probs whose token is exactly ``A`` or ``B``; a label absent from them has
 probability 0. A readable answer where no such token is found has probability 0 for both.
 
-**The item's prediction and confidence** are :mod:`judge_engine.decisions`'s: the average over
+**The item's prediction and confidence** are :mod:`judge_engine.trust.decisions`'s: the average over
 the kept annotators' requests of p(output 1) and p(output 2), the prediction the larger, the
 confidence that average. An annotator whose answer is unreadable in either order is left out,
 both of its requests (:meth:`request_group`), and counted on the item's outcome; an item with no
@@ -44,7 +44,6 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from judge_engine.errors import ConfigError, ReasonCode, VerdictError
-from judge_engine.jsonio import text_hash
 from judge_engine.protocols.base import (
     Item,
     Message,
@@ -54,7 +53,8 @@ from judge_engine.protocols.base import (
     VerdictSpan,
     VoteScale,
 )
-from judge_engine.templating import PROMPTS_DIR, template_hash
+from judge_engine.protocols.templating import PROMPTS_DIR, template_hash
+from judge_engine.util.jsonio import text_hash
 
 FOLDER = "pairwise_annotators"
 SYSTEM, INSTRUCTION, EXAMPLE, QUERY = (f"{FOLDER}/{name}.txt" for name in ("system", "instruction", "example", "query"))

@@ -1,7 +1,7 @@
 """What a judging protocol is: the contract between the engine and one judging method.
 
 A protocol is a versioned unit. It declares the item fields it needs, renders an item to chat
-messages from templates in ``judge_engine/prompts/<protocol>/``, reads the judge's answer (strict
+messages from templates in ``judge_engine/protocols/prompts/<protocol>/``, reads the judge's answer (strict
 JSON, or the text format of the original method) into a pydantic verdict, checks it, and scores it.
 It never turns an unreadable answer into a score: ``parse`` raises :class:`VerdictError`, the engine
 re-asks with the problems stated, and after the re-ask budget records the task as unscored.
@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from judge_engine.errors import ConfigError, ReasonCode, VerdictError
-from judge_engine.naming import describe_error, shown_loc
+from judge_engine.util.naming import describe_error, shown_loc
 
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
@@ -51,7 +51,7 @@ class ProtocolOptions(BaseModel):
 
 @dataclass(frozen=True, slots=True)
 class VoteScale:
-    """What a judge's verdict is as a vote in a jury (:mod:`judge_engine.jury`), and so which
+    """What a judge's verdict is as a vote in a jury (:mod:`judge_engine.trust.jury`), and so which
     aggregates and which agreement coefficient fit it.
 
     Attributes:
@@ -177,14 +177,14 @@ class Protocol(ABC):
         return None
 
     def templates(self) -> Sequence[str]:
-        """Template paths (under ``judge_engine/prompts``) this configuration renders; hashed
+        """Template paths (under ``judge_engine/protocols/prompts``) this configuration renders; hashed
         into run manifests and cache keys so that editing a template invalidates old answers."""
         return ()
 
     def template_hashes(self) -> list[str]:
         """Content hashes of :meth:`templates`, in the same order (a protocol whose templates
         are not package files, such as a config's own, hashes their text instead)."""
-        from judge_engine.templating import template_hash
+        from judge_engine.protocols.templating import template_hash
 
         return [template_hash(t) for t in self.templates()]
 

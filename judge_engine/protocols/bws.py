@@ -34,8 +34,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from judge_engine import templating
 from judge_engine.errors import DatasetError, ReasonCode, VerdictError
+from judge_engine.protocols import templating
 from judge_engine.protocols.base import (
     Item,
     Message,

@@ -3,7 +3,7 @@
 Here the "judge" is the model under test: it is asked for ten nouns (``prompts/cdat/``, the
 paper's texts byte for byte), its answer is read as the method reads it
 (:mod:`~judge_engine.protocols.word_lists`), and the first seven valid words are scored by
-embedding distances (:mod:`~judge_engine.embeddings`): **novelty** (mean pairwise distance x 100,
+embedding distances (:mod:`~judge_engine.protocols.embeddings`): **novelty** (mean pairwise distance x 100,
 the DAT score) and, for CDAT, **appropriateness** to the cue (200 - mean cue distance x 100).
 
 ============  ======================  =================================================
@@ -47,11 +47,11 @@ from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict
 
-from judge_engine import templating
-from judge_engine.embeddings import Embedder, embedder_problem, get_embedder, list_scores
 from judge_engine.errors import ConfigError, ReasonCode, VerdictError
-from judge_engine.lexicon import Lexicon, LexiconUnavailable, get_lexicon
+from judge_engine.protocols import templating
 from judge_engine.protocols.base import Item, Message, Protocol, ProtocolOptions, Score
+from judge_engine.protocols.embeddings import Embedder, embedder_problem, get_embedder, list_scores
+from judge_engine.protocols.lexicon import Lexicon, LexiconUnavailable, get_lexicon
 from judge_engine.protocols.word_lists import MINIMUM_VALID, DropReason, check_words, parse_words
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -97,7 +97,7 @@ class WordListOptions(ProtocolOptions):
     """``minilm`` (all-MiniLM-L6-v2), a name given to ``embeddings.register_embedder``, or
     ``none`` (words and validity only; the task is recorded ``not_embedded``)."""
     lexicon: Literal["packaged", "nltk"] = "packaged"
-    """Where the noun check comes from (see :mod:`judge_engine.lexicon`)."""
+    """Where the noun check comes from (see :mod:`judge_engine.protocols.lexicon`)."""
     tagger: bool = True
     """With ``lexicon: packaged``: also accept words the tagger tags NN/NNS, as the method does."""
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from judge_engine import jsonio
-from judge_engine.embeddings import Embedder, Vectors, appropriateness, novelty
 from judge_engine.errors import TableError
-from judge_engine.lexicon import Lexicon, default_lexicon
+from judge_engine.protocols.embeddings import Embedder, Vectors, appropriateness, novelty
+from judge_engine.protocols.lexicon import Lexicon, default_lexicon
 from judge_engine.protocols.word_lists import CheckedList, check_words
+from judge_engine.util import jsonio
 
 RANDOM_LIST_SIZE = 10
 

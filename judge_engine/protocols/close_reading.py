@@ -10,7 +10,7 @@ The judge answers with ``{expression, justification}`` objects (see
 :mod:`~judge_engine.protocols.close_reading_parse` for every shape that is read; a refusal or an
 answer with no list is a :class:`VerdictError`; an explicit ``[]`` means "none found"). The
 protocol then looks each expression up in the passage (exact substring, else a normalised match:
-:func:`judge_engine.text.locate`) and records ``found`` and the character offsets
+:func:`judge_engine.util.text.locate`) and records ``found`` and the character offsets
 ``[start, end)``. An expression that is not in the passage stays in the verdict with
 ``found: false`` and does not count.
 
@@ -29,10 +29,10 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from judge_engine import templating
+from judge_engine.protocols import templating
 from judge_engine.protocols.base import Item, Message, Protocol, ProtocolOptions, Score
 from judge_engine.protocols.close_reading_parse import count_words, read_expressions
-from judge_engine.text import locate
+from judge_engine.util.text import locate
 
 
 class Expression(BaseModel):
@@ -111,7 +111,7 @@ class CloseReading(Protocol):
 
     @classmethod
     def template_for(cls, shots: Literal["zero", "few"]) -> str:
-        """The template of the zero- or few-shot prompt (under ``judge_engine/prompts``)."""
+        """The template of the zero- or few-shot prompt (under ``judge_engine/protocols/prompts``)."""
         return f"{cls.template_dir}/{shots}_shot.j2"
 
     def render(self, item: Item, variant: str = "") -> list[Message]:

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from judge_engine.errors import ReasonCode, VerdictError
-from judge_engine.text import QUOTE_MARKS
+from judge_engine.util.text import QUOTE_MARKS
 
 Record = dict[str, str]
 """One expression as the judge wrote it: ``{"expression": ..., "justification": ...}``."""

@@ -41,8 +41,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from judge_engine.logprobs import TokenLogprob
 from judge_engine.protocols.base import Item, Protocol, VerdictSpan
+from judge_engine.util.logprobs import TokenLogprob
 
 METHOD = "logprobs"
 DIGITS = 6

@@ -12,7 +12,7 @@ protocol_options:
   output: json                    # json, or text read by a marker ([RESULT] by default) or a regex
 ```
 
-**Prompt.** The template is rendered in the package's sandbox (:func:`judge_engine.templating.
+**Prompt.** The template is rendered in the package's sandbox (:func:`judge_engine.protocols.templating.
 render_source`: strict undefined variables, no includes, read-only variables, a bounded render)
 with every item field as a variable
 (and the item as ``item``, the shown ``candidates``, the ``variant``); dataset text only ever
@@ -48,9 +48,8 @@ from typing import Any, ClassVar, Self, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from judge_engine import templating
 from judge_engine.errors import ConfigError, DatasetError, ReasonCode, VerdictError
-from judge_engine.jsonio import text_hash
+from judge_engine.protocols import templating
 from judge_engine.protocols.base import (
     Item,
     Message,
@@ -75,6 +74,7 @@ from judge_engine.protocols.custom_fields import (
     TextField,
 )
 from judge_engine.protocols.custom_options import CustomOptions, declared_models
+from judge_engine.util.jsonio import text_hash
 
 ANSWER_FORMAT = "custom/answer_format.j2"
 DEFAULT_MARKER = "[RESULT]"

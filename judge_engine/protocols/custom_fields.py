@@ -14,7 +14,7 @@ A config declares fields by name under ``protocol_options.fields``::
 Every value is read the same way from JSON and from text: a number may come as ``4``, ``"4"`` or
 ``4/5``; a label is matched without regard to case or surrounding markup; a boolean is
 ``true/false/yes/no``; spans are a JSON list of strings, or in text quoted strings (one per line
-without quotes), each located in the named item field with :func:`judge_engine.text.locate`.
+without quotes), each located in the named item field with :func:`judge_engine.util.text.locate`.
 A value that is missing is :attr:`~judge_engine.errors.ReasonCode.INCOMPLETE`, one that cannot
 be read ``UNREADABLE``, one outside its range or set ``OUT_OF_RANGE``: :class:`FieldProblem`.
 """
@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from judge_engine.errors import ReasonCode
-from judge_engine.text import locate
+from judge_engine.util.text import locate
 
 LABELS = string.ascii_uppercase
 """Candidate labels as shown: the first candidate is ``A``."""

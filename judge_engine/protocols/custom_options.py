@@ -26,8 +26,8 @@ from pydantic import (
     model_validator,
 )
 
-from judge_engine import templating
 from judge_engine.errors import TemplateError
+from judge_engine.protocols import templating
 from judge_engine.protocols.base import ProtocolOptions
 from judge_engine.protocols.custom_fields import (
     FIELD_NAME,

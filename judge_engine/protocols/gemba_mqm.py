@@ -38,8 +38,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from judge_engine import templating, text
 from judge_engine.errors import ReasonCode, VerdictError
+from judge_engine.protocols import templating
 from judge_engine.protocols.base import (
     Item,
     Message,
@@ -48,6 +48,7 @@ from judge_engine.protocols.base import (
     Score,
     strip_code_fence,
 )
+from judge_engine.util import text
 
 Severity = Literal["critical", "major", "minor"]
 SEVERITIES: tuple[Severity, ...] = ("critical", "major", "minor")
@@ -67,7 +68,7 @@ class MQMError(BaseModel):
     """The quoted text the error is about (``""`` only when the judge wrote it so: every error of
     the GEMBA format has its span, so an error without one is an incomplete answer)."""
     span_found: Literal["target", "source", "none"] | None = None
-    """Where the span occurs, the target first (:func:`judge_engine.text.locate`: exact, else with
+    """Where the span occurs, the target first (:func:`judge_engine.util.text.locate`: exact, else with
     case, quote marks and spacing folded); filled in by the protocol, not by the judge."""
 
 
@@ -325,7 +326,7 @@ class GembaMQM(Protocol):
 
 
 def _span_found(span: str, item: Item) -> Literal["target", "source", "none"]:
-    """Where a span occurs in the item: the target first (:func:`judge_engine.text.locate`)."""
+    """Where a span occurs in the item: the target first (:func:`judge_engine.util.text.locate`)."""
     if text.locate(span, str(item.get("target", ""))) is not None:
         return "target"
     if text.locate(span, str(item.get("source", ""))) is not None:

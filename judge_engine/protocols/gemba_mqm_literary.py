@@ -32,7 +32,6 @@ from typing import ClassVar
 import sentencex
 from pydantic import BaseModel
 
-from judge_engine.languages import language_code
 from judge_engine.protocols.base import Item, Score
 from judge_engine.protocols.gemba_mqm import (
     WEIGHTS,
@@ -41,6 +40,7 @@ from judge_engine.protocols.gemba_mqm import (
     MQMVerdict,
     Severity,
 )
+from judge_engine.util.languages import language_code
 
 ASPECTS: tuple[str, ...] = ("accuracy", "fluency", "style", "terminology", "other")
 """LitEval's four aspects, then ``other`` for non-translation, other and locale convention."""

@@ -20,8 +20,8 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, field_validator
 
-from judge_engine import templating
 from judge_engine.errors import DatasetError
+from judge_engine.protocols import templating
 from judge_engine.protocols.base import (
     Item,
     Message,

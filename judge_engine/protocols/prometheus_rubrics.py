@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from judge_engine import templating
+from judge_engine.protocols import templating
 
 
 class Rubric(BaseModel):

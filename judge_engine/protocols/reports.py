@@ -16,7 +16,7 @@ from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
 
 if TYPE_CHECKING:
-    from judge_engine.records import Manifest
+    from judge_engine.rundir.records import Manifest
 
 
 def dimensions() -> dict[str, tuple[str, ...]]:

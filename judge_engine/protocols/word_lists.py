@@ -12,7 +12,7 @@ The rules are the method's (``../shared/reference/cdat.md``; the paper's noteboo
    the list is cut to its first 10 words.
 
 Then validity (the original ``validate``): a word counts if it is longer than one letter, a noun
-(:class:`~judge_engine.lexicon.Lexicon`) and not a repeat of an earlier valid word. A list with
+(:class:`~judge_engine.protocols.lexicon.Lexicon`) and not a repeat of an earlier valid word. A list with
 fewer than :data:`MINIMUM_VALID` valid words is not scored; only the first seven valid words are.
 
 One departure, on purpose: the notebook finds the markers in the cleaned text (step 1) but splits
@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from judge_engine.lexicon import Lexicon
+from judge_engine.protocols.lexicon import Lexicon
 
 MAX_WORDS = 10
 """Words read from one answer; the rest are ignored."""

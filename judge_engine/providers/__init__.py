@@ -12,10 +12,10 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from judge_engine.config import JobConfig, JudgeConfig
 from judge_engine.errors import ConfigError
+from judge_engine.inputs.config import JobConfig, JudgeConfig
 from judge_engine.providers.base import Provider
-from judge_engine.redaction import redact_url, url_credentials
+from judge_engine.util.redaction import redact_url, url_credentials
 
 
 @dataclass(frozen=True, slots=True)

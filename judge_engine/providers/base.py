@@ -9,8 +9,8 @@ from enum import Enum
 from typing import Any, Protocol
 
 from judge_engine.errors import MalformedResponseError, ReasonCode
-from judge_engine.logprobs import TokenLogprob
-from judge_engine.redaction import kept_headers, redact_params, redact_url
+from judge_engine.util.logprobs import TokenLogprob
+from judge_engine.util.redaction import kept_headers, redact_params, redact_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,7 @@ class ProviderRequest:
     api_base: str | None = None
     timeout_s: float = 120.0
     task_ref: str = ""
-    """Which task asks (:attr:`judge_engine.plan.Task.ref`): never sent, never recorded, not in
+    """Which task asks (:attr:`judge_engine.planning.plan.Task.ref`): never sent, never recorded, not in
     the cache key; a replay provider answers by it."""
 
     def as_sent(self) -> dict[str, Any]:

@@ -25,8 +25,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from judge_engine.config import JobConfig
 from judge_engine.errors import ConfigError, ReasonCode
+from judge_engine.inputs.config import JobConfig
 from judge_engine.providers.base import ErrorClass, ProviderRequest, ProviderResponse
 
 

@@ -27,8 +27,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from judge_engine import jsonio
-from judge_engine.disk import writing
 from judge_engine.errors import HTTPStatusError, MalformedResponseError
 from judge_engine.providers.base import (
     ErrorClass,
@@ -40,6 +38,8 @@ from judge_engine.providers.base import (
 from judge_engine.providers.batch import BatchInfo, BatchResult, ResultKind
 from judge_engine.providers.batch_http import BatchHTTP
 from judge_engine.providers.catalog import BatchRoute, batch_body, batch_cost_per_token
+from judge_engine.rundir.disk import writing
+from judge_engine.util import jsonio
 
 API_VERSION = "2023-06-01"
 JSON_TOOL = "json_tool_call"

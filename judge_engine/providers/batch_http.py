@@ -15,8 +15,6 @@ from typing import Any
 
 import aiohttp
 
-from judge_engine import jsonio
-from judge_engine.disk import writing
 from judge_engine.errors import HTTPStatusError, MalformedResponseError
 from judge_engine.providers.base import (
     ErrorClass,
@@ -26,7 +24,9 @@ from judge_engine.providers.base import (
     rate_limited,
 )
 from judge_engine.providers.openai_http import error_message
-from judge_engine.redaction import kept_headers, redact, url_credentials, url_secrets
+from judge_engine.rundir.disk import writing
+from judge_engine.util import jsonio
+from judge_engine.util.redaction import kept_headers, redact, url_credentials, url_secrets
 
 _PIECE = 1 << 20
 _TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=300)

@@ -25,10 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from judge_engine import jsonio
-from judge_engine.disk import writing
 from judge_engine.errors import MalformedResponseError, ReasonCode
-from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ITEM_MARKERS,
     ErrorClass,
@@ -40,6 +37,9 @@ from judge_engine.providers.batch import BatchInfo, BatchResult, ResultKind
 from judge_engine.providers.batch_http import BatchHTTP
 from judge_engine.providers.catalog import BatchRoute, batch_body, batch_cost_per_token
 from judge_engine.providers.openai_http import choice_logprobs
+from judge_engine.rundir.disk import writing
+from judge_engine.util import jsonio
+from judge_engine.util.logprobs import token_logprobs
 
 ENDPOINT = "/v1/chat/completions"
 _ENDED = frozenset({"completed", "expired", "cancelled"})

@@ -14,7 +14,6 @@ from functools import lru_cache
 from typing import Any
 
 from judge_engine.errors import LocalRequestError, MalformedResponseError, ReasonCode
-from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,
@@ -27,7 +26,8 @@ from judge_engine.providers.base import (
     refused_before_sending,
 )
 from judge_engine.providers.catalog import cost_per_token, load_litellm, passed_through
-from judge_engine.redaction import kept_headers, redact, redact_known
+from judge_engine.util.logprobs import token_logprobs
+from judge_engine.util.redaction import kept_headers, redact, redact_known
 
 
 @lru_cache(maxsize=1)  # once per process, however many providers

@@ -18,9 +18,8 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from judge_engine import __version__, jsonio
+from judge_engine._version import __version__
 from judge_engine.errors import HTTPStatusError, LocalRequestError, MalformedResponseError
-from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import (
     ITEM_MARKERS,
     ErrorClass,
@@ -34,7 +33,15 @@ from judge_engine.providers.base import (
 )
 from judge_engine.providers.catalog import cost_per_token, openai_body_params, openai_route
 from judge_engine.providers.wire import BadHTTPAnswerError, Client, Target, target
-from judge_engine.redaction import kept_headers, redact, redact_known, url_credentials, url_secrets
+from judge_engine.util import jsonio
+from judge_engine.util.logprobs import token_logprobs
+from judge_engine.util.redaction import (
+    kept_headers,
+    redact,
+    redact_known,
+    url_credentials,
+    url_secrets,
+)
 
 _RETRY_STATUSES = frozenset({408, 409, 425})
 _FATAL_STATUSES = frozenset({400, 401, 402, 403, 404, 405, 413, 415, 422})

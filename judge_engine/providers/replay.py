@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from judge_engine.errors import ReasonCode
-from judge_engine.index import Query, RunIndex
 from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,
@@ -29,7 +28,8 @@ from judge_engine.providers.base import (
     ProviderRequest,
     ProviderResponse,
 )
-from judge_engine.records import AttemptRecord
+from judge_engine.rundir.index import Query, RunIndex
+from judge_engine.rundir.records import AttemptRecord
 
 if TYPE_CHECKING:
     from judge_engine.lanes import Lane
@@ -54,7 +54,7 @@ class ReplayProvider:
 
     def __init__(self, run_dir: Path, *, fallback: Provider | None = None,
                  fallback_lane: Lane | None = None) -> None:
-        from judge_engine.store import LineReader, open_index
+        from judge_engine.rundir.store import LineReader, open_index
 
         self.run_dir = run_dir
         self._index: RunIndex = open_index(run_dir)

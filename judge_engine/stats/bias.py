@@ -9,7 +9,7 @@ answer's length that the reference's length does not explain is the warning sign
 
 Self-preference (Panickssery et al. 2024, "LLM Evaluators Recognize and Favor Their Own
 Generations"): the items carry the system that produced the judged text; a judge whose model
-family (:func:`judge_engine.families.model_family`) equals a system's is compared on those
+family (:func:`judge_engine.util.families.model_family`) equals a system's is compared on those
 items (*own*) and on the rest (*other*). The gap in its mean score is put in units of its score
 SD, so that judges on different scales compare, and read against the same gap in the other
 raters' scores (other judges, or humans), which carries the outputs' real quality difference:
@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from judge_engine.families import model_family
 from judge_engine.stats._arrays import as_float_array
 from judge_engine.stats.correlation import correlation
 from judge_engine.stats.runs import Run
 from judge_engine.stats.sections import Section, judge_means, left_out
 from judge_engine.stats.tables import Table
+from judge_engine.util.families import model_family
 
 
 @dataclass(frozen=True)

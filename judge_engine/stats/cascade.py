@@ -21,11 +21,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from judge_engine.calibration import agreement_key
-from judge_engine.money import dollars
-from judge_engine.naming import cascade_title
 from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
+from judge_engine.trust.calibration import agreement_key
+from judge_engine.util.money import dollars
+from judge_engine.util.naming import cascade_title
 
 CASCADE_PROTOCOL = "cascade"
 COLUMNS = ["stage", "threshold", "reached", "answered", "share", "escalated", "held", "agreement", "cost"]

@@ -1,7 +1,7 @@
 """A run directory as the statistics read it: its manifest and the last outcome of every task.
 
-Read-only and engine-free: the files are read through :mod:`judge_engine.store`, whose formats
-:mod:`judge_engine.records` defines (every past version included).
+Read-only and engine-free: the files are read through :mod:`judge_engine.rundir.store`, whose formats
+:mod:`judge_engine.rundir.records` defines (every past version included).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from judge_engine.errors import RunDirError, TableError
-from judge_engine.records import DEMO_NOTE, OUTCOMES, Manifest, OutcomeRecord
+from judge_engine.rundir.records import DEMO_NOTE, OUTCOMES, Manifest, OutcomeRecord
+from judge_engine.rundir.store import latest_outcome_records, read_manifest
 from judge_engine.stats.tables import Table
-from judge_engine.store import latest_outcome_records, read_manifest
 
 
 @dataclass(frozen=True)

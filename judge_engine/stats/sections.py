@@ -44,7 +44,7 @@ class Section:
     """Columns whose small values matter (p-values): shown with significant digits, not rounded
     to three decimals."""
     dollar_values: tuple[str, ...] = ()
-    """Columns of dollars: shown as :func:`judge_engine.money.dollars` writes them ($0.0002),
+    """Columns of dollars: shown as :func:`judge_engine.util.money.dollars` writes them ($0.0002),
     numbers still in JSON and CSV."""
 
 

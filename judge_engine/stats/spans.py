@@ -1,10 +1,10 @@
 """Span agreement: close-reading expression F1 and MQM error-span agreement.
 
 The close-reading matcher (Death of the Novel(ty)): transliterate both strings to ASCII with
-unidecode (:func:`judge_engine.text.transliterate`, nothing else folded); they match when one is
+unidecode (:func:`judge_engine.util.text.transliterate`, nothing else folded); they match when one is
 a case-sensitive substring of the other, or when their normalised indel similarity
 (``rapidfuzz.fuzz.ratio / 100``) is at least 0.9. This is the authors' rule and reproduces their
-published F1: do not swap in :func:`judge_engine.text.fold`.
+published F1: do not swap in :func:`judge_engine.util.text.fold`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def expressions_match(a: str, b: str, *, threshold: float = 0.9) -> bool:
     """
     from rapidfuzz import fuzz
 
-    from judge_engine.text import transliterate
+    from judge_engine.util.text import transliterate
 
     x, y = transliterate(a), transliterate(b)
     return x in y or y in x or fuzz.ratio(x, y) / 100 >= threshold

@@ -1,12 +1,12 @@
 """The runs a viewer has open, and the one SQLite connection every page is read through.
 
-Each run's ``index.sqlite`` is brought up to date (:func:`judge_engine.store.open_index`: it
+Each run's ``index.sqlite`` is brought up to date (:func:`judge_engine.rundir.store.open_index`: it
 catches up unless another process is writing the run) and attached to one in-memory connection
 as ``r0``, ``r1``...; the list, the counts and the item lookups are SQL over those schemas, so
 several runs (two judges' runs on one dataset) answer as one. What the viewer derives for itself
 (:mod:`judge_engine.viewer.derived`) lives in the run's index, or, for a run another process is
 writing when the viewer opens it, or one this user may not write (its index then read-only, or
-built in a temporary directory: :meth:`judge_engine.index.RunIndex.open`), in a temporary file
+built in a temporary directory: :meth:`judge_engine.rundir.index.RunIndex.open`), in a temporary file
 attached as ``d0``, ``d1``...: a reader never writes into a run that is being written.
 
 Lines are read by offset (outcomes, transcripts), one open handle per file; the message blocks
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judge_engine.blocks import BLOCKS
 from judge_engine.errors import RunDirError
-from judge_engine.index import INDEX, RunIndex
-from judge_engine.records import (
+from judge_engine.rundir.blocks import BLOCKS
+from judge_engine.rundir.index import INDEX, RunIndex
+from judge_engine.rundir.records import (
     DEMO_NOTE,
     MANIFEST,
     OUTCOMES,
@@ -36,7 +36,13 @@ from judge_engine.records import (
     Manifest,
     OutcomeRecord,
 )
-from judge_engine.store import LineReader, open_index, read_blocks, read_manifest, writer_active
+from judge_engine.rundir.store import (
+    LineReader,
+    open_index,
+    read_blocks,
+    read_manifest,
+    writer_active,
+)
 
 
 @dataclass(frozen=True, slots=True)

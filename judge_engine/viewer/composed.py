@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from judge_engine.decisions import ITEM_PROTOCOL, ITEM_SUFFIX
-from judge_engine.jury import JURY_PROTOCOL
-from judge_engine.records import OutcomeRecord
+from judge_engine.rundir.records import OutcomeRecord
+from judge_engine.trust.decisions import ITEM_PROTOCOL, ITEM_SUFFIX
+from judge_engine.trust.jury import JURY_PROTOCOL
 
 
 def jury(outcome: OutcomeRecord) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def jury(outcome: OutcomeRecord) -> dict[str, Any]:
 
 
 def item(outcome: OutcomeRecord) -> dict[str, Any]:
-    """An item's decision over its judge's requests (:mod:`judge_engine.decisions`): the
+    """An item's decision over its judge's requests (:mod:`judge_engine.trust.decisions`): the
     prediction, how it was reached, its confidence, and each request's vote (``requests``:
     variant, repeat, vote, status, reason code, confidence, task), in the line's order."""
     verdict = outcome.verdict or {}

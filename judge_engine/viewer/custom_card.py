@@ -7,7 +7,7 @@ in the order the verdict holds them, which is the order the config declared them
 whose judge the manifest does not know is laid out from its values alone (a number, a boolean,
 a list of quotes, else text).
 
-Quotes (``spans`` fields) are located again here with :func:`judge_engine.text.locate` in the
+Quotes (``spans`` fields) are located again here with :func:`judge_engine.util.text.locate` in the
 item field they quote, as the protocol located them, and the quoted texts travel as segments
 (:mod:`judge_engine.viewer.marks`) whose marks index the card's ``spans``; a
 quote found in no text is listed apart. When the dataset is gone, the prompt as sent stands in
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from judge_engine.records import JudgeEntry
+from judge_engine.rundir.records import JudgeEntry
 from judge_engine.viewer.marks import find, segments
 
 

@@ -1,6 +1,6 @@
 """What the viewer derives from a run for itself, built on a background thread, kept current.
 
-The engine's index holds what the engine needs (:mod:`judge_engine.index`); a viewer needs more,
+The engine's index holds what the engine needs (:mod:`judge_engine.rundir.index`); a viewer needs more,
 and only a viewer pays for it, on the run's first open, never on the engine's hot path:
 
 * **order indexes** on ``tasks`` (:data:`TASK_INDEXES`): every list order walks one, with the
@@ -11,7 +11,7 @@ and only a viewer pays for it, on the run's first open, never on the engine's ho
   ``transcripts.jsonl``, continued from where it stopped (the offset is kept with the counts),
   so a live run's figures are those of the lines written so far, not of its last checkpoint;
 * **the items** of the run's dataset, by id, with an FTS5 index of their text, for the item
-  view and the list's search (read through :func:`judge_engine.export.run_dataset` with the run's
+  view and the list's search (read through :func:`judge_engine.rundir.export.run_dataset` with the run's
   field mapping; when the dataset is gone, the prompt each item's first attempt sent).
 
 Each result is kept in ``viewer_cache`` with the state it covers (the index's coverage of
@@ -29,10 +29,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from judge_engine.blocks import decode_request
 from judge_engine.errors import DatasetError, JudgeEngineError
-from judge_engine.jsonio import dumps, loads
-from judge_engine.records import OUTCOMES, TRANSCRIPTS
+from judge_engine.rundir.blocks import decode_request
+from judge_engine.rundir.records import OUTCOMES, TRANSCRIPTS
+from judge_engine.util.jsonio import dumps, loads
 from judge_engine.viewer import summary
 from judge_engine.viewer.catalog import Catalog, OpenRun, declared_scales
 
@@ -190,7 +190,7 @@ class Builder:
         state.attempts, state.attempts_share = tally.judges(), 1.0
 
     def _items(self, run: OpenRun, db: sqlite3.Connection) -> None:
-        from judge_engine.export import run_dataset
+        from judge_engine.rundir.export import run_dataset
 
         state = self.states[run.number]
         try:
@@ -296,7 +296,7 @@ def _searchable(item_id: str, fields: dict[str, Any]) -> str:
 
 
 def _dataset_items(config: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    from judge_engine.dataset import iter_items
+    from judge_engine.inputs.dataset import iter_items
 
     for item in iter_items(config.model_copy(update={"limit": None})):
         yield str(item["id"]), item

@@ -1,6 +1,6 @@
 """Texts with marked spans, as every card sends them: **segments**, ``[{"text", "marks":
 [indices]}]``, the text cut at every span boundary, each piece listing the spans that cover it
-(spans may overlap); and quotes found in a text server-side with :func:`judge_engine.text.locate`
+(spans may overlap); and quotes found in a text server-side with :func:`judge_engine.util.text.locate`
 (exact, else after folding case, quote marks and spacing), so the page never searches text, and
 what is highlighted is what the protocol itself found.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from judge_engine.text import locate
+from judge_engine.util.text import locate
 
 Segments = list[dict[str, Any]]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from judge_engine.blocks import decode_request
 from judge_engine.errors import RunDirError
-from judge_engine.jsonio import loads
 from judge_engine.protocols.base import REASK_MARKER
-from judge_engine.records import OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
+from judge_engine.rundir.blocks import decode_request
+from judge_engine.rundir.records import OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
+from judge_engine.util.jsonio import loads
 from judge_engine.viewer.catalog import Catalog, Judge, OpenRun
 from judge_engine.viewer.composed import parts
 from judge_engine.viewer.derived import Builder, RunState

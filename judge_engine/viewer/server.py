@@ -21,7 +21,7 @@ whose ``Host`` is not this loopback address are refused (a web page elsewhere ca
 viewer by DNS rebinding), unless ``--host`` widened the bind on purpose. The values of
 environment variables named like secrets (``*_KEY``, ``*_TOKEN``...), anything shaped like an
 API key and the credentials of any URL are redacted from every response, by the one redaction the
-engine's writers use (:mod:`judge_engine.redaction`).
+engine's writers use (:mod:`judge_engine.util.redaction`).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from aiohttp import ClientSession, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from judge_engine.errors import RunDirError
-from judge_engine.jsonio import dumps
-from judge_engine.redaction import redact, secrets_in_environment
+from judge_engine.util.jsonio import dumps
+from judge_engine.util.redaction import redact, secrets_in_environment
 from judge_engine.viewer.catalog import Catalog
 from judge_engine.viewer.derived import Builder
 from judge_engine.viewer.pages import Pages

@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from judge_engine.config import Retries
 from judge_engine.errors import RunDirError
-from judge_engine.records import AttemptRecord, JudgeEntry, Spend, transcript_record
+from judge_engine.inputs.config import Retries
+from judge_engine.rundir.records import AttemptRecord, JudgeEntry, Spend, transcript_record
 
 PENDING_MAX = 10_000
 """Tasks whose last line so far is a failure their request goes on after, kept to follow it:
@@ -177,7 +177,7 @@ def _number(value: float) -> float | None:
 
 class AttemptTally:
     """Each judge's attempts, from its transcript lines in order, with the command line's
-    definitions: what they cost is :class:`~judge_engine.records.Spend` (``calls``: requests
+    definitions: what they cost is :class:`~judge_engine.rundir.records.Spend` (``calls``: requests
     sent, failed ones included, cache hits and replayed answers not); ``retries`` the transport
     failures (5xx, timeouts, resets) the task was to try again, within its judge's budget
     (``retries.transport``: a request's failure past it ends the task, and is no retry), as the

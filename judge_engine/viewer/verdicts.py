@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
-from judge_engine.jsonio import pretty
-from judge_engine.records import JudgeEntry, OutcomeRecord
+from judge_engine.rundir.records import JudgeEntry, OutcomeRecord
+from judge_engine.util.jsonio import pretty
 from judge_engine.viewer.composed import COMPOSED
 from judge_engine.viewer.custom_card import custom
 from judge_engine.viewer.marks import Segments, find, segments
@@ -60,7 +60,7 @@ def card(outcome: OutcomeRecord, item: Mapping[str, Any], entry: JudgeEntry | No
 
 def cascade(verdict: Mapping[str, Any], code: str | None) -> dict[str, Any]:
     """A cascade's line: the stage that answered (or why none did), and every stage asked, its
-    confidence against its threshold (:mod:`judge_engine.cascade.outcome`)."""
+    confidence against its threshold (:mod:`judge_engine.trust.cascade.outcome`)."""
     asked = [{"stage": str(a.get("stage")), "route": str(a.get("route")), "prediction": a.get("prediction"),
               "confidence": a.get("confidence"), "threshold": a.get("threshold"), "code": a.get("code")}
              for a in verdict.get("asked") or [] if isinstance(a, Mapping)]

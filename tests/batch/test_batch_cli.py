@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from judge_engine.batch.board import BatchBoard, ChunkView
 from judge_engine.cli import main
 from judge_engine.cli.display import LiveDisplay, RateMeter, batch_lines, progress_lines
 from judge_engine.fake import FakeServer
+from judge_engine.running.batch.board import BatchBoard, ChunkView
 from tests.batch.conftest import batch_job
 from tests.engine.test_display import _judges, _render
 

@@ -20,7 +20,7 @@ import pytest
 
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
-from judge_engine.records import BATCHES
+from judge_engine.rundir.records import BATCHES
 from tests.batch.conftest import batch_job, rounds_needed
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, read_lines
 

@@ -1,7 +1,7 @@
 """Exactly once in batch mode under kill -9 at every step of a collection.
 
 The engine is a child process that SIGKILLs itself at a named step (``JUDGE_ENGINE_KILL_AT``,
-:mod:`judge_engine.batch.killpoints`): an ended batch found, its results downloaded, a result's
+:mod:`judge_engine.running.batch.killpoints`): an ended batch found, its results downloaded, a result's
 transcript line written before its outcome or carry ("decide"), an outcome or carry written
 ("write"), the chunk's ``collected`` line written; the online carries (``fallback: online``) are
 killed from outside while one is in flight at the fake server and after one has its outcome.
@@ -37,12 +37,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from judge_engine.batch.killpoints import ENV
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.answers import prompt_key
 from judge_engine.fake.config import FakeBatchConfig
-from judge_engine.records import BATCHES
-from judge_engine.store import iter_transcript
+from judge_engine.rundir.records import BATCHES
+from judge_engine.rundir.store import iter_transcript
+from judge_engine.running.batch.killpoints import ENV
 from tests.batch.conftest import rounds_needed
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, Job, make_job, read_lines
 

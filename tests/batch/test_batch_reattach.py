@@ -17,7 +17,7 @@ import pytest
 
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
-from judge_engine.records import BATCHES
+from judge_engine.rundir.records import BATCHES
 from tests.batch.conftest import ANTHROPIC_MODEL, batch_job
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, read_lines
 

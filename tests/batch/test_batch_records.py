@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from judge_engine.batch.board import BatchBoard, ChunkView, provider_ids
-from judge_engine.batch.ledger import Ledger, custom_id, read_ledgers, task_of
 from judge_engine.errors import RunDirError
-from judge_engine.jsonio import dumps_line
-from judge_engine.records import BATCHES, BatchCarry, BatchEvent, Manifest, batch_line
-from judge_engine.resumption import Resumption
+from judge_engine.rundir.records import BATCHES, BatchCarry, BatchEvent, Manifest, batch_line
+from judge_engine.running.batch.board import BatchBoard, ChunkView, provider_ids
+from judge_engine.running.batch.ledger import Ledger, custom_id, read_ledgers, task_of
+from judge_engine.running.resumption import Resumption
+from judge_engine.util.jsonio import dumps_line
 
 AT = "2026-01-01T00:00:00.000+00:00"
 

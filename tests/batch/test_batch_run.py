@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from judge_engine import session
 from judge_engine.fake import FakeServer
 from judge_engine.fake.batches import request_draws
 from judge_engine.providers.catalog import batch_cost_per_token
-from judge_engine.store import iter_batch_lines
+from judge_engine.rundir.store import iter_batch_lines
+from judge_engine.running import session
 from tests.batch.conftest import ANTHROPIC_MODEL, batch_job, rounds_needed
 from tests.engine.conftest import TEST_KEY, expected_gemba_score, read_lines, read_transcripts
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from judge_engine.cli import main
-from judge_engine.demo import DEMO_DIR
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
 from judge_engine.providers.batch import ResultKind, batch_api_for
-from judge_engine.records import BATCHES
+from judge_engine.rundir.records import BATCHES
+from judge_engine.running.demo import DEMO_DIR
 from tests.batch.conftest import ANTHROPIC_MODEL
 from tests.batch.test_batch_cancel import _events, _wait
 from tests.batch.test_batch_providers import _write

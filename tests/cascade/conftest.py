@@ -10,10 +10,10 @@ from typing import Any
 
 import yaml
 
-from judge_engine.calibration import calibrate
 from judge_engine.fake import FakeServer
-from judge_engine.store import latest_outcome_records
-from judge_engine.thresholds import write_thresholds
+from judge_engine.rundir.store import latest_outcome_records
+from judge_engine.trust.calibration import calibrate
+from judge_engine.trust.thresholds import write_thresholds
 from tests.engine.conftest import TEST_KEY_ENV, _test_key, fake_server  # noqa: F401  (the same fixtures here)
 from tests.engine.conftest import Job as CascadeJob
 

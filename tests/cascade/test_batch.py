@@ -20,7 +20,7 @@ import pytest
 from judge_engine.cli import main
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
-from judge_engine.records import BATCHES
+from judge_engine.rundir.records import BATCHES
 from tests.cascade.conftest import (
     MODELS,
     CascadeJob,

@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from judge_engine import calibrate
-from judge_engine.cascade.rows import calibration_rows
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
 from judge_engine.fake.writers.annotators import preferred
-from judge_engine.records import AttemptRecord, OutcomeRecord
-from judge_engine.session import prepare
-from judge_engine.store import RunStore
+from judge_engine.rundir.records import AttemptRecord, OutcomeRecord
+from judge_engine.rundir.store import RunStore
+from judge_engine.running.session import prepare
+from judge_engine.trust.cascade.rows import calibration_rows
 from tests.cascade.conftest import cascade_job, latest, pair
 
 RELATIVE = {"model": "openai/gpt-4o-mini", "protocol": "prometheus-relative",

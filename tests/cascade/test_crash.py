@@ -27,7 +27,7 @@ import yaml
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
-from judge_engine.store import read_manifest
+from judge_engine.rundir.store import read_manifest
 from tests.cascade.conftest import MODELS, cascade_job, decisions, expected, latest, lines
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from judge_engine.cascade.report import expected_plans, stage_costs
 from judge_engine.cli import main
-from judge_engine.estimate import plan_rows
-from judge_engine.records import AttemptRecord, OutcomeRecord
-from judge_engine.session import prepare
-from judge_engine.store import RunStore, read_manifest
+from judge_engine.rundir.records import AttemptRecord, OutcomeRecord
+from judge_engine.rundir.store import RunStore, read_manifest
+from judge_engine.running.estimate import plan_rows
+from judge_engine.running.session import prepare
+from judge_engine.trust.cascade.report import expected_plans, stage_costs
 from tests.cascade.conftest import cascade_job, write_thresholds_file
 
 

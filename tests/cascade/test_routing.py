@@ -15,7 +15,7 @@ import yaml
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
-from judge_engine.store import read_manifest
+from judge_engine.rundir.store import read_manifest
 from tests.cascade.conftest import MODELS, cascade_job, decisions, expected, latest, lines
 
 THRESHOLDS = {"cheap": 0.95, "mid": 0.9, "strong": 0.8}

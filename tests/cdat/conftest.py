@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 
 import pytest
 
-from judge_engine.embeddings import Embedder, minilm_problem
-from judge_engine.lexicon import Lexicon, LexiconUnavailable, PackagedLexicon
+from judge_engine.protocols.embeddings import Embedder, minilm_problem
+from judge_engine.protocols.lexicon import Lexicon, LexiconUnavailable, PackagedLexicon
 from tests.engine.conftest import _test_key, fake_server  # noqa: F401  (the engine's fixtures)
 
 
@@ -43,6 +43,6 @@ def minilm() -> Embedder:
     problem = minilm_problem()
     if problem:
         pytest.skip(problem)
-    from judge_engine.embeddings import get_embedder
+    from judge_engine.protocols.embeddings import get_embedder
 
     return get_embedder("minilm")

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from judge_engine import embeddings
 from judge_engine.cli import main
-from judge_engine.embeddings import Embedder
 from judge_engine.errors import TableError
-from judge_engine.lexicon import Lexicon
+from judge_engine.protocols import embeddings
 from judge_engine.protocols.cdat_baselines import BaselineList, read_baseline, write_baseline
+from judge_engine.protocols.embeddings import Embedder
+from judge_engine.protocols.lexicon import Lexicon
 
 REPO = Path(__file__).resolve().parents[2]
 PAPER_KEYS = ["Model", "Cue", "Words", "sbert_novelty", "sbert_appropriateness", "sbert_valid_count"]

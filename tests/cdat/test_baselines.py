@@ -16,9 +16,9 @@ from benchmarks.cdat_baselines import (
     load_lists,
     rejected_a_word,
 )
-from judge_engine.embeddings import Embedder
-from judge_engine.lexicon import PackagedLexicon
 from judge_engine.protocols.cdat_baselines import WordList, random_baseline, score_lists
+from judge_engine.protocols.embeddings import Embedder
+from judge_engine.protocols.lexicon import PackagedLexicon
 from tests.cdat.conftest import SetLexicon
 
 POPULATION = [f"noun{i:03d}" for i in range(100)]

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from judge_engine import embeddings
-from judge_engine.embeddings import (
+from judge_engine.protocols import embeddings
+from judge_engine.protocols.embeddings import (
     INSTALL_HINT,
     Embedder,
     EmbeddingsUnavailable,

@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from judge_engine.cli import main
-from judge_engine.embeddings import Vectors, register_embedder
 from judge_engine.errors import VerdictError
 from judge_engine.fake import FakeServer
 from judge_engine.fake.answers import AnswerBook
 from judge_engine.fake.writers.words import REFUSALS
-from judge_engine.lexicon import Lexicon
 from judge_engine.protocols.cdat import CDAT
+from judge_engine.protocols.embeddings import Vectors, register_embedder
+from judge_engine.protocols.lexicon import Lexicon
 from tests.engine.conftest import TEST_KEY_ENV, read_lines, read_transcripts
 
 CUES = ["release", "outset", "newspaper", "occupant", "fidelity", "beam", "operand", "dividend",

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from judge_engine import embeddings
 from judge_engine.cli import main
-from judge_engine.embeddings import minilm_problem
+from judge_engine.protocols import embeddings
+from judge_engine.protocols.embeddings import minilm_problem
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "cdat"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from judge_engine.lexicon import (
+from judge_engine.protocols.lexicon import (
     PackagedLexicon,
     PerceptronTagger,
     get_lexicon,

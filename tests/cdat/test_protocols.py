@@ -22,10 +22,10 @@ from judge_engine.fake.writers.words import (
     write_cdat,
     write_dat,
 )
-from judge_engine.lexicon import Lexicon, LexiconUnavailable
 from judge_engine.protocols import cdat as cdat_module
 from judge_engine.protocols import get_protocol
 from judge_engine.protocols.cdat import CDAT, DAT, WordListVerdict
+from judge_engine.protocols.lexicon import Lexicon, LexiconUnavailable
 from tests.cdat.conftest import SetLexicon
 from tests.cdat.test_embeddings import TableEmbedder
 

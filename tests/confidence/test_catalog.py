@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from judge_engine.config import JobConfig
+from judge_engine.inputs.config import JobConfig
 from judge_engine.providers.catalog import logprobs_support, passed_through
 
 
@@ -47,9 +47,9 @@ def _config(**judge: Any) -> JobConfig:
     ({"confidence": "logprobs", "model": "anthropic/claude-3-5-haiku-latest"}, "gives no token log-probs"),
 ])
 def test_what_a_judges_confidence_needs_is_checked_before_anything_is_sent(judge: dict[str, Any], said: str) -> None:
-    from judge_engine.decisions import check_confidence
     from judge_engine.errors import ConfigError
-    from judge_engine.plan import build_protocol
+    from judge_engine.planning.plan import build_protocol
+    from judge_engine.trust.decisions import check_confidence
 
     config = _config(**judge)
     with pytest.raises(ConfigError, match=said) as raised:

@@ -1,4 +1,4 @@
-"""An item's decision over its requests (:func:`judge_engine.decisions.decide_item`), on
+"""An item's decision over its requests (:func:`judge_engine.trust.decisions.decide_item`), on
 hand-made outcome lines: the reference's average for simulated annotators, an unreadable
 annotator left out with both its requests and counted, an item with none left unscored, and
 agreement across repeats. Expected values are worked out in the comments."""
@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from judge_engine.config import JudgeConfig
-from judge_engine.decisions import decide_item, item_record, item_rule
 from judge_engine.errors import ReasonCode
-from judge_engine.plan import build_protocol
-from judge_engine.records import OutcomeRecord
+from judge_engine.inputs.config import JudgeConfig
+from judge_engine.planning.plan import build_protocol
+from judge_engine.rundir.records import OutcomeRecord
+from judge_engine.trust.decisions import decide_item, item_record, item_rule
 
 
 def annotator_judge(tmp_path: Path) -> JudgeConfig:
@@ -142,8 +142,8 @@ def test_a_verdict_of_several_values_averages_its_requests_confidences() -> None
 
 
 def test_the_collector_decides_an_item_when_its_last_request_is_written(tmp_path: Path) -> None:
-    from judge_engine.config import JobConfig
-    from judge_engine.decisions import ItemCollector
+    from judge_engine.inputs.config import JobConfig
+    from judge_engine.trust.decisions import ItemCollector
 
     judge = annotator_judge(tmp_path)
     config = JobConfig.model_validate({"dataset": {"path": "items.jsonl"}, "judges": [judge.model_dump()]})
@@ -158,7 +158,7 @@ def test_the_collector_decides_an_item_when_its_last_request_is_written(tmp_path
 
 
 def test_a_judge_of_one_request_per_item_is_decided_by_its_outcome_and_writes_no_item_lines() -> None:
-    from judge_engine.decisions import decides_items
+    from judge_engine.trust.decisions import decides_items
 
     judge = JudgeConfig(name="rel", model="openai/gpt-4o-mini", protocol="prometheus-relative",
                         protocol_options={"rubric": "helpfulness"}, confidence="logprobs")  # type: ignore[arg-type]
@@ -170,8 +170,8 @@ def test_a_judge_of_one_request_per_item_is_decided_by_its_outcome_and_writes_no
 
 
 def test_a_jurys_outcome_is_decided_by_the_share_of_its_jurors_that_gave_its_value() -> None:
-    from judge_engine.decisions import ItemRule
     from judge_engine.protocols import VoteScale
+    from judge_engine.trust.decisions import ItemRule
 
     jurors = {name: {"vote": vote, "score": None, "status": "scored", "reason_code": None, "task_id": name}
               for name, vote in (("a", "A"), ("b", "A"), ("c", "B"))}

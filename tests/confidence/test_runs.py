@@ -14,7 +14,7 @@ import yaml
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
-from judge_engine.store import latest_outcome_records, read_manifest
+from judge_engine.rundir.store import latest_outcome_records, read_manifest
 from tests.engine.conftest import TEST_KEY_ENV
 
 PAIRS = [("Name a prime.", "Seven.", "Nine."), ("Greet in French.", "Bonjour.", "Hola."),

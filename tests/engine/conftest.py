@@ -115,7 +115,7 @@ def read_lines(path: Path) -> list[dict[str, Any]]:
 
 def read_transcripts(run: Path) -> list[dict[str, Any]]:
     """Every transcript line of a run, requests rebuilt (the expanded form of each record)."""
-    from judge_engine.store import iter_transcript
+    from judge_engine.rundir.store import iter_transcript
 
     return [record.to_dict() for record in iter_transcript(run)]
 
@@ -124,8 +124,8 @@ def expected_gemba_score(item: dict[str, Any], temperature: float, model: str = 
     """The score the fake server's well-formed answer implies for an item: what the engine must
     report, whatever faults and re-asks happened on the way (``model``: the judge's, by default
     :func:`make_job`'s; the fake answers each model as it reads the item)."""
-    from judge_engine.dataset import to_item
     from judge_engine.fake.answers import AnswerBook
+    from judge_engine.inputs.dataset import to_item
     from judge_engine.protocols.gemba_mqm import GembaMQM
 
     protocol = GembaMQM()

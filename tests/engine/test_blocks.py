@@ -10,15 +10,15 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from judge_engine.blocks import Encoder, block_id, decode_request, item_values
 from judge_engine.cli import main
-from judge_engine.config import load_config
-from judge_engine.dataset import iter_items
 from judge_engine.fake import FakeServer
-from judge_engine.plan import build_protocol
+from judge_engine.inputs.config import load_config
+from judge_engine.inputs.dataset import iter_items
+from judge_engine.planning.plan import build_protocol
 from judge_engine.protocols.base import REASK_MARKER
-from judge_engine.records import AttemptRecord
-from judge_engine.store import iter_transcript, read_blocks
+from judge_engine.rundir.blocks import Encoder, block_id, decode_request, item_values
+from judge_engine.rundir.records import AttemptRecord
+from judge_engine.rundir.store import iter_transcript, read_blocks
 from tests.engine.conftest import make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,7 +165,7 @@ def _occurrences_by_find(content: str, values: list[str]) -> list[tuple[int, int
 @given(content=st.text(alphabet="ab ", max_size=200),
        values=st.lists(st.text(alphabet="ab ", min_size=1, max_size=60), max_size=4))
 def test_values_are_found_where_a_whole_value_search_finds_them(content: str, values: list[str]) -> None:
-    from judge_engine.blocks import _occurrences
+    from judge_engine.rundir.blocks import _occurrences
 
     values = sorted(set(values), key=len, reverse=True)
     assert _occurrences(content, values) == _occurrences_by_find(content, values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from judge_engine.cache import FLUSH_AFTER_S, FLUSH_EVERY, AnswerCache
+from judge_engine.running.cache import FLUSH_AFTER_S, FLUSH_EVERY, AnswerCache
 
 
 def test_answers_are_batched_readable_at_once_and_written_by_close(tmp_path: Path) -> None:

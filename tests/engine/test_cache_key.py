@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from judge_engine.config import JudgeConfig
-from judge_engine.plan import Task, build_protocol
+from judge_engine.inputs.config import JudgeConfig
+from judge_engine.planning.plan import Task, build_protocol
 from judge_engine.providers import Endpoint
-from judge_engine.runtime import JudgeSetup
+from judge_engine.running.runtime import JudgeSetup
 
 MESSAGES = [{"role": "user", "content": "judge this"}]
 

@@ -14,8 +14,8 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
-from judge_engine.money import dollars
 from judge_engine.protocols import available
+from judge_engine.util.money import dollars
 from tests.engine.conftest import make_job, read_lines
 from tests.stats.fixtures import outcome, write_run
 

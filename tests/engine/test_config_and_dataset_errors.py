@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from judge_engine.cli import main
-from judge_engine.config import load_config
-from judge_engine.dataset import language_name
 from judge_engine.errors import ConfigError
+from judge_engine.inputs.config import load_config
+from judge_engine.inputs.dataset import language_name
 from tests.engine.conftest import make_job
 
 
@@ -132,8 +132,8 @@ def test_a_csv_quote_left_open_names_the_line_it_opened_on(tmp_path: Path, capsy
 
 
 def test_a_quoted_value_over_several_lines_is_one_value(tmp_path: Path) -> None:
-    from judge_engine.config import DatasetConfig
-    from judge_engine.dataset import iter_items
+    from judge_engine.inputs.config import DatasetConfig
+    from judge_engine.inputs.dataset import iter_items
 
     path = tmp_path / "items.csv"
     path.write_text('id,src,tgt,sl,tl\n1,"two\nlines",b,en,de\n2,a,b,en,de\n', encoding="utf-8")
@@ -142,8 +142,8 @@ def test_a_quoted_value_over_several_lines_is_one_value(tmp_path: Path) -> None:
 
 
 def test_csv_dataset_and_language_codes(tmp_path: Path) -> None:
-    from judge_engine.config import DatasetConfig
-    from judge_engine.dataset import iter_items
+    from judge_engine.inputs.config import DatasetConfig
+    from judge_engine.inputs.dataset import iter_items
 
     path = tmp_path / "items.csv"
     path.write_text('id,src,tgt,sl,tl\n1,"Hello, world",Hallo Welt,en,de\n2,你好,Hi,zh,en\n', encoding="utf-8")

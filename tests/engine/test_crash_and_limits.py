@@ -15,7 +15,7 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeConfig, FakeServer
-from judge_engine.store import iter_transcript
+from judge_engine.rundir.store import iter_transcript
 from tests.engine.conftest import (
     TEST_KEY,
     TEST_KEY_ENV,

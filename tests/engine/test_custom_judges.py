@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from judge_engine.cli import main
-from judge_engine.config import load_config
-from judge_engine.dataset import iter_items
 from judge_engine.fake import FakeServer
 from judge_engine.fake.answers import AnswerBook
-from judge_engine.plan import build_protocol
-from judge_engine.self_preference import model_family, own_systems, recusal
+from judge_engine.inputs.config import load_config
+from judge_engine.inputs.dataset import iter_items
+from judge_engine.planning.plan import build_protocol
+from judge_engine.planning.self_preference import model_family, own_systems, recusal
 from tests.engine.conftest import TEST_KEY_ENV, read_lines, read_transcripts
 
 SYSTEMS = ["gpt-4o-2024-08-06", "claude-sonnet-4-5-20250929", "llama-3.1-8b-instruct"]
@@ -132,7 +132,7 @@ def test_protocols_check_renders_each_judges_prompt_or_names_the_problem(
 
 
 def test_the_model_family_of_a_judge_and_of_a_system() -> None:
-    # One definition with stats (judge_engine.families): the vendor's line, so siblings count.
+    # One definition with stats (judge_engine.util.families): the vendor's line, so siblings count.
     assert model_family("openai/gpt-4o-mini") == model_family("gpt-4o-2024-08-06") == "openai"
     assert model_family("gpt-4-turbo") == model_family("chatgpt-4o-latest") == "openai"
     assert model_family("anthropic/claude-haiku-4-5") == model_family("claude-sonnet-4-5-20250929") == "anthropic"

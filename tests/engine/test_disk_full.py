@@ -24,8 +24,8 @@ import yaml
 from judge_engine.cli import EXIT_DISK, main
 from judge_engine.errors import DiskError
 from judge_engine.fake import FakeServer
-from judge_engine.index import RunIndex
-from judge_engine.store import RunStore
+from judge_engine.rundir.index import RunIndex
+from judge_engine.rundir.store import RunStore
 from tests.engine.conftest import Job, make_job, read_lines
 from tests.machine import grow, read_only, small_disk
 
@@ -168,7 +168,7 @@ def test_an_index_the_disk_refuses_stops_the_run(tmp_path: Path, fake_server: Fa
 
     with monkeypatch.context() as patch:
         patch.setattr(RunIndex, "writer", capped)
-        patch.setattr("judge_engine.index.FLUSH_ROWS", 10)
+        patch.setattr("judge_engine.rundir.index.FLUSH_ROWS", 10)
         assert main(["run", str(job.config), "--no-live"]) == EXIT_DISK
     _one_message(capsys.readouterr().err, "index.sqlite: the disk is full (database or disk is full)")
     run = job.only_run()
@@ -254,7 +254,7 @@ def test_a_cache_on_a_full_disk_leaves_the_run_going(tmp_path: Path, fake_server
 
 
 def test_a_batch_request_file_the_disk_refuses_is_a_disk_error(tmp_path: Path) -> None:
-    from judge_engine.batch.chunks import ChunkLimits, ChunkWriter
+    from judge_engine.running.batch.chunks import ChunkLimits, ChunkWriter
 
     with small_disk(tmp_path / "disk", "64k") as disk:
         writer = ChunkWriter.start(disk, "chunk-1", 1, ChunkLimits(requests=10_000, bytes=10**9))

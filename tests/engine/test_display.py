@@ -14,14 +14,14 @@ from rich.table import Table
 
 from judge_engine.cli import main
 from judge_engine.cli.display import Column, FitTable, LiveDisplay, command, packed, summary
-from judge_engine.config import JudgeConfig
 from judge_engine.fake import FakeServer
+from judge_engine.inputs.config import JudgeConfig
 from judge_engine.lanes import Lane
-from judge_engine.plan import build_protocol
+from judge_engine.planning.plan import build_protocol
 from judge_engine.providers import Endpoint
-from judge_engine.records import Manifest
-from judge_engine.runtime import JudgeRuntime
-from judge_engine.session import JudgeTotals, RunResult
+from judge_engine.rundir.records import Manifest
+from judge_engine.running.runtime import JudgeRuntime
+from judge_engine.running.session import JudgeTotals, RunResult
 from tests.engine.conftest import make_job
 
 NAMES = ("mqm-gpt-4o-mini", "prometheus-literary-sqm", "bws")
@@ -102,7 +102,7 @@ def _watched_view(tmp_path: Path, every_s: float) -> tuple[object, object, io.St
     from types import SimpleNamespace
 
     from judge_engine.cli.display import SessionView
-    from judge_engine.runtime import RunProgress
+    from judge_engine.running.runtime import RunProgress
 
     progress = RunProgress(run_dir=tmp_path)
     progress.start(SimpleNamespace(done_count=0, retry_count=0, judges=_judges()))  # type: ignore[arg-type]

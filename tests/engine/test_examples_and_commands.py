@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from judge_engine.cli import main
-from judge_engine.embeddings import minilm_problem
 from judge_engine.fake import FakeServer
 from judge_engine.protocols import available, get_protocol
-from judge_engine.session import PreparedRun, demo_endpoint, execute, prepare
+from judge_engine.protocols.embeddings import minilm_problem
+from judge_engine.running.session import PreparedRun, demo_endpoint, execute, prepare
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ GENERATION = {"cdat", "dat"}
 
 
 def test_every_protocol_has_an_example() -> None:
-    from judge_engine.config import load_config
+    from judge_engine.inputs.config import load_config
 
     covered = {j.protocol for path in EXAMPLES for j in load_config(path).judges}
     assert covered == set(available()) - EXAMPLE_PENDING
@@ -81,7 +81,7 @@ def _through_litellm(config: Path, tmp_path: Path, fake_server: FakeServer) -> P
 
 
 def _variants(prepared, judge_name: str) -> int:
-    from judge_engine.dataset import iter_items
+    from judge_engine.inputs.dataset import iter_items
 
     protocol = prepared.protocols[judge_name]
     first = next(iter_items(prepared.config.dataset, protocol.required_fields))
@@ -131,7 +131,7 @@ def test_plan_counts_tokens_cost_and_time_offline(tmp_path: Path, capsys) -> Non
     assert main(["plan", str(job.config)]) == 0
     out = capsys.readouterr().out
     assert "20" in out and "RPM" in out  # 20 tasks; 60 RPM binds
-    from judge_engine.estimate import plan_rows
+    from judge_engine.running.estimate import plan_rows
 
     (plan,) = plan_rows(prepare(job.config, check_keys=False))
     assert plan.tasks == 20 and plan.prompt_tokens.low > 20 * 500
@@ -174,7 +174,7 @@ def test_protocols_command_lists_every_protocol(capsys) -> None:
 
 
 def test_schemas_have_not_drifted_from_the_output_models() -> None:
-    from judge_engine.schemas import check_schemas
+    from judge_engine.protocols.schemas import check_schemas
 
     assert check_schemas(REPO / "schemas") == [], "run: judge-engine schemas --dir schemas"
     # A custom judge's verdict is whatever its config declares: protocols --check CONFIG prints it.

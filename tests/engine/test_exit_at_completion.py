@@ -17,7 +17,7 @@ import pytest
 
 from judge_engine.cli import EXIT_CANCELLED, EXIT_OK, main
 from judge_engine.fake import FakeServer
-from judge_engine.store import RunStore
+from judge_engine.rundir.store import RunStore
 from tests.engine.conftest import make_job
 
 ITEMS = 6

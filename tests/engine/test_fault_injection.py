@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from judge_engine.cli import main
-from judge_engine.config import load_config
-from judge_engine.dataset import iter_items
-from judge_engine.embeddings import minilm_problem
 from judge_engine.fake import FakeServer
 from judge_engine.fake.answers import AnswerBook, as_judged
-from judge_engine.plan import build_protocol
+from judge_engine.inputs.config import load_config
+from judge_engine.inputs.dataset import iter_items
+from judge_engine.planning.plan import build_protocol
+from judge_engine.protocols.embeddings import minilm_problem
 from tests.engine.conftest import make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def check_juries(juries: list[dict[str, Any]], config_path: Path,
                  expected: dict[tuple[str, str, str], tuple[float | None, dict[str, float]]]) -> None:
     """A jury's verdict is the aggregate of its jurors' right scores, or unscored because a juror
     was (a juror's failure is never passed on as a vote)."""
-    from judge_engine.jury import Juror, aggregate
+    from judge_engine.trust.jury import Juror, aggregate
 
     config = load_config(config_path)
     panels = {jury.name: jury for jury in config.juries}

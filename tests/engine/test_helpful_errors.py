@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from judge_engine.cli import main
-from judge_engine.config import load_config
-from judge_engine.dataset import MAX_SHOWN
 from judge_engine.errors import ConfigError
 from judge_engine.fake import FakeServer
-from judge_engine.naming import did_you_mean, known_keys
+from judge_engine.inputs.config import load_config
+from judge_engine.inputs.dataset import MAX_SHOWN
+from judge_engine.util.naming import did_you_mean, known_keys
 from tests.engine.conftest import make_job
 
 JURY = [{"name": "mqm", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm"},
@@ -111,7 +111,7 @@ def test_nothing_is_suggested_when_nothing_is_close(tmp_path: Path) -> None:
 
 
 def test_the_keys_known_under_a_location_are_the_models_fields() -> None:
-    from judge_engine.config import JobConfig
+    from judge_engine.inputs.config import JobConfig
     from judge_engine.protocols.custom_options import CustomOptions
 
     assert known_keys(JobConfig, ("judges", 3, "deployments", 0, "limits")) == ["rpm", "tpm", "concurrency", "headroom",
@@ -186,9 +186,9 @@ def test_one_bad_row_is_one_line_and_rows_past_the_limit_are_not_read(tmp_path: 
 
 
 def test_bad_rows_of_a_csv_and_a_protocols_own_checks_are_reported_together(tmp_path: Path) -> None:
-    from judge_engine.config import DatasetConfig
-    from judge_engine.dataset import scan
     from judge_engine.errors import DatasetError
+    from judge_engine.inputs.config import DatasetConfig
+    from judge_engine.inputs.dataset import scan
 
     path = tmp_path / "items.csv"
     path.write_text("id,text\na,one\nb,two,three\nc,\nd,four\na,five\n", encoding="utf-8")
@@ -224,13 +224,13 @@ def _only_as_config_key(message: str, name: str = "mqm") -> bool:
 
 def _messages(tmp_path: Path) -> dict[str, str]:
     """The messages this point made consistent, each produced as a user meets it."""
-    from judge_engine.budget import BudgetStop, guard_for
-    from judge_engine.config import JobConfig
-    from judge_engine.decisions import item_lines
-    from judge_engine.estimate import budget_warnings, plan_rows, self_preference_lines
-    from judge_engine.naming import judge_stopped
+    from judge_engine.inputs.config import JobConfig
     from judge_engine.providers import check_credentials
-    from judge_engine.session import prepare
+    from judge_engine.running.budget import BudgetStop, guard_for
+    from judge_engine.running.estimate import budget_warnings, plan_rows, self_preference_lines
+    from judge_engine.running.session import prepare
+    from judge_engine.trust.decisions import item_lines
+    from judge_engine.util.naming import judge_stopped
 
     job = make_job(tmp_path, None, items=4, judge={"max_tokens": 30, "budget": {"max_cost_usd": 1e-9},
                                                    "confidence": "agreement", "repeats": 3})

@@ -462,8 +462,8 @@ def test_two_new_runs_in_the_same_instant_get_their_own_directories(tmp_path: Pa
     was to the second before, so the second run was refused by the first one's lock)."""
     from datetime import UTC, datetime
 
-    from judge_engine import plan as planning
-    from judge_engine import session
+    from judge_engine.planning import plan as planning
+    from judge_engine.running import session
 
     instants = iter([datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)] * 3 + [datetime(2026, 1, 2, 3, 4, 5, 7, tzinfo=UTC)])
 

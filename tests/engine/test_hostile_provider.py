@@ -20,11 +20,11 @@ import pytest
 from aiohttp import web
 
 from judge_engine.errors import MalformedResponseError
-from judge_engine.logprobs import token_logprobs
 from judge_engine.providers.base import ErrorKind, ProviderRequest, parse_retry_after
 from judge_engine.providers.litellm import LiteLLMProvider
 from judge_engine.providers.openai_http import OpenAIHTTPProvider
-from judge_engine.redaction import MARK, redact_params
+from judge_engine.util.logprobs import token_logprobs
+from judge_engine.util.redaction import MARK, redact_params
 from tests.engine.conftest import make_job
 from tests.engine.test_transports import COMPLETION, capture_server
 from tests.engine.test_wire import web_server
@@ -128,7 +128,7 @@ def test_a_gateway_key_in_extra_headers_is_never_recorded() -> None:
 
 
 def test_a_gateway_key_in_extra_headers_is_not_in_the_recorded_config(tmp_path: Path) -> None:
-    from judge_engine.config import load_config
+    from judge_engine.inputs.config import load_config
 
     job = make_job(tmp_path, None, items=2, judge={"params": {"extra_headers": {"X-Gateway-Key": KEY, "X-Trace": "t1"}}})
     config = load_config(job.config)

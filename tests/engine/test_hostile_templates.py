@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from judge_engine import templating
 from judge_engine.cli import main
 from judge_engine.errors import TemplateError
 from judge_engine.fake import FakeServer
+from judge_engine.protocols import templating
 from tests.engine.conftest import read_lines
 from tests.engine.test_custom_judges import JSON_OPTIONS, job, only_run
 

@@ -11,8 +11,8 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
-from judge_engine.index import INDEX, Query, RunIndex
-from judge_engine.store import latest_outcome_records, open_index
+from judge_engine.rundir.index import INDEX, Query, RunIndex
+from judge_engine.rundir.store import latest_outcome_records, open_index
 from tests.engine.conftest import make_job
 
 V1 = Path(__file__).resolve().parents[1] / "fixtures" / "run_v1"

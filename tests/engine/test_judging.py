@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from judge_engine.cache import AnswerCache
-from judge_engine.config import JudgeConfig
 from judge_engine.errors import TemplateError
+from judge_engine.inputs.config import JudgeConfig
 from judge_engine.lanes import Lane
-from judge_engine.plan import Task, build_protocol
+from judge_engine.planning.plan import Task, build_protocol
 from judge_engine.providers import Endpoint
 from judge_engine.providers.base import ProviderResponse
-from judge_engine.records import TranscriptRecord
-from judge_engine.runtime import JudgeRuntime
-from judge_engine.task import judge_task, prepare_task
+from judge_engine.rundir.records import TranscriptRecord
+from judge_engine.running.cache import AnswerCache
+from judge_engine.running.runtime import JudgeRuntime
+from judge_engine.running.task import judge_task, prepare_task
 
 ITEM = {"id": "s1", "source": "Der Hund schläft.", "target": "The dog sleeps.", "source_lang": "de", "target_lang": "en"}
 ANSWER = 'Critical:\nno-error\nMajor:\naccuracy/mistranslation - "dog"\nMinor:\nno-error'

@@ -14,15 +14,15 @@ import yaml
 
 import judge_engine.fake.writers as writers_module
 from judge_engine.cli import main
-from judge_engine.config import JuryConfig, load_config
 from judge_engine.errors import ConfigError, ReasonCode
 from judge_engine.fake import FakeServer
 from judge_engine.fake.writers import register_writer
-from judge_engine.jury import Juror, aggregate, check_juries, jury_record
-from judge_engine.plan import build_protocol
+from judge_engine.inputs.config import JuryConfig, load_config
+from judge_engine.planning.plan import build_protocol
 from judge_engine.protocols.base import Message, VoteScale
 from judge_engine.stats.runs import read_run
 from judge_engine.stats.sections import judge_agreement_section
+from judge_engine.trust.jury import Juror, aggregate, check_juries, jury_record
 from tests.engine.conftest import TEST_KEY_ENV, read_lines
 from tests.stats.fixtures import outcome, write_run
 

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from judge_engine.config import Limits
 from judge_engine.errors import RunDirError
+from judge_engine.inputs.config import Limits
 from judge_engine.lanes import Admission, Lane, Pacer, rough_prompt_tokens
 from judge_engine.providers.base import parse_retry_after
-from judge_engine.records import Manifest, OutcomeRecord
-from judge_engine.redaction import redact
-from judge_engine.store import RunStore, latest_outcome_records, read_jsonl
+from judge_engine.rundir.records import Manifest, OutcomeRecord
+from judge_engine.rundir.store import RunStore, latest_outcome_records, read_jsonl
+from judge_engine.util.redaction import redact
 
 
 class FakeClock:

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from judge_engine.cli import main
-from judge_engine.config import DatasetConfig
-from judge_engine.dataset import iter_items, scan
 from judge_engine.errors import ConfigError, DatasetError
 from judge_engine.fake import FakeServer
+from judge_engine.inputs.config import DatasetConfig
+from judge_engine.inputs.dataset import iter_items, scan
 from tests.engine.conftest import make_job, read_lines
 
 pa = pytest.importorskip("pyarrow")

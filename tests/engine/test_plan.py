@@ -12,8 +12,8 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.errors import VerdictError
-from judge_engine.money import dollars
 from judge_engine.providers.catalog import load_litellm
+from judge_engine.util.money import dollars
 from tests.engine.conftest import make_job
 
 
@@ -23,8 +23,8 @@ def test_plan_marks_estimated_rows(tmp_path: Path, capsys: pytest.CaptureFixture
         {"name": "claude", "model": "anthropic/claude-sonnet-4-5", "protocol": "gemba-mqm"}])  # fmt: skip
     assert main(["plan", str(job.config)]) == 0
     out = capsys.readouterr().out
-    from judge_engine.estimate import plan_rows
-    from judge_engine.session import prepare
+    from judge_engine.running.estimate import plan_rows
+    from judge_engine.running.session import prepare
 
     mini, claude = plan_rows(prepare(job.config, check_keys=False))
     assert f"~{claude.prompt_tokens.low:,}" in out and f"~{mini.prompt_tokens.low:,}" not in out
@@ -32,9 +32,9 @@ def test_plan_marks_estimated_rows(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_completion_tokens_calls_and_cost_are_ranges_over_the_reask_budget(tmp_path: Path) -> None:
-    from judge_engine.estimate import plan_rows
     from judge_engine.protocols.gemba_mqm import GembaMQM
-    from judge_engine.session import prepare
+    from judge_engine.running.estimate import plan_rows
+    from judge_engine.running.session import prepare
 
     job = make_job(tmp_path, None, items=10, judge={"max_tokens": 300, "retries": {"reasks": 2}})
     (plan,) = plan_rows(prepare(job.config, check_keys=False))
@@ -92,8 +92,8 @@ def test_plan_is_readable_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFi
     # The run directory is a line of its own the terminal folds, never broken by the output.
     assert len([line for line in lines if line.startswith(f"run directory: {job.runs}/")]) == 1
     assert max(len(line) for line in lines if not line.startswith("run directory: ")) <= 80 and "…" not in out
-    from judge_engine.estimate import plan_rows
-    from judge_engine.session import prepare
+    from judge_engine.running.estimate import plan_rows
+    from judge_engine.running.session import prepare
 
     for plan in plan_rows(prepare(job.config, check_keys=False)):
         # every figure whole, the low end of each range above its high end
@@ -118,8 +118,8 @@ def test_plan_is_readable_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFi
 def test_plan_says_in_words_which_limit_binds(limits: dict[str, int], requests: int, tokens: int, bound: str,
                                               seconds: float, tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from judge_engine.config import JudgeConfig
-    from judge_engine.estimate import wall_time
+    from judge_engine.inputs.config import JudgeConfig
+    from judge_engine.running.estimate import wall_time
 
     judge = JudgeConfig.model_validate({"name": "j", "model": "openai/gpt-4o-mini", "protocol": "gemba-mqm",
                                         "limits": limits})

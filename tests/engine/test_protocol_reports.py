@@ -8,7 +8,7 @@ from pathlib import Path
 from judge_engine.fake import FakeServer
 from judge_engine.protocols.reports import protocol_sections
 from judge_engine.providers import Endpoint
-from judge_engine.session import execute
+from judge_engine.running.session import execute
 from judge_engine.stats.runs import read_run
 
 REPO = Path(__file__).resolve().parents[2]

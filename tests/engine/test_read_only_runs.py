@@ -23,8 +23,8 @@ import pytest
 from judge_engine.cli import main
 from judge_engine.errors import RunDirError
 from judge_engine.fake import FakeConfig, FakeServer
-from judge_engine.index import INDEX, Query, RunIndex
-from judge_engine.store import open_index
+from judge_engine.rundir.index import INDEX, Query, RunIndex
+from judge_engine.rundir.store import open_index
 from tests.engine.conftest import make_job
 from tests.machine import as_nobody, read_only, snapshot
 
@@ -172,7 +172,7 @@ def run_copy(finished_run: Path, tmp_path: Path) -> Path:
 
 def test_a_busy_index_is_not_taken_for_a_corrupt_one(run_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another process holds the index locked: the reader says it is busy; the index stays."""
-    monkeypatch.setattr("judge_engine.index.BUSY_S", 0.2, raising=False)
+    monkeypatch.setattr("judge_engine.rundir.index.BUSY_S", 0.2, raising=False)
     before = (run_copy / INDEX).read_bytes()
     holder = sqlite3.connect(run_copy / INDEX, isolation_level=None)
     holder.execute("PRAGMA locking_mode=EXCLUSIVE")

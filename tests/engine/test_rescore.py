@@ -9,11 +9,11 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer
-from judge_engine.plan import task_ref
+from judge_engine.planning.plan import task_ref
 from judge_engine.protocols.gemba_mqm import gemba_score, legacy_parse
-from judge_engine.records import AttemptRecord, OutcomeRecord
-from judge_engine.rescore import rescore
-from judge_engine.store import iter_transcript, latest_outcome_records, read_manifest
+from judge_engine.rundir.records import AttemptRecord, OutcomeRecord
+from judge_engine.rundir.store import iter_transcript, latest_outcome_records, read_manifest
+from judge_engine.running.rescore import rescore
 from tests.engine.conftest import make_job
 
 

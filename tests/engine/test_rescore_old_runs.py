@@ -18,10 +18,10 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.errors import DatasetError
-from judge_engine.plan import task_ref
-from judge_engine.records import AttemptRecord, OutcomeRecord, Spend
-from judge_engine.rescore import rescore
-from judge_engine.store import iter_transcript, latest_outcome_records, read_manifest
+from judge_engine.planning.plan import task_ref
+from judge_engine.rundir.records import AttemptRecord, OutcomeRecord, Spend
+from judge_engine.rundir.store import iter_transcript, latest_outcome_records, read_manifest
+from judge_engine.running.rescore import rescore
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 BEFORE_COMPACT = FIXTURES / "run_before_compact"

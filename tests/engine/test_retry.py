@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from judge_engine.retry import TransientError, with_transport_retries
+from judge_engine.running.retry import TransientError, with_transport_retries
 
 
 def test_transport_retries_replay_the_first_failure_into_tenacitys_schedule() -> None:

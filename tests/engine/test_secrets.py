@@ -9,7 +9,7 @@ online and in batch mode, with failing requests (500s, failed batch requests, a 
 judge). Then every file the runs wrote (run directories, the cache, exports, a rescore), every
 command's output and every JSON page of ``judge-engine view`` is searched for every secret.
 
-Each piece of the redaction is also unit-tested at the end: :mod:`judge_engine.redaction` is the
+Each piece of the redaction is also unit-tested at the end: :mod:`judge_engine.util.redaction` is the
 one home of it.
 """
 
@@ -33,7 +33,7 @@ import yaml
 from judge_engine.cli import main
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
-from judge_engine.redaction import (
+from judge_engine.util.redaction import (
     MARK,
     kept_headers,
     redact,

@@ -13,7 +13,7 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.cli.show import folded_line, leading_messages, verdict_lines
-from judge_engine.money import dollars
+from judge_engine.util.money import dollars
 from tests.engine.conftest import make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]

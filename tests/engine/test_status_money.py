@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from judge_engine.budget import hours_judged
 from judge_engine.cli import main
 from judge_engine.cli.display import LiveDisplay, RateMeter, progress_lines
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
-from judge_engine.money import dollars
 from judge_engine.protocols import get_protocol
 from judge_engine.providers.catalog import batch_cost_per_token
+from judge_engine.running.budget import hours_judged
+from judge_engine.util.money import dollars
 from tests.batch.conftest import batch_job
 from tests.batch.test_batch_cancel import _events, _started
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, make_job, read_transcripts

@@ -42,8 +42,8 @@ def test_message_overhead_is_counted_per_message() -> None:
 
 def _gemba_prompt(tmp_path: Path) -> list[Any]:
     """The 8 messages (system, 3 shots, the item) GEMBA-MQM sends for the first item of a job."""
-    from judge_engine.dataset import iter_items
-    from judge_engine.session import prepare
+    from judge_engine.inputs.dataset import iter_items
+    from judge_engine.running.session import prepare
 
     prepared = prepare(make_job(tmp_path, None, items=1).config, check_keys=False)
     protocol = prepared.protocols["mqm"]

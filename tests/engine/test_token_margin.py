@@ -7,7 +7,7 @@ import heapq
 import random
 from collections import deque
 
-from judge_engine.config import Limits
+from judge_engine.inputs.config import Limits
 from judge_engine.lanes import Admission, Lane
 
 

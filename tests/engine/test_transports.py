@@ -21,9 +21,9 @@ import pytest
 from aiohttp import web
 
 from judge_engine.cli import main
-from judge_engine.config import JudgeConfig
 from judge_engine.errors import ReasonCode
 from judge_engine.fake import FakeConfig, FakeServer
+from judge_engine.inputs.config import JudgeConfig
 from judge_engine.providers import Endpoint, for_judge
 from judge_engine.providers.base import ErrorKind, ProviderRequest
 from judge_engine.providers.litellm import LiteLLMProvider

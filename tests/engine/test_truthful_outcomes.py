@@ -111,8 +111,8 @@ def test_transport_exhausted_tasks_are_coded_counted_and_retried_exactly(
 
 
 def test_retry_selection_takes_the_latest_line_per_task(tmp_path: Path) -> None:
-    from judge_engine.index import RunIndex
-    from judge_engine.resumption import resumptions, retry_codes
+    from judge_engine.rundir.index import RunIndex
+    from judge_engine.running.resumption import resumptions, retry_codes
 
     run = tmp_path / "run"
     run.mkdir()

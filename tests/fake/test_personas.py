@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from judge_engine.config import load_config
-from judge_engine.dataset import iter_items
 from judge_engine.errors import VerdictError
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.answers import AnswerBook, as_judged
 from judge_engine.fake.persona import TRUTH, persona
 from judge_engine.fake.writers.mqm import GEMBA_CATEGORIES, fake_errors
 from judge_engine.fake.writers.prometheus import write_absolute
-from judge_engine.plan import build_protocol
+from judge_engine.inputs.config import load_config
+from judge_engine.inputs.dataset import iter_items
+from judge_engine.planning.plan import build_protocol
 from judge_engine.protocols.gemba_mqm import GembaMQM
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from judge_engine.config import load_config
-from judge_engine.dataset import iter_items
-from judge_engine.plan import build_protocol
+from judge_engine.inputs.config import load_config
+from judge_engine.inputs.dataset import iter_items
+from judge_engine.planning.plan import build_protocol
 from judge_engine.protocols import Protocol
 
 REPO = Path(__file__).resolve().parents[2]

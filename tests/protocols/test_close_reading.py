@@ -10,13 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from judge_engine import templating
 from judge_engine.errors import ConfigError, ReasonCode, VerdictError
 from judge_engine.fake.writers import get_writer
-from judge_engine.protocols import get_protocol
+from judge_engine.protocols import get_protocol, templating
 from judge_engine.protocols.close_reading import NonPragmaticSpans, NovelSpans, SpansVerdict
 from judge_engine.protocols.close_reading_parse import count_words, read_expressions
-from judge_engine.text import fold
+from judge_engine.util.text import fold
 
 PROMPT_FILES = {
     ("novel-spans", "zero"): "novelty_prompt.txt",

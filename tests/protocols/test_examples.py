@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from judge_engine.config import load_config
-from judge_engine.dataset import to_item
-from judge_engine.embeddings import minilm_problem
 from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.fake.writers import get_writer
-from judge_engine.plan import build_protocol
+from judge_engine.inputs.config import load_config
+from judge_engine.inputs.dataset import to_item
+from judge_engine.planning.plan import build_protocol
+from judge_engine.protocols.embeddings import minilm_problem
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*/config.yaml"))
 

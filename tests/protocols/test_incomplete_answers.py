@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from judge_engine.config import load_config
-from judge_engine.dataset import iter_items
 from judge_engine.errors import ReasonCode, VerdictError
 from judge_engine.fake.answers import AnswerBook, stopped_early
 from judge_engine.fake.writers import get_writer
-from judge_engine.plan import build_protocol
+from judge_engine.inputs.config import load_config
+from judge_engine.inputs.dataset import iter_items
+from judge_engine.planning.plan import build_protocol
 from judge_engine.protocols import Protocol, get_protocol
 from tests.protocols.fake_judges import JUDGES
 

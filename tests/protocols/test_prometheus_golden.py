@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from judge_engine import templating
+from judge_engine.protocols import templating
 from judge_engine.protocols.prometheus import PrometheusAbsolute, PrometheusRelative
 from judge_engine.protocols.prometheus_rubrics import (
     HELPFULNESS,

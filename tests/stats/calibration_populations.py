@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from judge_engine.stats.calibration import CascadeFit, DeltaRule, calibrate_cascade
+from judge_engine.stats.risk_control import CascadeFit, DeltaRule, calibrate_cascade
 
 Array = NDArray[np.float64]
 

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from judge_engine.families import model_family, model_name
 from judge_engine.stats.bias import (
     excess_preference,
     length_correlations,
@@ -21,6 +20,7 @@ from judge_engine.stats.bias import (
     verbosity_section,
 )
 from judge_engine.stats.runs import read_run
+from judge_engine.util.families import model_family, model_name
 from tests.stats.fixtures import outcome, write_run
 from tests.stats.test_cli import rows_by, run_json
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import judge_engine.stats as stats
 
 STATS_DIR = Path(stats.__file__).parent
-FORBIDDEN = ("judge_engine.config", "judge_engine.engine", "judge_engine.providers",
+FORBIDDEN = ("judge_engine.inputs.config", "judge_engine.running.engine", "judge_engine.providers",
              "judge_engine.protocols", "judge_engine.cli", "litellm")  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""Calibration of a cascade's thresholds (judge_engine.stats.calibration) on hand-computed cases.
+"""Calibration of a cascade's thresholds (judge_engine.stats.risk_control) on hand-computed cases.
 
 Notation: n items at or above a threshold, k errors among them, u(k, n, delta) the one-sided
 Clopper-Pearson upper bound (the (1 - delta) quantile of Beta(k + 1, n - k)).
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from judge_engine.stats.calibration import (
+from judge_engine.stats.risk_control import (
     calibrate_cascade,
     cascade_cost,
     clopper_pearson_upper,

@@ -17,8 +17,8 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from judge_engine.stats import calibration
-from judge_engine.stats.calibration import CascadeFit
+from judge_engine.stats import risk_control
+from judge_engine.stats.risk_control import CascadeFit
 from tests.stats.calibration_populations import Correlated, Levels, Linear, slack, violations
 
 ONE_STAGE = Linear(slope=1.0)
@@ -78,7 +78,7 @@ RARE_ERRORS = Levels(levels=(0.99, 0.6), shares=(0.6, 0.4), errors=(0.0101, 0.3)
 
 def test_a_normal_approximation_bound_breaks_the_guarantee(monkeypatch: pytest.MonkeyPatch) -> None:
     exact = violations(RARE_ERRORS, draws=1000, n=1000, risk=0.01, delta=0.05, seed=4)
-    monkeypatch.setattr(calibration, "clopper_pearson_upper", _normal_approximation)
+    monkeypatch.setattr(risk_control, "clopper_pearson_upper", _normal_approximation)
     approximate = violations(RARE_ERRORS, draws=1000, n=1000, risk=0.01, delta=0.05, seed=4)
     assert exact.rate <= 0.05 + slack(0.05, 1000)  # measured: 0.021
     assert approximate.rate > 0.05 + slack(0.05, 1000)  # measured: 0.141

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from judge_engine.cli import main
-from judge_engine.embeddings import minilm_problem
+from judge_engine.protocols.embeddings import minilm_problem
 from tests.engine.conftest import make_job
 from tests.stats.fixtures import outcome, write_run
 

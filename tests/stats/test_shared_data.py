@@ -187,8 +187,8 @@ def test_prometheus_gpt4_verbosity(shared_data: Path) -> None:
 
 
 def test_prometheus_gpt4_on_chatgpt_outputs(shared_data: Path) -> None:
-    from judge_engine.families import model_family
     from judge_engine.stats import preference_gap
+    from judge_engine.util.families import model_family
 
     # GPT-4 grades ChatGPT's MT-Bench answers 3.817 on average, the three 13B models' 3.379:
     # 0.35 SD. No human scores in the file, so no control: a gap, not yet an excess.

@@ -107,10 +107,10 @@ def write_hostile_run(root: Path) -> Path:
     """A run of two items, each judged by an MQM judge (hostile name), a close-reading judge and
     a Prometheus judge; every answer, span, justification, feedback, reason, error message and
     header value carries a payload."""
-    from judge_engine.blocks import item_values
-    from judge_engine.dataset import to_item
-    from judge_engine.records import JudgeEntry, Manifest
-    from judge_engine.store import RunStore
+    from judge_engine.inputs.dataset import to_item
+    from judge_engine.rundir.blocks import item_values
+    from judge_engine.rundir.records import JudgeEntry, Manifest
+    from judge_engine.rundir.store import RunStore
 
     dataset = root / "items.jsonl"
     dataset.write_text("".join(json.dumps(row) + "\n" for row in hostile_items()), encoding="utf-8")
@@ -159,7 +159,7 @@ def _custom_verdict(item: dict[str, Any]) -> dict[str, Any]:
 
 def _jury(store: Any, item: dict[str, Any]) -> None:
     """The jury's outcome: its jurors' votes (one a payload), one juror's task id a payload."""
-    from judge_engine.records import OutcomeRecord
+    from judge_engine.rundir.records import OutcomeRecord
 
     script, img, *_ = PAYLOADS
     item_id = str(item["id"])
@@ -176,7 +176,7 @@ def _jury(store: Any, item: dict[str, Any]) -> None:
 
 
 def _task(store: Any, item: dict[str, Any], row: int, judge: str, protocol: str, split: tuple[str, ...]) -> None:
-    from judge_engine.records import AttemptRecord, OutcomeRecord
+    from judge_engine.rundir.records import AttemptRecord, OutcomeRecord
 
     script, img, link, bare, textarea, svg, _ = PAYLOADS
     item_id = str(item["id"])

@@ -14,9 +14,9 @@ from urllib.parse import quote
 
 import pytest
 
-from judge_engine.records import DEMO_NOTE
-from judge_engine.store import iter_outcomes, iter_transcript, latest_outcome_records
-from judge_engine.text import locate
+from judge_engine.rundir.records import DEMO_NOTE
+from judge_engine.rundir.store import iter_outcomes, iter_transcript, latest_outcome_records
+from judge_engine.util.text import locate
 from tests.viewer.conftest import ServedViewer
 
 
@@ -308,7 +308,7 @@ def test_a_live_run_is_read_never_written(served: Any, demo_runs: dict[str, Path
     outcomes appear once the writer has flushed them."""
     from dataclasses import replace
 
-    from judge_engine.store import RunStore
+    from judge_engine.rundir.store import RunStore
 
     run = tmp_path / "live"
     shutil.copytree(demo_runs["literary_mt"], run)
@@ -350,7 +350,7 @@ def test_a_run_being_written_counts_against_its_plan(served: Any, demo_runs: dic
     """Twenty tasks planned, six begun, five finished: 20 tasks, 15 undone (one begun), not the
     6 tasks and 1 undone the index alone knows; the calls are the six the transcript holds so
     far, not the manifest's last checkpoint."""
-    from judge_engine.store import RunStore
+    from judge_engine.rundir.store import RunStore
 
     run = _partial_copy(demo_runs["literary_mt"], tmp_path / "partial", begun=6, finished=5)
     store = RunStore.open(run)  # the writer holds the run

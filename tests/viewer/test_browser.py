@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from judge_engine.records import DEMO_NOTE
-from judge_engine.store import latest_outcome_records
-from judge_engine.text import locate
+from judge_engine.rundir.records import DEMO_NOTE
+from judge_engine.rundir.store import latest_outcome_records
+from judge_engine.util.text import locate
 from tests.viewer.browser import Watched, launch, watched
 from tests.viewer.conftest import ServedViewer
 

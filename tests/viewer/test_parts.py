@@ -47,7 +47,7 @@ def test_a_shared_link_with_odd_values_still_opens() -> None:
 
 def test_the_plan_of_judges_and_juries() -> None:
     """Item-variants x temperatures x repeats; a jury has the coordinates its jurors share."""
-    from judge_engine.records import JudgeEntry, Manifest
+    from judge_engine.rundir.records import JudgeEntry, Manifest
 
     def entry(name: str, temperatures: list[float], repeats: int) -> JudgeEntry:
         return JudgeEntry(name, "m", "prometheus-relative", "1", {}, {}, temperatures, repeats, None,
@@ -138,8 +138,8 @@ def test_the_viewer_reads_runs_and_never_imports_the_engine() -> None:
 
     import judge_engine
 
-    engine = ("judge_engine.engine", "judge_engine.task", "judge_engine.attempt", "judge_engine.lanes",
-              "judge_engine.session", "judge_engine.cache", "judge_engine.cli", "judge_engine.runtime")
+    engine = ("judge_engine.running.engine", "judge_engine.running.task", "judge_engine.running.attempt", "judge_engine.lanes",
+              "judge_engine.running.session", "judge_engine.running.cache", "judge_engine.cli", "judge_engine.running.runtime")
     for path in (Path(judge_engine.__file__).parent / "viewer").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module:
@@ -147,7 +147,7 @@ def test_the_viewer_reads_runs_and_never_imports_the_engine() -> None:
 
 
 def test_a_generation_list_shows_each_word_valid_or_dropped_and_why() -> None:
-    from judge_engine.records import OutcomeRecord
+    from judge_engine.rundir.records import OutcomeRecord
     from judge_engine.viewer.verdicts import card
 
     verdict = {"words": ["river", "run", "apple", "river"], "valid_words": ["river", "apple"],
@@ -164,14 +164,14 @@ def test_a_generation_list_shows_each_word_valid_or_dropped_and_why() -> None:
 
 
 def _outcome(protocol: str, verdict: dict[str, Any], **more: Any) -> Any:
-    from judge_engine.records import OutcomeRecord
+    from judge_engine.rundir.records import OutcomeRecord
 
     return OutcomeRecord(task_id="t", item_id="i", judge="j", protocol=protocol, protocol_version="1", model="m",
                          temperature=0.0, repeat=0, variant="", status="scored", verdict=verdict, **more)
 
 
 def test_a_custom_card_locates_quotes_and_lists_the_rest_apart() -> None:
-    from judge_engine.records import JudgeEntry
+    from judge_engine.rundir.records import JudgeEntry
     from judge_engine.viewer.verdicts import card
 
     fields = {"why": {"type": "text"}, "best": {"type": "candidate", "score_map": {"c2": 1}},

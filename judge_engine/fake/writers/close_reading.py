@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Literal
 
-from judge_engine import templating
 from judge_engine.fake.persona import TRUTH, Persona, persona
 from judge_engine.fake.writers import last_turn
+from judge_engine.protocols import templating
 from judge_engine.protocols.base import Message
 from judge_engine.protocols.close_reading import CloseReading, NonPragmaticSpans, NovelSpans
 
