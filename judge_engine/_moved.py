@@ -14,7 +14,10 @@ import sys
 import warnings
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader, MetaPathFinder
 
 MOVED: dict[str, str] = {
     # leaf helpers
@@ -41,6 +44,7 @@ MOVED: dict[str, str] = {
     "budget": "running.budget", "routing": "running.routing", "cache": "running.cache",
     "interrupts": "running.interrupts", "resumption": "running.resumption", "demo": "running.demo",
     "estimate": "running.estimate", "rescore": "running.rescore", "batch": "running.batch",
+    "batch.status": "running.status", "batch.cancel": "running.cancel",
     # statistics: the two "calibration" modules no longer share a name
     "stats.calibration": "stats.risk_control",
 }
@@ -69,7 +73,7 @@ class _Finder:
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
         new = new_name(fullname)
-        return None if new is None else ModuleSpec(fullname, self, origin=new)
+        return None if new is None else ModuleSpec(fullname, cast("Loader", self), origin=new)
 
     def create_module(self, spec: ModuleSpec) -> ModuleType:
         new = str(spec.origin)
@@ -82,7 +86,7 @@ class _Finder:
     def exec_module(self, module: ModuleType) -> None:
         # The import system has just set the module's __spec__ to the old name's: give it back its own.
         alias = module.__spec__
-        if alias is not None and alias.loader is self:
+        if alias is not None and alias.name != module.__name__:
             module.__spec__ = alias.loader_state
 
 
@@ -91,5 +95,5 @@ _FINDER = _Finder()
 
 def install() -> None:
     """Put the finder first on ``sys.meta_path`` (once)."""
-    if _FINDER not in sys.meta_path:
-        sys.meta_path.insert(0, _FINDER)  # type: ignore[arg-type]
+    if not any(finder is _FINDER for finder in sys.meta_path):
+        sys.meta_path.insert(0, cast("MetaPathFinder", _FINDER))

@@ -13,7 +13,8 @@ import pytest
 import judge_engine
 from judge_engine.cli import main
 from judge_engine.errors import CalibrationError, TableError
-from judge_engine.trust.calibration import calibrate_rows, guarantee
+from judge_engine.stats.risk_control import guarantee
+from judge_engine.trust.calibration import calibrate_rows
 from judge_engine.trust.thresholds import THRESHOLDS_VERSION, read_thresholds, write_thresholds
 
 STAGES = ["cheap", "strong"]

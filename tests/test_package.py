@@ -86,8 +86,9 @@ REVIEWED: dict[str, int] = {
     "rundir/records.py": 955,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury, an outcome's confidence, a cascade's stages): one definition
     "fake/app.py": 530,  # the fake server's whole HTTP surface (chat, files, both batch APIs, basic auth, a gateway echoing credentials, log-probs): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
-    "running/session.py": 680,  # one lifecycle (prepare, resume selection, endpoints, execute, signals, item decisions as
-    # requests finish, a cascade's hooks, the end a disk that refuses gets: stopped, written in the room the store held) top to bottom
+    "running/session.py": 700,  # one lifecycle (prepare, resume selection, endpoints, execute, signals, item decisions as
+    # requests finish, a cascade's hooks, the end a disk that refuses gets: stopped, written in the room the store held) top to bottom;
+    # and each judge's runtime assembled (build_runtime): the composition root, above batch mode, which runtime.py sits below
     "rundir/index.py": 640,  # the index's schema, its batched writer, catch-up, every query, and where it is opened
     # (in place, read-only, or built in a temporary directory; corrupt rebuilt, busy never): one file's life
     "rundir/store.py": 625,  # the run directory's one writer (its lines whole or not at all, its lock, its reserve, the

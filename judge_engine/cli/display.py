@@ -44,9 +44,9 @@ from judge_engine.util.naming import judge_ref
 
 if TYPE_CHECKING:
     from judge_engine.running.batch.board import ChunkView
-    from judge_engine.running.batch.status import RunStatusReport
     from judge_engine.running.estimate import JudgePlan, Span
     from judge_engine.running.session import RunResult
+    from judge_engine.running.status import RunStatusReport
     from judge_engine.stats.sections import Section
 
 Terminal: TypeAlias = Console

@@ -24,7 +24,13 @@ def plan_command(args: argparse.Namespace) -> int:
     """Prepare the run as ``run`` would (nothing sent, no key needed), then estimate it."""
     from judge_engine.cli.display import escape, make_console, path_line, plan_lines, plan_table
     from judge_engine.cli.run import override_values
-    from judge_engine.running.estimate import budget_warnings, plan_rows, self_preference_lines
+    from judge_engine.running.estimate import (
+        budget_warnings,
+        expected_plans,
+        plan_rows,
+        self_preference_lines,
+        stage_costs,
+    )
     from judge_engine.running.session import prepare
     from judge_engine.trust.decisions import item_lines
     from judge_engine.trust.jury import jury_lines
@@ -33,7 +39,6 @@ def plan_command(args: argparse.Namespace) -> int:
     plans = plan_rows(prepared, latency_s=args.latency)
     cascade: list[str] = []
     if prepared.cascade is not None:  # each stage asked about its calibrated share of the items
-        from judge_engine.trust.cascade.report import expected_plans, stage_costs
         from judge_engine.trust.cascade.report import plan_lines as cascade_lines
 
         cascade = cascade_lines(prepared.cascade, stage_costs(prepared.cascade, plans))

@@ -12,7 +12,7 @@ from judge_engine.cli import EXIT_FAILED, EXIT_OK
 
 if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal as Console
-    from judge_engine.running.batch.status import RunStatusReport
+    from judge_engine.running.status import RunStatusReport
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,7 +33,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def status_command(args: argparse.Namespace) -> int:
     from judge_engine.cli.display import make_console, status_report
-    from judge_engine.running.batch.status import run_status
+    from judge_engine.running.status import run_status
 
     report = run_status(args.run_dir, poll=args.poll)
     console = make_console()
@@ -49,7 +49,7 @@ def status_command(args: argparse.Namespace) -> int:
 def cancel_command(args: argparse.Namespace) -> int:
     from judge_engine.cli.display import Column, command, make_console, print_table, say
     from judge_engine.cli.run import resume_command_line
-    from judge_engine.running.batch.cancel import cancel_run
+    from judge_engine.running.cancel import cancel_run
 
     run_dir = args.run_dir.resolve()
     cancels = cancel_run(run_dir, judges=args.judge)

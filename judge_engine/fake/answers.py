@@ -31,6 +31,7 @@ from judge_engine.errors import FakeRequestError
 from judge_engine.fake.logprobs import Belief, gives_logprobs, judge, logprobs_content
 from judge_engine.fake.persona import TRUTH
 from judge_engine.fake.writers import Writer, writers
+from judge_engine.fake.writers.annotators import item_key
 from judge_engine.protocols.base import REASK_MARKER, Message, stable_seed
 from judge_engine.util import jsonio
 
@@ -173,7 +174,6 @@ def as_judged(messages: Sequence[Message], content: str, protocol: str | None, *
     for a ``pairwise-annotators`` request or one that asks for log-probs; else as it is."""
     if protocol not in JUDGED and not asked:
         return content, None
-    from judge_engine.fake.writers.annotators import item_key
 
     stripped = strip_reasks(messages)
     seed = stable_seed(jsonio.canonical(stripped).decode(), draw if temperature > 0 else 0)

@@ -28,12 +28,12 @@ from pydantic import (
 )
 
 from judge_engine.errors import ConfigError
-from judge_engine.inputs.config_file import read_config_file
 from judge_engine.inputs.config_file import (
+    read_config_file,
     read_scalar as read_scalar,  # re-exported: rescore reads --option values here
 )
 from judge_engine.util.naming import config_key, describe_error, did_you_mean
-from judge_engine.util.redaction import redact_params, redact_url
+from judge_engine.util.redaction import recorded_url, redact_params, redact_url
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 """Every config model: immutable, closed, and numbers finite (``.nan`` passes every ``ge``/``le``
@@ -546,8 +546,6 @@ def recorded_config(raw: Mapping[str, Any], *, where: Path, overrides: Mapping[s
 def _usable_urls(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A recorded config's ``api_base`` values with their redacted credentials dropped
     (:func:`~judge_engine.util.redaction.recorded_url`): ``[REDACTED]@`` is no URL a client can use."""
-    from judge_engine.util.redaction import recorded_url
-
     def judge(entry: Any) -> Any:
         if not isinstance(entry, Mapping):
             return entry

@@ -27,6 +27,7 @@ from judge_engine.errors import DatasetError
 from judge_engine.inputs.config import DatasetConfig
 from judge_engine.util.jsonio import JSONDecodeError, loads
 from judge_engine.util.languages import language_name
+from judge_engine.util.parquet import read_rows
 
 MAX_DEPTH = 64
 """How deeply an item's values may nest (its task id hashes them as JSON, which stops at 255)."""
@@ -99,8 +100,6 @@ def iter_rows(config: DatasetConfig, *, skip: int = 0, strict: bool = False,
         case "csv":
             yield from itertools.islice(_csv_rows(path, bad), skip, None)
         case "parquet":
-            from judge_engine.util.parquet import read_rows
-
             for number, row in itertools.islice(read_rows(path), skip, None):
                 if strict and any(isinstance(value, dict | list) for value in row.values()) and _depth(row) > MAX_DEPTH:
                     bad(number, f"values nested more than {MAX_DEPTH} levels deep")

@@ -50,10 +50,10 @@ from judge_engine.protocols.base import (
     Protocol,
     ProtocolOptions,
     Score,
-    VerdictSpan,
     VoteScale,
 )
 from judge_engine.protocols.templating import PROMPTS_DIR, template_hash
+from judge_engine.protocols.verdict_spans import VerdictSpan
 from judge_engine.util.jsonio import text_hash
 
 FOLDER = "pairwise_annotators"

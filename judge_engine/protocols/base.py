@@ -25,6 +25,7 @@ from typing import Any, ClassVar, Literal, Self
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from judge_engine.errors import ConfigError, ReasonCode, VerdictError
+from judge_engine.protocols.verdict_spans import VerdictSpan, value_probabilities
 from judge_engine.util.naming import describe_error, shown_loc
 
 Message = dict[str, str]
@@ -78,35 +79,6 @@ class Score:
 
     score: float | None
     scores: Mapping[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class VerdictSpan:
-    """Where :meth:`Protocol.parse` read one value of a verdict in the answer's text, and what
-    that value could have been: the position at which the value's token probabilities are read
-    (:mod:`judge_engine.protocols.confidence`), never a digit elsewhere in the text.
-
-    Attributes:
-        field: the verdict field the value fills (``score``, ``winner``, ``q7``...).
-        start, end: the value's characters in the answer (``answer[start:end]`` is it as written).
-        values: every value the parser accepts there, as written -> as the verdict holds it (a
-            number for a scale; the item's own label for a label, so a swapped order maps
-            ``A`` to ``B``). A closed integer scale is what a weighted score needs.
-    """
-
-    field: str
-    start: int
-    end: int
-    values: Mapping[str, str | int]
-
-    @property
-    def numeric(self) -> bool:
-        return bool(self.values) and all(isinstance(v, int) and not isinstance(v, bool) for v in self.values.values())
-
-
-def scale_values(low: int, high: int) -> dict[str, int]:
-    """A closed integer scale's values as written (``"1"``...) -> the numbers."""
-    return {str(value): value for value in range(low, high + 1)}
 
 
 class Protocol(ABC):
@@ -184,6 +156,7 @@ class Protocol(ABC):
     def template_hashes(self) -> list[str]:
         """Content hashes of :meth:`templates`, in the same order (a protocol whose templates
         are not package files, such as a config's own, hashes their text instead)."""
+        # Here, not at the top: jinja2 loads with the first template, not with the contract.
         from judge_engine.protocols.templating import template_hash
 
         return [template_hash(t) for t in self.templates()]
@@ -252,10 +225,8 @@ class Protocol(ABC):
     def read_probabilities(self, span: VerdictSpan, tokens: Sequence[Any]) -> dict[str, float] | None:
         """Each value's probability at ``span`` from the answer's tokens
         (:class:`~judge_engine.providers.base.TokenLogprob`): by default the rule of
-        :func:`judge_engine.protocols.confidence.value_probabilities`; a method with a rule of
+        :func:`judge_engine.protocols.verdict_spans.value_probabilities`; a method with a rule of
         its own (``pairwise-annotators``: the reference's token rule) says so here."""
-        from judge_engine.protocols.confidence import value_probabilities
-
         return value_probabilities(span, tokens)
 
     def locates_verdict(self) -> bool:

@@ -41,6 +41,8 @@ from judge_engine.stats.creativity import (
     summarize,
     valid_response_rate,
 )
+from judge_engine.stats.creativity_plots import creativity_plane
+from judge_engine.stats.plots import Chart
 from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
 
@@ -112,9 +114,6 @@ class GenerationReport:
 
     def charts(self, plot_dir: Path) -> list[Chart]:
         """The appropriateness-novelty plane (CDAT runs only)."""
-        from judge_engine.stats.creativity_plots import creativity_plane
-        from judge_engine.stats.plots import Chart
-
         if not self.summaries:
             return []
         path = plot_dir / "cdat_plane.png"

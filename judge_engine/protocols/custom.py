@@ -56,14 +56,11 @@ from judge_engine.protocols.base import (
     Protocol,
     ProtocolOptions,
     Score,
-    VerdictSpan,
     VoteScale,
     json_error_code,
-    scale_values,
     stable_seed,
     strip_code_fence,
 )
-from judge_engine.protocols.confidence import json_value_span
 from judge_engine.protocols.custom_fields import (
     LABELS,
     CandidateField,
@@ -74,6 +71,7 @@ from judge_engine.protocols.custom_fields import (
     TextField,
 )
 from judge_engine.protocols.custom_options import CustomOptions, declared_models
+from judge_engine.protocols.verdict_spans import VerdictSpan, json_value_span, scale_values
 from judge_engine.util.jsonio import text_hash
 
 ANSWER_FORMAT = "custom/answer_format.j2"

@@ -28,12 +28,9 @@ from judge_engine.protocols.base import (
     Protocol,
     ProtocolOptions,
     Score,
-    VerdictSpan,
     VoteScale,
-    scale_values,
     strip_code_fence,
 )
-from judge_engine.protocols.confidence import json_value_span
 from judge_engine.protocols.prometheus_parse import (
     AbsoluteVerdict,
     RelativeVerdict,
@@ -52,6 +49,7 @@ from judge_engine.protocols.prometheus_rubrics import (
     coerce_rubric,
     criteria_line,
 )
+from judge_engine.protocols.verdict_spans import VerdictSpan, json_value_span, scale_values
 
 ReferenceMode = Literal["auto", "with", "without"]
 

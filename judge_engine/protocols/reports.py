@@ -11,6 +11,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from judge_engine.protocols.bws import bws_scores, position_bias
+from judge_engine.protocols.cdat_report import GENERATION
+from judge_engine.protocols.custom_fields import (
+    BooleanField,
+    CandidateField,
+    FieldSpec,
+    LabelField,
+)
+from judge_engine.protocols.gemba_mqm_literary import ASPECTS
+from judge_engine.protocols.prometheus import PrometheusRelative, position_consistency
+from judge_engine.protocols.ttct import DIMENSIONS
 from judge_engine.stats.panel import CategoricalField
 from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
@@ -22,17 +33,12 @@ if TYPE_CHECKING:
 def dimensions() -> dict[str, tuple[str, ...]]:
     """The sub-scores ``stats`` follows across repeats, by protocol: TTCT's four dimensions
     (CPers reports each over three runs) and literary MQM's aspects."""
-    from judge_engine.protocols.gemba_mqm_literary import ASPECTS
-    from judge_engine.protocols.ttct import DIMENSIONS
-
     return {"ttct": tuple(DIMENSIONS), "gemba-mqm-literary": ASPECTS}
 
 
 def generation_protocols() -> frozenset[str]:
     """The protocols whose "judge" is the model under test, its answer scored on its own (CDAT,
     DAT): ``stats`` leaves them out of agreement between judges and across temperatures."""
-    from judge_engine.protocols.cdat_report import GENERATION
-
     return frozenset(GENERATION)
 
 
@@ -71,7 +77,6 @@ def _groups(outcomes: list[Outcome]) -> dict[tuple[str, float], list[Outcome]]:
 
 
 def _bws_scores(outcomes: list[Outcome]) -> Section:
-    from judge_engine.protocols.bws import bws_scores
 
     rows: list[dict[str, Any]] = []
     for (judge, temperature), group in _groups(outcomes).items():
@@ -89,7 +94,6 @@ def _bws_scores(outcomes: list[Outcome]) -> Section:
 
 
 def _bws_position_bias(outcomes: list[Outcome]) -> Section:
-    from judge_engine.protocols.bws import position_bias
 
     rows: list[dict[str, Any]] = []
     for (judge, temperature), group in _groups(outcomes).items():
@@ -104,7 +108,6 @@ def _bws_position_bias(outcomes: list[Outcome]) -> Section:
 
 
 def _position_consistency(outcomes: list[Outcome]) -> Section:
-    from judge_engine.protocols.prometheus import position_consistency
 
     rows: list[dict[str, Any]] = []
     left_out: list[str] = []
@@ -167,21 +170,12 @@ def categorical_fields(manifest: Manifest | None) -> dict[str, list[CategoricalF
 
 def _categorical(protocol: str, options: dict[str, Any]) -> list[CategoricalField]:
     if protocol == "prometheus-relative":
-        from judge_engine.protocols.prometheus import PrometheusRelative
-
         return [CategoricalField("winner", "winner", tuple(sorted(PrometheusRelative().vote_scale().values)))]
     if protocol == "bws":
         return [CategoricalField("best", "best_id"), CategoricalField("worst", "worst_id")]
     if protocol != "custom":
         return []
     from pydantic import TypeAdapter, ValidationError
-
-    from judge_engine.protocols.custom_fields import (
-        BooleanField,
-        CandidateField,
-        FieldSpec,
-        LabelField,
-    )
 
     try:
         specs = TypeAdapter(dict[str, FieldSpec]).validate_python(options.get("fields") or {})

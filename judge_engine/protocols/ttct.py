@@ -46,12 +46,10 @@ from judge_engine.protocols.base import (
     Protocol,
     ProtocolOptions,
     Score,
-    VerdictSpan,
     json_error_code,
-    scale_values,
     strip_code_fence,
 )
-from judge_engine.protocols.confidence import json_value_span
+from judge_engine.protocols.verdict_spans import VerdictSpan, json_value_span, scale_values
 
 DIMENSIONS: dict[str, tuple[str, str, str]] = {
     "originality": ("q1", "q2", "q3"),

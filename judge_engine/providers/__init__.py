@@ -1,9 +1,10 @@
 """Providers: the seam (:mod:`.base`), the model catalogue (:mod:`.catalog`: routes, parameters,
 prices, tokens), the litellm adapter, the direct OpenAI-compatible transport, and the choice
-between them for a judge (:func:`for_judge`), with its endpoint and credentials.
+between them for a judge (:func:`for_judge`), with its endpoint and credentials; the batch seam
+(:mod:`.batch`) and the choice of a batch API for a judge's model (:func:`batch_api_for`).
 
 A new provider goes behind :class:`~judge_engine.providers.base.Provider` in a module of its own
-here, and :func:`provider_for_endpoint` learns when to choose it.
+here, and :func:`for_judge` learns when to choose it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,15 @@ from dataclasses import dataclass, field
 from judge_engine.errors import ConfigError
 from judge_engine.inputs.config import JobConfig, JudgeConfig
 from judge_engine.providers.base import Provider
+from judge_engine.providers.batch import BatchAPI
+from judge_engine.providers.catalog import (
+    batch_route,
+    litellm_route,
+    missing_key_variables,
+    provider_key,
+)
+from judge_engine.providers.litellm import LiteLLMProvider
+from judge_engine.providers.openai_http import OpenAIHTTPProvider
 from judge_engine.util.redaction import redact_url, url_credentials
 
 
@@ -110,8 +120,6 @@ def check_credentials(config: JobConfig) -> None:
     Raises:
         ConfigError: names the judge, the model and the variable(s) to set (or the api_base).
     """
-    from judge_engine.providers.catalog import missing_key_variables, provider_key
-
     for judge in config.judges:
         _check_url_credentials(judge, endpoints_for(judge))  # every api_key_env named must be set
         keyless = [(d.model or judge.model) for d in judge.deployments
@@ -143,8 +151,6 @@ def check_models(config: JobConfig) -> None:
     Raises:
         ConfigError: names the judge and the model (cut short when long).
     """
-    from judge_engine.providers.catalog import litellm_route
-
     for judge in config.judges:
         if "custom_llm_provider" in judge.params:
             continue
@@ -192,7 +198,6 @@ def _check_url_credentials(judge: JudgeConfig, endpoints: list[Endpoint]) -> Non
 
 
 def _direct(judge: JudgeConfig, endpoint: Endpoint) -> bool:
-    from judge_engine.providers.openai_http import OpenAIHTTPProvider
 
     return judge.transport != "litellm" and OpenAIHTTPProvider.supports(endpoint.model, endpoint.api_base)
 
@@ -204,9 +209,6 @@ def for_judge(judge: JudgeConfig, endpoint: Endpoint) -> Provider:
     Raises:
         ConfigError: ``transport: direct`` for a model that does not speak OpenAI's API.
     """
-    from judge_engine.providers.litellm import LiteLLMProvider
-    from judge_engine.providers.openai_http import OpenAIHTTPProvider
-
     if judge.transport == "litellm":
         return LiteLLMProvider(api_key=endpoint.api_key)
     if OpenAIHTTPProvider.supports(endpoint.model, endpoint.api_base):
@@ -215,3 +217,40 @@ def for_judge(judge: JudgeConfig, endpoint: Endpoint) -> Provider:
         raise ConfigError(f"judges[{judge.name}].transport: direct needs a model litellm resolves to an "
                           f"OpenAI-compatible API; {endpoint.model!r} is not (use auto or litellm)")
     return LiteLLMProvider(api_key=endpoint.api_key)
+
+
+def check_batch_routes(config: JobConfig) -> None:
+    """Fail before anything is sent when a judge in batch mode has no batch API judge-engine speaks.
+
+    Raises:
+        ConfigError: names the judge and the model.
+    """
+    for judge in config.judges:
+        if judge.mode == "batch" and batch_route(judge.model, judge.api_base) is None:
+            raise ConfigError(_no_route(judge.name, judge.model))
+
+
+def _no_route(judge: str, model: str) -> str:
+    return (f"judges[{judge}].mode: batch: {model} has no batch API judge-engine speaks (OpenAI's Batch API, or an "
+            "OpenAI-compatible server that implements it, and Anthropic's Message Batches); use mode: online "
+            "for this judge")
+
+
+def batch_api_for(model: str, api_base: str | None, *, api_key: str | None, judge: str = "") -> BatchAPI:
+    """The batch API litellm's route for ``model`` leads to.
+
+    Raises:
+        ConfigError: judge-engine speaks no batch API for the model (use ``mode: online``).
+    """
+    route = batch_route(model, api_base)
+    if route is None:
+        raise ConfigError(_no_route(judge, model))
+    if route.api == "anthropic":
+        from judge_engine.providers.batch_anthropic import (
+            AnthropicBatchAPI,  # aiohttp: loaded when used
+        )
+
+        return AnthropicBatchAPI(route, model=model, api_base=api_base, api_key=api_key)
+    from judge_engine.providers.batch_openai import OpenAIBatchAPI
+
+    return OpenAIBatchAPI(route, model=model, api_base=api_base, api_key=api_key)

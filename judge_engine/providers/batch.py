@@ -3,8 +3,8 @@
 One module per API behind it, each the one home of that API's quirks:
 :mod:`.batch_openai` (OpenAI's files + batches, and any OpenAI-compatible server that implements
 them) and :mod:`.batch_anthropic` (Message Batches); both speak HTTP through
-:mod:`.batch_http`. :func:`batch_api_for` picks one from litellm's route for the judge's model
-(:func:`~judge_engine.providers.catalog.batch_route`).
+:mod:`.batch_http`. :func:`judge_engine.providers.batch_api_for` picks one from litellm's route for
+the judge's model (:func:`~judge_engine.providers.catalog.batch_route`).
 
 Why not litellm's batch functions: litellm creates, lists and reads batches for OpenAI but only
 retrieves Anthropic ones (no create, list or results), and its OpenAI functions run the OpenAI
@@ -25,8 +25,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
-from judge_engine.errors import ConfigError, ReasonCode
-from judge_engine.inputs.config import JobConfig
+from judge_engine.errors import ReasonCode
 from judge_engine.providers.base import ErrorClass, ProviderRequest, ProviderResponse
 
 
@@ -146,42 +145,3 @@ class BatchAPI(Protocol):
 
     async def aclose(self) -> None:
         ...
-
-
-def check_batch_routes(config: JobConfig) -> None:
-    """Fail before anything is sent when a judge in batch mode has no batch API judge-engine speaks.
-
-    Raises:
-        ConfigError: names the judge and the model.
-    """
-    from judge_engine.providers.catalog import batch_route
-
-    for judge in config.judges:
-        if judge.mode == "batch" and batch_route(judge.model, judge.api_base) is None:
-            raise ConfigError(_no_route(judge.name, judge.model))
-
-
-def _no_route(judge: str, model: str) -> str:
-    return (f"judges[{judge}].mode: batch: {model} has no batch API judge-engine speaks (OpenAI's Batch API, or an "
-            "OpenAI-compatible server that implements it, and Anthropic's Message Batches); use mode: online "
-            "for this judge")
-
-
-def batch_api_for(model: str, api_base: str | None, *, api_key: str | None, judge: str = "") -> BatchAPI:
-    """The batch API litellm's route for ``model`` leads to.
-
-    Raises:
-        ConfigError: judge-engine speaks no batch API for the model (use ``mode: online``).
-    """
-    from judge_engine.providers.catalog import batch_route
-
-    route = batch_route(model, api_base)
-    if route is None:
-        raise ConfigError(_no_route(judge, model))
-    if route.api == "anthropic":
-        from judge_engine.providers.batch_anthropic import AnthropicBatchAPI
-
-        return AnthropicBatchAPI(route, model=model, api_base=api_base, api_key=api_key)
-    from judge_engine.providers.batch_openai import OpenAIBatchAPI
-
-    return OpenAIBatchAPI(route, model=model, api_base=api_base, api_key=api_key)

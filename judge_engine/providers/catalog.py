@@ -20,6 +20,8 @@ from functools import lru_cache
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from judge_engine.util import jsonio
+
 if TYPE_CHECKING:
     from judge_engine.providers.base import ProviderResponse
 
@@ -390,8 +392,6 @@ def _mapped_params(wire_model: str, provider: str, temperature: float, max_token
     """litellm's chat config for the provider and the sampling parameters it maps for the
     model, once per parameter set (a run has a handful); provider "": the direct transport's
     parameters (:func:`openai_body_params`) and no config."""
-    from judge_engine.util import jsonio
-
     key = jsonio.canonical([wire_model, provider, temperature, max_tokens, response_format, params])
     found = _MAPPED.get(key)
     if found is not None:

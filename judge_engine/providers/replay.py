@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from judge_engine.errors import ReasonCode
+from judge_engine.lanes.tokens import rough_prompt_tokens
 from judge_engine.providers.base import (
     ErrorClass,
     ErrorKind,
@@ -30,6 +31,7 @@ from judge_engine.providers.base import (
 )
 from judge_engine.rundir.index import Query, RunIndex
 from judge_engine.rundir.records import AttemptRecord
+from judge_engine.rundir.store import LineReader, open_index
 
 if TYPE_CHECKING:
     from judge_engine.lanes import Lane
@@ -54,7 +56,6 @@ class ReplayProvider:
 
     def __init__(self, run_dir: Path, *, fallback: Provider | None = None,
                  fallback_lane: Lane | None = None) -> None:
-        from judge_engine.rundir.store import LineReader, open_index
 
         self.run_dir = run_dir
         self._index: RunIndex = open_index(run_dir)
@@ -89,7 +90,6 @@ class ReplayProvider:
         lane = self._fallback_lane
         if lane is None:
             return await fallback.complete(request)
-        from judge_engine.lanes.tokens import rough_prompt_tokens
 
         admission = await lane.admit(rough_prompt_tokens(request.messages), request.max_tokens)
         try:

@@ -19,10 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Literal
 
 from judge_engine.errors import DatasetError, RunDirError
+from judge_engine.inputs.config import DatasetConfig
+from judge_engine.inputs.dataset import fingerprint, iter_items
 from judge_engine.rundir.layout import Columns, ItemTable, Row, outcome_batches, wide_batches
 from judge_engine.rundir.records import DEMO_NOTE, LOCK, MANIFEST, OUTCOMES, TRANSCRIPTS, Manifest
 from judge_engine.rundir.store import read_manifest
 from judge_engine.util.jsonio import dumps_line
+from judge_engine.util.parquet import ParquetSink, require
 
 if TYPE_CHECKING:
     from judge_engine.inputs.config import DatasetConfig
@@ -39,8 +42,6 @@ def run_items(run_dir: Path, manifest: Manifest, *, path: Path | None = None,
         DatasetError: the dataset file is gone, or unreadable.
         RunDirError: the manifest records no dataset.
     """
-    from judge_engine.inputs.dataset import iter_items
-
     return ItemTable.read(iter_items(run_dataset(run_dir, manifest, path=path, notes=notes)))
 
 
@@ -54,9 +55,6 @@ def run_dataset(run_dir: Path, manifest: Manifest, *, path: Path | None = None,
         DatasetError: the dataset file is gone, or this user may not read it.
         RunDirError: the manifest records no dataset.
     """
-    from judge_engine.inputs.config import DatasetConfig
-    from judge_engine.inputs.dataset import fingerprint
-
     recorded = dict(manifest.config.get("dataset") or {})
     if not recorded.get("path"):
         raise RunDirError(f"{run_dir}: run.json records no dataset, so there are no items to join")
@@ -114,8 +112,6 @@ def export_run(run_dir: Path, output: Path | None, *, fmt: Format, wide: bool = 
         ConfigError: Parquet without pyarrow installed (the message says how to install it).
     """
     if fmt == "parquet":
-        from judge_engine.util.parquet import require
-
         require("writing Parquet")
     manifest = read_manifest(run_dir)
     notes = [DEMO_NOTE] if manifest.demo else []
@@ -166,7 +162,6 @@ def _write(output: Path | None, fmt: Format, columns: Columns, batches: Iterable
 
 
 def _parquet(path: Path, columns: Columns, batches: Iterable[list[Row]], metadata: Mapping[str, str]) -> int:
-    from judge_engine.util.parquet import ParquetSink
 
     rows = 0
     with ParquetSink(path, columns, metadata=metadata) as sink:

@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from judge_engine.errors import ConfigError
-from judge_engine.util.parquet import INSTALL_HINT
+from judge_engine.rundir.export import run_items
+from judge_engine.rundir.layout import outcome_batches, transcript_batches
+from judge_engine.rundir.records import DEMO_NOTE, reason_codes
+from judge_engine.rundir.store import read_manifest
+from judge_engine.util.parquet import INSTALL_HINT, available, table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +35,6 @@ of two runs agree."""
 
 
 def _pandas() -> Any:
-    from judge_engine.util.parquet import available
 
     try:
         import pandas
@@ -74,10 +77,6 @@ def load_run(path: str | Path, *, transcripts: bool = False, with_items: bool = 
         RunDirError: not a run directory, a malformed line, or a run that records no dataset.
         DatasetError: ``with_items`` and the dataset is gone (give ``items=``) or unreadable.
     """
-    from judge_engine.rundir.layout import outcome_batches, transcript_batches
-    from judge_engine.rundir.store import read_manifest
-    from judge_engine.util.parquet import table
-
     pd = _pandas()
     run_dir = Path(path)
     manifest = read_manifest(run_dir)  # a run directory of a format this version reads, or a clear error
@@ -87,8 +86,6 @@ def load_run(path: str | Path, *, transcripts: bool = False, with_items: bool = 
                           "load the tasks with with_items=True and merge on task_id")
     notes: list[str] = []
     if join:
-        from judge_engine.rundir.export import run_items
-
         found = run_items(run_dir, manifest, path=None if items is None else Path(items), notes=notes)
         columns, batches = outcome_batches(run_dir, items=found, notes=notes)
     else:
@@ -102,7 +99,6 @@ def load_run(path: str | Path, *, transcripts: bool = False, with_items: bool = 
     for note in notes:
         warnings.warn(note, UserWarning, stacklevel=2)
     if manifest.demo:  # as a Parquet export's metadata says it
-        from judge_engine.rundir.records import DEMO_NOTE
 
         frame.attrs["judge_engine.synthetic"] = DEMO_NOTE
     return frame
@@ -116,7 +112,6 @@ def _nullable(pd: Any) -> Any:
 
 
 def _typed(pd: Any, frame: Any, columns: Columns) -> Any:
-    from judge_engine.rundir.records import reason_codes
 
     for name, _ in columns:
         column = frame[name]

@@ -6,6 +6,8 @@
 ``rescore``         the current parser over a run's recorded answers, as a session
 ``demo``            ``--demo``'s fake servers, one per deployment
 ``interrupts``      Ctrl-C and SIGTERM during a session
+``status``          ``judge-engine status``: how far a run is, without its process
+``cancel``          ``judge-engine cancel``: a stopped run's open batches cancelled
 ``cascade``         a cascaded session's share of the work (hooks, routing, settling)
 ``batch/``          batch mode: a judge's requests through the provider's batch API
 ``engine``          feeders, bounded queues, workers, per judge

@@ -28,6 +28,7 @@ from typing import Any
 
 from judge_engine.errors import ConfigError
 from judge_engine.inputs.config import Budget, JobConfig
+from judge_engine.providers.catalog import batch_cost_per_token, cost_per_token
 from judge_engine.util.money import dollars
 from judge_engine.util.naming import judge_ref
 
@@ -160,8 +161,6 @@ def guard_for(config: JobConfig, sessions: list[dict[str, Any]], spend: Callable
     Raises:
         ConfigError: a cost budget over a judge whose model has no known price.
     """
-    from judge_engine.providers.catalog import batch_cost_per_token, cost_per_token
-
     prices, batch_prices = {}, {}
     for judge in config.judges:
         if config.budget.max_cost_usd is None and judge.budget.max_cost_usd is None:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from judge_engine.inputs.config import JudgeConfig, Limits
 from judge_engine.providers import Endpoint, deployment_names
-from judge_engine.running.session import demo_endpoint
 
 if TYPE_CHECKING:
     from judge_engine.fake import FakeServerProcess
@@ -32,6 +31,12 @@ DEMO_BATCH_S = 3.0
 it in progress, short enough for the README's commands."""
 DEMO_DIR = "demo"
 """A demo run's folder for its fake servers' state (their files and batches)."""
+
+
+def demo_endpoint(judge: JudgeConfig, url: str) -> Endpoint:
+    """The fake server for ``judge``: the model's own name under ``openai/`` (the fake speaks
+    OpenAI's API), a throwaway key."""
+    return Endpoint("openai/" + judge.model.split("/")[-1], url, "demo-key")
 
 
 @contextlib.contextmanager

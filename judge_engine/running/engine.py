@@ -27,6 +27,7 @@ from judge_engine.errors import Abandoned, DiskError, FatalProviderError
 from judge_engine.inputs.config import DatasetConfig
 from judge_engine.planning.plan import Task, iter_tasks
 from judge_engine.rundir.store import RunStore
+from judge_engine.running.batch.driver import BatchDriver
 from judge_engine.running.budget import BudgetStop
 from judge_engine.running.cache import AnswerCache
 from judge_engine.running.resumption import Resumption
@@ -147,8 +148,6 @@ class Engine:
 
     async def _run_judge(self, judge: JudgeRuntime) -> None:
         if judge.config.mode == "batch":  # the provider's batch API instead of the lane's calls
-            from judge_engine.running.batch.driver import BatchDriver
-
             try:
                 await BatchDriver(judge, store=self._store, cache=self._cache, dataset=self._dataset,
                                   resumption=self._resumptions.get(judge.config.name, Resumption()),

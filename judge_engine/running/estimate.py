@@ -13,9 +13,10 @@ Nothing is sent; a template or dataset problem fails here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from judge_engine.errors import DatasetError, TemplateError, VerdictError
 from judge_engine.inputs.config import JobConfig, JudgeConfig
@@ -23,12 +24,22 @@ from judge_engine.planning.plan import iter_tasks, render_problem, template_hash
 from judge_engine.planning.self_preference import model_family, own_systems
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint
+from judge_engine.providers.catalog import (
+    batch_cost_per_token,
+    batch_route,
+    cost_per_token,
+    count_prompt_tokens,
+    prompt_counter,
+)
 from judge_engine.running.cache import AnswerCache
 from judge_engine.running.runtime import JudgeSetup
 from judge_engine.running.session import PreparedRun
 from judge_engine.running.task import prepare_task
 from judge_engine.util.money import dollars
 from judge_engine.util.naming import judge_ref
+
+if TYPE_CHECKING:
+    from judge_engine.trust.cascade.stages import CascadePlan
 
 N = TypeVar("N", int, float)
 
@@ -110,7 +121,6 @@ def plan_rows(prepared: PreparedRun, *, latency_s: float = 2.0) -> list[JudgePla
 
 
 def _plan_judge(prepared: PreparedRun, judge: JudgeConfig, cache: AnswerCache, latency_s: float) -> JudgePlan:
-    from judge_engine.providers.catalog import cost_per_token, count_prompt_tokens, prompt_counter
 
     protocol = prepared.protocols[judge.name]
     # The config's own endpoint, without its key: nothing is sent, so none is needed.
@@ -188,8 +198,6 @@ def self_preference_lines(plans: Sequence[JudgePlan], *, items: int) -> list[str
 
 def _batch_plan(judge: JudgeConfig, sent: int, prompt: Span[int], completion: Span[int]) -> BatchPlan | None:
     """The judge's tasks at batch prices, when its model has a batch API judge-engine speaks."""
-    from judge_engine.providers.catalog import batch_cost_per_token, batch_route
-
     route = batch_route(judge.model, judge.api_base)
     if route is None:
         return None
@@ -204,8 +212,6 @@ def _batch_plan(judge: JudgeConfig, sent: int, prompt: Span[int], completion: Sp
 def _reask_tokens(model: str, protocol: Protocol) -> int:
     """Prompt tokens one re-ask turn adds besides the answer: the re-ask message (with one
     problem stated) and the overhead of it and of the answer's message."""
-    from judge_engine.providers.catalog import count_prompt_tokens
-
     reask = protocol.reask(VerdictError("the answer does not follow the requested format"))
     return count_prompt_tokens(model, [{"role": "assistant", "content": ""}, {"role": "user", "content": reask}]) - 3
 
@@ -272,3 +278,46 @@ def budget_warnings(plans: Sequence[JudgePlan], config: JobConfig) -> list[str]:
     if run.max_hours is not None and longest > run.max_hours * 3600:
         warnings.append(f"the run: estimated {longest / 3600:.1f} h is over its budget of {run.max_hours:g} h")
     return warnings
+
+
+def stage_costs(plan: CascadePlan, plans: Sequence[JudgePlan]) -> dict[str, tuple[float, float] | None]:
+    """Each stage's cost over every item (low, high: no re-ask to every re-ask), from its
+    judges' plans (a jury's: its jurors' sum); None when a judge has no price."""
+    by_judge = {p.judge: p for p in plans}
+    costs: dict[str, tuple[float, float] | None] = {}
+    for stage in plan.stages:
+        spans = [_paid(by_judge[j]) for j in stage.judges if j in by_judge]
+        costs[stage.name] = None if any(s is None for s in spans) or not spans else (
+            sum(s[0] for s in spans if s is not None), sum(s[1] for s in spans if s is not None))
+    return costs
+
+
+def _paid(plan: JudgePlan) -> tuple[float, float] | None:
+    cost = plan.batch.cost if plan.batch is not None and plan.batch.in_use else plan.cost
+    return None if cost is None else (cost.low, cost.high)
+
+
+def expected_plans(plan: CascadePlan, plans: Sequence[JudgePlan]) -> list[JudgePlan]:
+    """The judges' plans with each stage judge's figures (tasks, tokens, calls, cost, time)
+    scaled to the share of items the calibration sent its stage: what the cascade is expected
+    to ask (a stage that is not asked: nothing)."""
+
+    def scale(span: Any, share: float, kind: Callable[[float], Any]) -> Any:
+        return None if span is None else Span(kind(span.low * share), kind(span.high * share))
+
+    shares = {judge: stage.reach for stage in plan.stages for judge in stage.judges}
+    out = []
+    for judge_plan in plans:
+        share = shares.get(judge_plan.judge)
+        if share is None or share == 1.0:
+            out.append(judge_plan)
+            continue
+        batch = judge_plan.batch
+        if batch is not None:
+            batch = dataclasses.replace(batch, cost=scale(batch.cost, share, float))
+        out.append(dataclasses.replace(
+            judge_plan, tasks=round(judge_plan.tasks * share), cached=round(judge_plan.cached * share),
+            calls=scale(judge_plan.calls, share, round), prompt_tokens=scale(judge_plan.prompt_tokens, share, round),
+            completion_tokens=scale(judge_plan.completion_tokens, share, round),
+            cost=scale(judge_plan.cost, share, float), wall_s=scale(judge_plan.wall_s, share, float), batch=batch))
+    return out

@@ -28,9 +28,11 @@ from typing import Any
 from judge_engine.errors import ConfigError, DatasetError, RunDirError
 from judge_engine.inputs.config import Budget, JobConfig, JudgeConfig, read_scalar, recorded_config
 from judge_engine.inputs.dataset import DatasetSummary, fingerprint
+from judge_engine.lanes import Lane
 from judge_engine.planning.plan import build_protocol, scan_for
 from judge_engine.protocols import Protocol
 from judge_engine.providers import Endpoint, check_credentials, endpoint_for, for_judge
+from judge_engine.providers.replay import ReplayProvider
 from judge_engine.rundir.index import Query, RunIndex
 from judge_engine.rundir.records import MANIFEST, Manifest
 from judge_engine.rundir.store import open_index, read_manifest, utc_now
@@ -259,9 +261,6 @@ async def _replayed(prepared: PreparedRun, where: Mapping[str, Endpoint], origin
                     online: Mapping[str, JudgeConfig]) -> RunResult:
     """The replay, each judge answered from ``original``; a judge in ``online`` (as configured)
     asks its own endpoint, paced by a lane with its own limits, for answers never recorded."""
-    from judge_engine.lanes import Lane
-    from judge_engine.providers.replay import ReplayProvider
-
     providers = {}
     for j in prepared.config.judges:
         configured = online.get(j.name)

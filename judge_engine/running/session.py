@@ -41,6 +41,7 @@ from judge_engine._version import __version__
 from judge_engine.errors import ConfigError, DiskError, RunDirError, TemplateError
 from judge_engine.inputs.config import JobConfig, JudgeConfig, check_directories, load_config
 from judge_engine.inputs.dataset import DatasetSummary, fingerprint
+from judge_engine.lanes import Lane
 from judge_engine.planning.plan import (
     build_protocol,
     check_first_render,
@@ -53,12 +54,14 @@ from judge_engine.planning.plan import (
 from judge_engine.protocols import Protocol
 from judge_engine.providers import (
     Endpoint,
+    check_batch_routes,
     check_credentials,
     check_models,
+    deployment_names,
     endpoints_for,
+    for_judge,
 )
 from judge_engine.providers.base import Provider
-from judge_engine.providers.batch import check_batch_routes
 from judge_engine.rundir.records import (
     MANIFEST,
     Counts,
@@ -69,13 +72,16 @@ from judge_engine.rundir.records import (
     total_spend,
 )
 from judge_engine.rundir.store import RunStore, read_manifest, utc_now
-from judge_engine.running.budget import BudgetStop, guard_for, record_budgets
+from judge_engine.running.batch.board import BatchBoard, provider_ids
+from judge_engine.running.budget import BudgetStop, Guard, guard_for, record_budgets
 from judge_engine.running.cache import AnswerCache
 from judge_engine.running.cascade import cascade_run
+from judge_engine.running.demo import demo_endpoints
 from judge_engine.running.engine import Engine, EngineResult
 from judge_engine.running.interrupts import Interrupts
 from judge_engine.running.resumption import resumptions, retry_codes
-from judge_engine.running.runtime import JudgeRuntime, RunProgress, build_runtime
+from judge_engine.running.routing import Deployment, Router
+from judge_engine.running.runtime import JudgeCounters, JudgeRuntime, RunProgress
 from judge_engine.trust.cascade.stages import CascadePlan, cascade_plan, check_stages
 from judge_engine.trust.decisions import (
     ItemCollector,
@@ -347,12 +353,6 @@ def prepare_resume(run_dir: Path, *, overrides: Mapping[str, Any] | None = None)
 # --- 2. endpoints -----------------------------------------------------------------------------
 
 
-def demo_endpoint(judge: JudgeConfig, url: str) -> Endpoint:
-    """The fake server for ``judge``: the model's own name under ``openai/`` (the fake speaks
-    OpenAI's API), a throwaway key."""
-    return Endpoint("openai/" + judge.model.split("/")[-1], url, "demo-key")
-
-
 @contextlib.contextmanager
 def endpoints(prepared: PreparedRun, *, demo_batch_s: float | None = None) -> Iterator[dict[str, list[Endpoint]]]:
     """Judge name -> where its requests go (one endpoint per deployment), for as long as the
@@ -362,8 +362,6 @@ def endpoints(prepared: PreparedRun, *, demo_batch_s: float | None = None) -> It
     if not prepared.demo:
         yield {judge.name: endpoints_for(judge) for judge in prepared.config.judges}
         return
-    from judge_engine.running.demo import demo_endpoints
-
     with demo_endpoints(prepared, batch_s=demo_batch_s) as where:
         yield where
 
@@ -579,6 +577,40 @@ def _settled(outcome: EngineResult, runtimes: Sequence[JudgeRuntime]) -> EngineR
     return outcome
 
 
+def build_runtime(judge: JudgeConfig, protocol: Protocol, endpoints: Sequence[Endpoint], *, total: int,
+                  provider: Provider | None = None, guard: Guard | None = None) -> JudgeRuntime:
+    """A judge's runtime, whole at construction: nothing is changed on it afterwards. One
+    deployment per endpoint (a single endpoint serves every deployment), each with its own lane
+    and provider; ``provider`` replaces what the endpoints call for (``rescore``'s replay)."""
+    names = deployment_names(judge)
+    limits = [d.limits or judge.limits for d in judge.deployments] or [judge.limits]
+    if provider is not None:
+        names, limits = names[:1], limits[:1]
+    if len(endpoints) == 1:
+        endpoints = list(endpoints) * len(names)
+    deployments = [
+        Deployment(name, endpoint, provider if provider is not None else for_judge(judge, endpoint),
+                   Lane(name if name == judge.name else f"{judge.name}/{name}", lane_limits), lane_limits.concurrency)
+        for name, endpoint, lane_limits in zip(names, endpoints, limits, strict=True)
+    ]
+    first = deployments[0]
+    board = None
+    if judge.mode == "batch":
+        board = BatchBoard()
+    return JudgeRuntime(
+        config=judge,
+        protocol=protocol,
+        endpoint=first.endpoint,
+        template_hashes=template_hashes(protocol),
+        lane=first.lane,
+        provider=first.provider,
+        counters=JudgeCounters(total=total),
+        router=Router(deployments),
+        guard=guard,
+        batch=board,
+    )
+
+
 def _listed(where: Endpoint | Sequence[Endpoint]) -> list[Endpoint]:
     return [where] if isinstance(where, Endpoint) else list(where)
 
@@ -630,8 +662,6 @@ async def _checkpoint(store: RunStore, manifest: Manifest, engine: Engine, runti
 
 
 def _batch_ids(runtimes: list[JudgeRuntime], manifest: Manifest) -> dict[str, dict[str, str]]:
-    from judge_engine.running.batch.board import provider_ids
-
     return provider_ids({j.config.name: j.batch for j in runtimes if j.batch is not None}, manifest.batches)
 
 

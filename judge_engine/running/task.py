@@ -36,6 +36,7 @@ from judge_engine.errors import (
 from judge_engine.planning.plan import Task
 from judge_engine.planning.self_preference import recusal
 from judge_engine.protocols import Message, Protocol, Score
+from judge_engine.protocols.confidence import read_task_confidence
 from judge_engine.providers.base import ProviderRequest, ProviderResponse
 from judge_engine.rundir.records import OutcomeRecord, ProtocolErrorRecord
 from judge_engine.rundir.store import utc_now
@@ -198,8 +199,6 @@ def _with_confidence(judge: JudgeSetup, task: Task, verdict: Any, response: Prov
                      score: Score) -> tuple[dict[str, Any], Score]:
     """The answer's confidence, and its score with the probability-weighted one beside it (or
     in its place, ``confidence.score: weighted``)."""
-    from judge_engine.protocols.confidence import read_task_confidence
-
     read = read_task_confidence(judge.protocol, verdict, response.content or "", response.logprobs or (),
                                 task.item, task.variant)
     weighted = read.weighted

@@ -26,9 +26,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from judge_engine.stats._arrays import FloatArray, as_float_array, is_missing, paired_labels
-from judge_engine.stats._arrays import ratings_matrix as _rows
-from judge_engine.stats.agreement import (
+from judge_engine.stats._arrays import (
+    FloatArray,
+    as_float_array,
+    is_missing,
+    paired_labels,
+    ratings_matrix as _rows,
+)
+from judge_engine.stats._coefficients import (
     AlphaLevel,
     IccForm,
     Weights,

@@ -21,9 +21,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from judge_engine.stats.risk_control import agreement_key
 from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import Section
-from judge_engine.trust.calibration import agreement_key
 from judge_engine.util.money import dollars
 from judge_engine.util.naming import cascade_title
 

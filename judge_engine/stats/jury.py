@@ -25,6 +25,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from judge_engine.stats._coefficients import category_counts
 from judge_engine.stats.agreement import (
     agreement_within,
     cohen_kappa,
@@ -96,8 +97,6 @@ def coefficient(scale: str, matrix: Sequence[Sequence[Any]]) -> float:
     if scale == "categorical":
         if complete and len(complete[0]) == 2:
             return cohen_kappa([r[0] for r in complete], [r[1] for r in complete])
-        from judge_engine.stats.agreement import category_counts
-
         return fleiss_kappa(category_counts(complete)[0]) if complete else math.nan
     if scale == "ordinal":
         return krippendorff_alpha([list(row) for row in matrix], level="ordinal")

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from judge_engine.stats.agreement import category_counts
+from judge_engine.stats._coefficients import category_counts
 from judge_engine.stats.bootstrap import (
     Fleiss,
     ItemStatistic,

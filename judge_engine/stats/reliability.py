@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from judge_engine.stats._arrays import FloatArray, as_float_array
-from judge_engine.stats.agreement import ICC_FORMS, IccForm
+from judge_engine.stats._coefficients import ICC_FORMS, IccForm
 from judge_engine.stats.bootstrap import (
     Alpha,
     Fleiss,

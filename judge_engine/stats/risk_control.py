@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -322,3 +322,33 @@ def cascade_cost(fit: CascadeFit, costs: Sequence[float]) -> CascadeCost:
     reach = tuple(s.offered / fit.items if fit.items and s.fit.threshold is not None else 0.0 for s in fit.stages)
     per_item = float(sum(cost * share for cost, share in zip(costs, reach, strict=True)))
     return CascadeCost(per_item, float(costs[-1]), reach)
+
+
+def agreement_key(value: Any) -> Any:
+    """What a prediction or label is compared as: a number (``"1"``, ``1`` and ``1.0`` agree),
+    else its text without surrounding blanks."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
+
+
+def guarantee(risk: float, delta: float, rule: str, stages: int) -> str:
+    """The guarantee in words, e.g. ``agreement with humans >= 85% on answered items, with
+    probability >= 90%, over the whole cascade (Bonferroni)``."""
+    head = f"agreement with humans >= {_percent(1 - risk)} on answered items, with probability >= {_percent(1 - delta)}"
+    if rule == "bonferroni":
+        return f"{head}, over the whole cascade (Bonferroni)"
+    if stages == 1:
+        return f"{head} (one stage)"
+    whole = 1 - stages * delta
+    return (f"{head} for each stage on its own (per-stage delta, the weaker statement); over the whole "
+            f"cascade only " + (f">= {_percent(whole)}" if whole > 0 else "nothing"))
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.2f}".rstrip("0").rstrip(".") + "%"

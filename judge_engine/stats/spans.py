@@ -16,6 +16,7 @@ from typing import Any
 
 from judge_engine.stats.agreement import cohen_kappa
 from judge_engine.stats.correlation import wilson_interval
+from judge_engine.util.text import transliterate
 
 
 def expressions_match(a: str, b: str, *, threshold: float = 0.9) -> bool:
@@ -25,8 +26,6 @@ def expressions_match(a: str, b: str, *, threshold: float = 0.9) -> bool:
     as in the authors' code. Filter them out beforehand if that is not wanted.
     """
     from rapidfuzz import fuzz
-
-    from judge_engine.util.text import transliterate
 
     x, y = transliterate(a), transliterate(b)
     return x in y or y in x or fuzz.ratio(x, y) / 100 >= threshold

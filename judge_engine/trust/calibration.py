@@ -49,15 +49,19 @@ from typing import Any
 import numpy as np
 
 from judge_engine.errors import CalibrationError
+from judge_engine.rundir.frames import frame_rows, is_frame
 from judge_engine.stats.risk_control import (
     DELTA_RULES,
     CascadeFit,
     CascadeStage,
     DeltaRule,
     Test,
+    agreement_key,
     calibrate_cascade,
     cascade_cost,
+    guarantee,
 )
+from judge_engine.trust.thresholds import write_thresholds
 from judge_engine.util import jsonio
 
 FIELDS = ("item", "stage", "prediction", "confidence", "label")
@@ -91,8 +95,6 @@ def calibrate(rows: Iterable[Mapping[str, Any]] | Any, *, stages: Sequence[str],
         CalibrationError: a bad row (its position and field named), stage list, risk, delta,
             ``min_items`` or cost.
     """
-    from judge_engine.rundir.frames import frame_rows, is_frame
-
     return calibrate_rows(frame_rows(rows) if is_frame(rows) else rows, stages=stages, risk=risk, delta=delta,
                           min_items=min_items, delta_rule=delta_rule, costs=costs, output=output)
 
@@ -110,8 +112,6 @@ def calibrate_rows(rows: Iterable[Mapping[str, Any]], *, stages: Sequence[str], 
                             rule=delta_rule)
     document = _document(fit, names, stage_costs, table)
     if output is not None:
-        from judge_engine.trust.thresholds import write_thresholds
-
         write_thresholds(document, output)
     return document
 
@@ -157,19 +157,6 @@ def _check_costs(costs: Mapping[str, float] | Sequence[float] | None, names: lis
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or (
         isinstance(value, str) and value.strip() == "")
-
-
-def agreement_key(value: Any) -> Any:
-    """What a prediction or label is compared as: a number (``"1"``, ``1`` and ``1.0`` agree),
-    else its text without surrounding blanks."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    text = str(value).strip()
-    try:
-        number = float(text)
-    except ValueError:
-        return text
-    return number if math.isfinite(number) else text
 
 
 @dataclass
@@ -268,23 +255,6 @@ def _few(values: Iterable[Any]) -> str:
 
 
 # --- the document -----------------------------------------------------------------------------
-
-
-def guarantee(risk: float, delta: float, rule: str, stages: int) -> str:
-    """The guarantee in words, e.g. ``agreement with humans >= 85% on answered items, with
-    probability >= 90%, over the whole cascade (Bonferroni)``."""
-    head = f"agreement with humans >= {_percent(1 - risk)} on answered items, with probability >= {_percent(1 - delta)}"
-    if rule == "bonferroni":
-        return f"{head}, over the whole cascade (Bonferroni)"
-    if stages == 1:
-        return f"{head} (one stage)"
-    whole = 1 - stages * delta
-    return (f"{head} for each stage on its own (per-stage delta, the weaker statement); over the whole "
-            f"cascade only " + (f">= {_percent(whole)}" if whole > 0 else "nothing"))
-
-
-def _percent(share: float) -> str:
-    return f"{100 * share:.2f}".rstrip("0").rstrip(".") + "%"
 
 
 def _test(test: Test | None) -> dict[str, Any] | None:

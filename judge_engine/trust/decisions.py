@@ -49,9 +49,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from judge_engine.errors import ReasonCode
+from judge_engine.errors import ConfigError, ReasonCode
 from judge_engine.inputs.config import JobConfig, JudgeConfig
 from judge_engine.protocols import Protocol, VoteScale
+from judge_engine.providers.catalog import logprobs_support
 from judge_engine.rundir.index import RunIndex, TaskRow
 from judge_engine.rundir.records import OutcomeRecord
 from judge_engine.rundir.store import LineReader, RunStore, utc_now
@@ -453,9 +454,6 @@ def check_confidence(config: JobConfig, protocols: Mapping[str, Protocol]) -> No
     Raises:
         ConfigError: naming the judge, the key and what to change.
     """
-    from judge_engine.errors import ConfigError
-    from judge_engine.providers.catalog import logprobs_support
-
     for judge in config.judges:
         confidence, protocol = judge.confidence, protocols[judge.name]
         if confidence is None:

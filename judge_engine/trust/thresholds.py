@@ -27,8 +27,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from judge_engine._version import __version__
 from judge_engine.errors import CalibrationError
-from judge_engine.stats.risk_control import DELTA_RULES, DeltaRule
+from judge_engine.stats.risk_control import DELTA_RULES, DeltaRule, guarantee
 from judge_engine.util import jsonio
 
 THRESHOLDS_FORMAT = "judge-engine-thresholds"
@@ -82,15 +83,11 @@ class Thresholds:
 
     @property
     def guarantee(self) -> str:
-        from judge_engine.trust.calibration import guarantee
-
         return guarantee(self.risk, self.delta, self.delta_rule, len(self.stages))
 
 
 def thresholds_document(document: Mapping[str, Any]) -> dict[str, Any]:
     """The file's content for a :func:`calibrate` document: its header, then the document."""
-    from judge_engine._version import __version__
-
     return {"format": THRESHOLDS_FORMAT, "version": THRESHOLDS_VERSION,
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"), "package_version": __version__,
             **document}

@@ -19,6 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from judge_engine.errors import DatasetError
+from judge_engine.protocols.custom import candidates_of
+from judge_engine.protocols.custom_fields import LABELS
 from judge_engine.rundir.records import JudgeEntry
 from judge_engine.viewer.marks import find, segments
 
@@ -118,10 +121,6 @@ def _candidates(verdict: Mapping[str, Any], item: Mapping[str, Any], options: Ma
                 fields: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The candidates in the order shown (labels ``A``, ``B``...), each with the candidate fields
     that picked it."""
-    from judge_engine.errors import DatasetError
-    from judge_engine.protocols.custom import candidates_of
-    from judge_engine.protocols.custom_fields import LABELS
-
     order = verdict.get("order")
     if not isinstance(order, list):
         return []

@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from judge_engine.errors import DatasetError, JudgeEngineError
+from judge_engine.inputs.dataset import iter_items
 from judge_engine.rundir.blocks import decode_request
+from judge_engine.rundir.export import run_dataset
 from judge_engine.rundir.records import OUTCOMES, TRANSCRIPTS
 from judge_engine.util.jsonio import dumps, loads
 from judge_engine.viewer import summary
@@ -190,8 +192,6 @@ class Builder:
         state.attempts, state.attempts_share = tally.judges(), 1.0
 
     def _items(self, run: OpenRun, db: sqlite3.Connection) -> None:
-        from judge_engine.rundir.export import run_dataset
-
         state = self.states[run.number]
         try:
             config = run_dataset(run.run_dir, run.manifest)
@@ -296,7 +296,6 @@ def _searchable(item_id: str, fields: dict[str, Any]) -> str:
 
 
 def _dataset_items(config: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    from judge_engine.inputs.dataset import iter_items
 
     for item in iter_items(config.model_copy(update={"limit": None})):
         yield str(item["id"]), item

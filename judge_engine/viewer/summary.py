@@ -20,6 +20,8 @@ import numpy as np
 from judge_engine.errors import RunDirError
 from judge_engine.inputs.config import Retries
 from judge_engine.rundir.records import AttemptRecord, JudgeEntry, Spend, transcript_record
+from judge_engine.stats.consistency import mean_pairwise_spearman
+from judge_engine.stats.correlation import spearman
 
 PENDING_MAX = 10_000
 """Tasks whose last line so far is a failure their request goes on after, kept to follow it:
@@ -134,7 +136,6 @@ def interval_alpha(matrix: np.ndarray) -> float:
 
 def _repeat_row(db: sqlite3.Connection, schema: str, judge: str, temperature: float,
                 variant: str | None) -> dict[str, Any] | None:
-    from judge_engine.stats.consistency import mean_pairwise_spearman
 
     matrix = _scores_by_item(db, schema, judge, temperature, variant)
     paired = matrix[np.isfinite(matrix).sum(axis=1) >= 2] if matrix.size else matrix
@@ -153,8 +154,6 @@ def _temperature_rows(db: sqlite3.Connection, schema: str, judge: str,
                       temperatures: Sequence[float]) -> list[dict[str, Any]]:
     """Each temperature against the first: the items scored at both, the Spearman correlation
     of their mean scores, and the mean absolute difference of those means."""
-    from judge_engine.stats.correlation import spearman
-
     means = (f"SELECT item_id, avg(score) AS mean FROM {schema}.tasks WHERE judge = ? AND temperature = ? "
              "AND score IS NOT NULL GROUP BY item_id")
     found = []

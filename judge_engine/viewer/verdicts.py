@@ -34,6 +34,10 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
+from judge_engine.errors import DatasetError
+from judge_engine.protocols.bws import LABELS, candidates_of
+from judge_engine.protocols.prometheus_rubrics import coerce_rubric
+from judge_engine.protocols.ttct import DIMENSIONS, REVERSED, TTCTVerdict
 from judge_engine.rundir.records import JudgeEntry, OutcomeRecord
 from judge_engine.util.jsonio import pretty
 from judge_engine.viewer.composed import COMPOSED
@@ -121,8 +125,6 @@ def close_reading(verdict: Mapping[str, Any], item: Mapping[str, Any]) -> dict[s
 def rubric(verdict: Mapping[str, Any], item: Mapping[str, Any], entry: JudgeEntry | None) -> dict[str, Any]:
     """Feedback and score against the rubric's score descriptions (the item's rubric, else the
     judge's)."""
-    from judge_engine.protocols.prometheus_rubrics import coerce_rubric
-
     view: dict[str, Any] = {"kind": "rubric", "score": verdict.get("score"), "feedback": str(verdict.get("feedback") or ""),
                             "instruction": _text(item, "instruction"), "response": _text(item, "response"),
                             "reference": _text(item, "reference_answer"), "criteria": "", "descriptions": []}
@@ -146,8 +148,6 @@ REVERSED_NOTE = "(reverse-scored)"
 def _questions() -> dict[str, str]:
     """TTCT's question texts, from the docstrings under :class:`TTCTVerdict`'s fields (their one
     definition), or the ids alone if the source cannot be read."""
-    from judge_engine.protocols.ttct import TTCTVerdict
-
     try:
         tree = ast.parse(inspect.getsource(TTCTVerdict))
     except (OSError, TypeError):
@@ -163,7 +163,6 @@ def _questions() -> dict[str, str]:
 
 
 def ttct(verdict: Mapping[str, Any], item: Mapping[str, Any], scores: Mapping[str, float]) -> dict[str, Any]:
-    from judge_engine.protocols.ttct import DIMENSIONS, REVERSED
 
     texts = _questions()
     return {"kind": "ttct", "text": _text(item, "text") or _text(item, "prompt"), "topic": _text(item, "topic"),
@@ -174,9 +173,6 @@ def ttct(verdict: Mapping[str, Any], item: Mapping[str, Any], scores: Mapping[st
 
 def bws(verdict: Mapping[str, Any], item: Mapping[str, Any], variant: str) -> dict[str, Any]:
     """The candidates in the order shown (labels A, B...), best and worst marked."""
-    from judge_engine.errors import DatasetError
-    from judge_engine.protocols.bws import LABELS, candidates_of
-
     try:
         texts = dict(candidates_of(item))
     except DatasetError:

@@ -22,7 +22,7 @@ from judge_engine.fake.config import FakeBatchConfig
 from judge_engine.rundir.records import BATCHES
 from judge_engine.rundir.store import iter_transcript
 from judge_engine.running import session
-from judge_engine.running.batch.cancel import CANCELLED_HERE
+from judge_engine.running.cancel import CANCELLED_HERE
 from tests.batch.conftest import batch_job
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, read_lines
 

@@ -17,8 +17,9 @@ from aiohttp import web
 from judge_engine.errors import ReasonCode
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
+from judge_engine.providers import batch_api_for
 from judge_engine.providers.base import ProviderRequest
-from judge_engine.providers.batch import ResultKind, batch_api_for
+from judge_engine.providers.batch import ResultKind
 from judge_engine.providers.litellm import LiteLLMProvider
 from judge_engine.providers.openai_http import OpenAIHTTPProvider
 from tests.batch.conftest import ANTHROPIC_MODEL

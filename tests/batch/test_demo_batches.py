@@ -20,7 +20,8 @@ import pytest
 from judge_engine.cli import main
 from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.fake.config import FakeBatchConfig
-from judge_engine.providers.batch import ResultKind, batch_api_for
+from judge_engine.providers import batch_api_for
+from judge_engine.providers.batch import ResultKind
 from judge_engine.rundir.records import BATCHES
 from judge_engine.running.demo import DEMO_DIR
 from tests.batch.conftest import ANTHROPIC_MODEL

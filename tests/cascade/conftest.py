@@ -14,8 +14,7 @@ from judge_engine.fake import FakeServer
 from judge_engine.rundir.store import latest_outcome_records
 from judge_engine.trust.calibration import calibrate
 from judge_engine.trust.thresholds import write_thresholds
-from tests.engine.conftest import TEST_KEY_ENV, _test_key, fake_server  # noqa: F401  (the same fixtures here)
-from tests.engine.conftest import Job as CascadeJob
+from tests.engine.conftest import TEST_KEY_ENV, Job as CascadeJob, _test_key, fake_server  # noqa: F401  (the same fixtures here)
 
 WORDS = ("river", "lamp", "garden", "violin", "harbour", "pepper", "meadow", "engine", "lantern", "orchard",
          "copper", "falcon", "marble", "thistle", "canyon", "saffron")

@@ -16,9 +16,8 @@ import yaml
 from judge_engine.cli import main
 from judge_engine.rundir.records import AttemptRecord, OutcomeRecord
 from judge_engine.rundir.store import RunStore, read_manifest
-from judge_engine.running.estimate import plan_rows
+from judge_engine.running.estimate import expected_plans, plan_rows, stage_costs
 from judge_engine.running.session import prepare
-from judge_engine.trust.cascade.report import expected_plans, stage_costs
 from tests.cascade.conftest import cascade_job, write_thresholds_file
 
 

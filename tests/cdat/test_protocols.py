@@ -22,8 +22,7 @@ from judge_engine.fake.writers.words import (
     write_cdat,
     write_dat,
 )
-from judge_engine.protocols import cdat as cdat_module
-from judge_engine.protocols import get_protocol
+from judge_engine.protocols import cdat as cdat_module, get_protocol
 from judge_engine.protocols.cdat import CDAT, DAT, WordListVerdict
 from judge_engine.protocols.lexicon import Lexicon, LexiconUnavailable
 from tests.cdat.conftest import SetLexicon

@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 
 from judge_engine.protocols.annotators import AnnotatorOptions, PairwiseAnnotators
-from judge_engine.protocols.confidence import json_value_span, read_task_confidence
+from judge_engine.protocols.confidence import read_task_confidence
 from judge_engine.protocols.custom import CustomJudge
 from judge_engine.protocols.prometheus import PrometheusAbsolute, PrometheusRelative
 from judge_engine.protocols.ttct import TTCT
+from judge_engine.protocols.verdict_spans import json_value_span
 from judge_engine.providers.base import ProviderResponse
 from judge_engine.util.logprobs import kept_tokens, token_logprobs
 

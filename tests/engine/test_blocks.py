@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeServer

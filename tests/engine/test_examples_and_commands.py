@@ -15,7 +15,8 @@ from judge_engine.cli import main
 from judge_engine.fake import FakeServer
 from judge_engine.protocols import available, get_protocol
 from judge_engine.protocols.embeddings import minilm_problem
-from judge_engine.running.session import PreparedRun, demo_endpoint, execute, prepare
+from judge_engine.running.demo import demo_endpoint
+from judge_engine.running.session import PreparedRun, execute, prepare
 from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV, make_job, read_lines
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,7 @@ import time
 import krippendorff
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from judge_engine.stats.agreement import (
     ICC_FORMS,

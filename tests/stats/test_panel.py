@@ -11,8 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from judge_engine.cli import main
 from judge_engine.stats.bootstrap import Randolph, bootstrap_values

@@ -7,8 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from judge_engine.stats.consistency import delta_shares, mean_pairwise_spearman
 from judge_engine.stats.temperature import compare_temperatures, query_pairs, temperature_table

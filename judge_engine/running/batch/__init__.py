@@ -9,10 +9,12 @@ results.py  a batch result -> the same decide() as an online answer -> an outcom
 chunks.py   a chunk being formed: its request file, within the provider's limits and the quota
 ledger.py   batches.jsonl folded into what is in flight (read by the driver and by status)
 board.py    what the live display and ``judge-engine status`` show of a judge's batches
-status.py   ``judge-engine status RUN_DIR``: a run's progress from its files alone
-cancel.py   ``judge-engine cancel RUN_DIR``: a stopped run's open batches cancelled at the provider
 killpoints.py  the steps of a collection where a crash test can have the process SIGKILL itself
 ```
+
+A run's batches seen without its process are :mod:`judge_engine.running.status` (``judge-engine
+status``) and :mod:`judge_engine.running.cancel` (``judge-engine cancel``): they start from a
+resumed session's preparation, so they sit beside the session, above batch mode.
 
 The provider side is behind the seam in :mod:`judge_engine.providers.batch` (one module per
 API); the run directory's ``batches.jsonl`` format is :class:`judge_engine.rundir.records.BatchEvent`

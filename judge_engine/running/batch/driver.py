@@ -29,8 +29,9 @@ from judge_engine.errors import DiskError, FatalProviderError, TransientError
 from judge_engine.inputs.config import DatasetConfig
 from judge_engine.lanes import rough_prompt_tokens
 from judge_engine.planning.plan import Task, iter_tasks
+from judge_engine.providers import batch_api_for
 from judge_engine.providers.base import ErrorClass, ErrorKind
-from judge_engine.providers.batch import BatchAPI, BatchInfo, batch_api_for
+from judge_engine.providers.batch import BatchAPI, BatchInfo
 from judge_engine.rundir.records import BatchEvent, BatchLine
 from judge_engine.rundir.store import RunStore, utc_now
 from judge_engine.running.batch.board import BatchBoard
@@ -41,6 +42,7 @@ from judge_engine.running.batch.submit import Refused, Submitter
 from judge_engine.running.budget import BudgetStop
 from judge_engine.running.cache import AnswerCache
 from judge_engine.running.resumption import Resumption
+from judge_engine.running.retry import with_transport_retries
 from judge_engine.running.runtime import JudgeRuntime
 from judge_engine.running.task import PreparedTask, prepare_task
 from judge_engine.util.naming import judge_stopped
@@ -384,8 +386,6 @@ class BatchDriver:
         """One batch API call within the judge's transport retry budget: 5xx and connection
         failures retried with backoff, 429 waited out (or, for a create, a refusal), any other
         failure stops the judge."""
-        from judge_engine.running.retry import with_transport_retries
-
         assert self.api is not None
         api, retries = self.api, self.judge.config.retries
 

@@ -1,16 +1,20 @@
 """What a person reads about a cascade outside ``stats``: a run's summary line (the run's end,
 ``status``) and ``plan``'s lines (each stage asked or not, and the expected cost from the
-calibration's escalation rates)."""
+calibration's escalation rates; the judges' plans scaled to those rates are the dry run's:
+:func:`judge_engine.running.estimate.expected_plans`)."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from judge_engine.errors import ReasonCode
-from judge_engine.trust.cascade.stages import CascadePlan
-from judge_engine.trust.cascade.state import answered_per_stage
+from judge_engine.errors import JudgeEngineError, ReasonCode
+from judge_engine.inputs.config import recorded_config
+from judge_engine.planning.plan import build_protocol
+from judge_engine.rundir.records import Counts
+from judge_engine.rundir.store import LineReader, open_index, writer_active
+from judge_engine.trust.cascade.stages import CascadePlan, cascade_plan
+from judge_engine.trust.cascade.state import answered_per_stage, rebuild
 from judge_engine.util.naming import cascade_title
 
 if TYPE_CHECKING:
@@ -18,7 +22,6 @@ if TYPE_CHECKING:
 
     from judge_engine.rundir.index import RunIndex
     from judge_engine.rundir.records import Manifest
-    from judge_engine.running.estimate import JudgePlan
 
 
 def summary_lines(manifest_cascade: Mapping[str, Any] | None, counts: Mapping[str, Any]) -> list[str]:
@@ -90,62 +93,11 @@ def _range(low: float, high: float) -> str:
     return f"{low:.4f}" if abs(high - low) < 5e-5 else f"{low:.4f}-{high:.4f}"
 
 
-def stage_costs(plan: CascadePlan, plans: Sequence[JudgePlan]) -> dict[str, tuple[float, float] | None]:
-    """Each stage's cost over every item (low, high: no re-ask to every re-ask), from its
-    judges' plans (a jury's: its jurors' sum); None when a judge has no price."""
-    by_judge = {p.judge: p for p in plans}
-    costs: dict[str, tuple[float, float] | None] = {}
-    for stage in plan.stages:
-        spans = [_paid(by_judge[j]) for j in stage.judges if j in by_judge]
-        costs[stage.name] = None if any(s is None for s in spans) or not spans else (
-            sum(s[0] for s in spans if s is not None), sum(s[1] for s in spans if s is not None))
-    return costs
-
-
-def _paid(plan: JudgePlan) -> tuple[float, float] | None:
-    cost = plan.batch.cost if plan.batch is not None and plan.batch.in_use else plan.cost
-    return None if cost is None else (cost.low, cost.high)
-
-
-def expected_plans(plan: CascadePlan, plans: Sequence[JudgePlan]) -> list[JudgePlan]:
-    """The judges' plans with each stage judge's figures (tasks, tokens, calls, cost, time)
-    scaled to the share of items the calibration sent its stage: what the cascade is expected
-    to ask (a stage that is not asked: nothing)."""
-    from judge_engine.running.estimate import Span
-
-    def scale(span: Any, share: float, kind: Callable[[float], Any]) -> Any:
-        return None if span is None else Span(kind(span.low * share), kind(span.high * share))
-
-    shares = {judge: stage.reach for stage in plan.stages for judge in stage.judges}
-    out = []
-    for judge_plan in plans:
-        share = shares.get(judge_plan.judge)
-        if share is None or share == 1.0:
-            out.append(judge_plan)
-            continue
-        batch = judge_plan.batch
-        if batch is not None:
-            batch = dataclasses.replace(batch, cost=scale(batch.cost, share, float))
-        out.append(dataclasses.replace(
-            judge_plan, tasks=round(judge_plan.tasks * share), cached=round(judge_plan.cached * share),
-            calls=scale(judge_plan.calls, share, round), prompt_tokens=scale(judge_plan.prompt_tokens, share, round),
-            completion_tokens=scale(judge_plan.completion_tokens, share, round),
-            cost=scale(judge_plan.cost, share, float), wall_s=scale(judge_plan.wall_s, share, float), batch=batch))
-    return out
-
-
 def refreshed(run_dir: Path, manifest: Manifest) -> Manifest:
     """``manifest`` with its ``cascade`` section rebuilt from the run's lines (for ``status``: a
     killed run's manifest is as of its last checkpoint), unless a process is writing the run (its
     checkpoints are current) or the cascade cannot be rebuilt (its thresholds file changed or
     is gone: the recorded section stays)."""
-    from judge_engine.errors import JudgeEngineError
-    from judge_engine.inputs.config import recorded_config
-    from judge_engine.planning.plan import build_protocol
-    from judge_engine.rundir.store import LineReader, open_index, writer_active
-    from judge_engine.trust.cascade.stages import cascade_plan
-    from judge_engine.trust.cascade.state import rebuild
-
     if not manifest.cascade or writer_active(run_dir):
         return manifest
     name = str(manifest.cascade.get("name"))
@@ -166,8 +118,6 @@ def refreshed(run_dir: Path, manifest: Manifest) -> Manifest:
 
 
 def _counts(index: RunIndex, judge: str) -> dict[str, Any]:
-    from judge_engine.rundir.records import Counts
-
     counts = Counts()
     for (name, status, code), n in index.counts().items():
         if name == judge and status != "undone":

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from judge_engine.errors import CalibrationError, ConfigError, ReasonCode
-from judge_engine.inputs.config import JobConfig, recorded_config
+from judge_engine.inputs.config import CascadeConfig, JobConfig, recorded_config
+from judge_engine.planning.plan import build_protocol
 from judge_engine.rundir.records import Manifest, OutcomeRecord, Spend
 from judge_engine.rundir.store import iter_transcript, latest_outcome_records, read_manifest
+from judge_engine.trust.calibration import read_rows
 from judge_engine.trust.cascade.stages import Stage, check_stages, decide, stage_shape
 
 
@@ -96,7 +98,6 @@ def _config(run_dir: Path, manifest: Manifest) -> JobConfig:
 
 
 def _protocols(config: JobConfig) -> dict[str, Any]:
-    from judge_engine.planning.plan import build_protocol
 
     try:
         protocols = {judge.name: build_protocol(judge) for judge in config.judges}
@@ -118,7 +119,6 @@ def _shapes(config: JobConfig, protocols: Mapping[str, Any], names: list[str]) -
 
 
 def _as_cascade(config: JobConfig, names: list[str]) -> Any:
-    from judge_engine.inputs.config import CascadeConfig
 
     base = config.cascade
     return CascadeConfig(name=base.name if base is not None else "cascade", stages=names,
@@ -133,8 +133,6 @@ def read_labels(table: str | Path | Iterable[Mapping[str, Any]], key: str, label
         CalibrationError: the table cannot be read, lacks a column, has a row without an id or
             an item labelled twice differently (the line named).
     """
-    from judge_engine.trust.calibration import read_rows
-
     if isinstance(table, str | Path):
         rows, where = read_rows(Path(table))
         name = str(table)

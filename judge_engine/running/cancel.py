@@ -30,8 +30,9 @@ from judge_engine.providers.batch import BatchAPI, BatchInfo
 from judge_engine.rundir.records import BatchEvent
 from judge_engine.rundir.store import RunStore, read_manifest, utc_now, writer_active
 from judge_engine.running.batch.ledger import Chunk, Ledger, read_ledgers, unix
-from judge_engine.running.batch.status import batch_apis
 from judge_engine.running.batch.submit import FIND_SLACK_S, chunk_metadata
+from judge_engine.running.session import prepare_resume
+from judge_engine.running.status import batch_apis
 
 CANCELLED_HERE = "cancelled by judge-engine cancel"
 """The ``reason`` of the ``state`` line that records a cancel call's answer."""
@@ -64,7 +65,6 @@ def cancel_run(run_dir: Path, *, judges: Sequence[str] = ()) -> list[Cancel]:
         RunDirError: not a run directory, a process is writing it, or an unknown judge.
         ConfigError: the run's config no longer loads, or its API key is not set.
     """
-    from judge_engine.running.session import prepare_resume
 
     run_dir = run_dir.resolve()
     manifest = read_manifest(run_dir)

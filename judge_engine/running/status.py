@@ -23,12 +23,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge_engine.errors import ConfigError
+from judge_engine.protocols import Protocol, get_protocol
+from judge_engine.providers import batch_api_for, endpoint_for
+from judge_engine.providers.catalog import batch_cost_per_token
 from judge_engine.rundir.records import Manifest, Spend, total_spend
 from judge_engine.rundir.store import iter_transcript, open_index, read_manifest, writer_active
 from judge_engine.running.batch.board import ChunkView, chunk_views
 from judge_engine.running.batch.ledger import Ledger, read_ledgers
 from judge_engine.running.budget import hours_judged
+from judge_engine.running.demo import demo_endpoint, demo_server, demo_servers
 from judge_engine.trust.cascade.report import refreshed
+from judge_engine.util.money import dollars
 
 if TYPE_CHECKING:
     from judge_engine.inputs.config import JudgeConfig
@@ -66,8 +72,6 @@ class Money:
     def parts(self) -> list[str]:
         """What ``status`` says of it: spent (the calls at no known price apart, never a silent
         $0), held for open batches, and what each budget leaves."""
-        from judge_engine.util.money import dollars
-
         spend = self.spend
         parts = [f"{dollars(spend.cost)} spent" + (f" + {spend.unpriced:,} unpriced calls" if spend.unpriced else "")]
         if self.committed is not None:
@@ -197,10 +201,6 @@ def _budgets(manifest: Manifest) -> dict[str | None, tuple[float | None, float |
 def _committed(manifest: Manifest, name: str, ledger: Ledger) -> float | None:
     """Dollars ``name``'s open batches are held at (as :meth:`BatchDriver._commit` holds them),
     or None when its model has no known price."""
-    from judge_engine.errors import ConfigError
-    from judge_engine.protocols import get_protocol
-    from judge_engine.providers.catalog import batch_cost_per_token
-
     entry = manifest.judge(name)
     config = next((j for j in manifest.config.get("judges") or [] if isinstance(j, dict) and j.get("name") == name), {})
     price = batch_cost_per_token(entry.model) if entry is not None else None
@@ -209,8 +209,6 @@ def _committed(manifest: Manifest, name: str, ledger: Ledger) -> float | None:
     try:
         typical = get_protocol(entry.protocol).typical_completion_tokens
     except ConfigError:  # a custom judge: the base protocol's typical answer
-        from judge_engine.protocols.base import Protocol
-
         typical = Protocol.typical_completion_tokens
     answer = min(typical, int(config.get("max_tokens") or typical))
     return sum(c.tokens * price[0] + c.requests * answer * price[1] for c in ledger.open_chunks())
@@ -224,10 +222,12 @@ def _modes(manifest: Manifest) -> dict[str, str]:
 
 def _poll(run_dir: Path, manifest: Manifest, ledgers: dict[str, Ledger]) -> list[str]:
     """Each open batch's state as the provider reports it now, into the ledgers' chunks."""
-    from judge_engine.running.session import prepare_resume
-
     if not any(ledger.open_chunks() for ledger in ledgers.values()):
         return []
+    # The session's machinery (engine, cache, retries) loads only to ask the provider: the
+    # status of a run read from its files alone stays a quick command.
+    from judge_engine.running.session import prepare_resume
+
     prepared = prepare_resume(run_dir)
     notes: list[str] = []
     with batch_apis(prepared, read_only=True) as api_of:
@@ -264,9 +264,6 @@ def batch_apis(prepared: PreparedRun, *, read_only: bool) -> Iterator[Callable[[
     run's batches are at its fake servers: the one each judge sends its batches to is started
     again, for as long as this lasts, on the state the run's sessions left in its ``demo/``
     folder (``read_only``: it writes nothing)."""
-    from judge_engine.running.demo import demo_server, demo_servers
-    from judge_engine.running.session import demo_endpoint
-
     if not prepared.demo:
         yield open_batch_api
         return
@@ -289,8 +286,6 @@ def open_batch_api(judge: JudgeConfig, endpoint: Endpoint | None = None) -> Batc
     Raises:
         ConfigError: the judge's API key is not set, or its model has no batch API.
     """
-    from judge_engine.providers import endpoint_for
-    from judge_engine.providers.batch import batch_api_for
 
     endpoint = endpoint if endpoint is not None else endpoint_for(judge)
     return batch_api_for(endpoint.model, endpoint.api_base, api_key=endpoint.api_key, judge=judge.name)
