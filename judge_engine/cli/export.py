@@ -23,7 +23,7 @@ COLUMNS_HELP = ("columns: task_id ... at (the outcome's fields), scores.<name>, 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     export = commands.add_parser("export", help="write a run's outcomes as CSV, JSONL or Parquet (one row per task)",
                                  epilog=COLUMNS_HELP)
-    export.add_argument("run_dir", type=Path)
+    export.add_argument("run_dir", type=Path, help="the run directory (RUNS/<run id>, or RUNS/latest)")
     export.add_argument("--format", choices=("csv", "jsonl", "parquet"), default="csv",
                         help="default csv; parquet needs pip install 'judge-engine[data]'")
     export.add_argument("--wide", action="store_true",

@@ -51,7 +51,7 @@ def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         "--system", metavar="COL", help="system column: adds system-level correlation"
     )
     meta.add_argument("--methods", nargs="+", default=["kendall", "spearman", "pearson"],
-                      choices=["kendall", "spearman", "pearson"])  # fmt: skip
+                      choices=["kendall", "spearman", "pearson"], help="the correlations to report")  # fmt: skip
     interval_args(meta, "for the first method and, with --agreement, kappa, alpha and ICC")
     meta.add_argument("--temperature", type=float, help="run source: use only this temperature")
     meta.add_argument(
@@ -68,8 +68,10 @@ def _register_meta(subparsers: argparse._SubParsersAction[argparse.ArgumentParse
         help="rate at which each column prefers the human translation",
     )
     adequacy.add_argument("--item", metavar="COL", help="source item column (e.g. source_)")
-    adequacy.add_argument("--human-system", nargs="+", default=["translator"], metavar="NAME")
-    adequacy.add_argument("--top-systems", nargs="+", default=[], metavar="NAME")
+    adequacy.add_argument("--human-system", nargs="+", default=["translator"], metavar="NAME",
+                          help="the system name(s) of the human translations")
+    adequacy.add_argument("--top-systems", nargs="+", default=[], metavar="NAME",
+                          help="the machine systems to compare the human translations with (default: every other)")
     adequacy.add_argument(
         "--other-systems", nargs="+", metavar="NAME", help="default: all remaining systems"
     )

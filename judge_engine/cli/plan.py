@@ -12,7 +12,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     from judge_engine.cli.run import add_batch_option, add_overrides
 
     plan = commands.add_parser("plan", help="dry run: tasks, tokens, cost and time; renders every prompt")
-    plan.add_argument("config", type=Path)
+    plan.add_argument("config", type=Path, help="the job's config file (YAML)")
     add_overrides(plan)
     add_batch_option(plan)
     plan.add_argument("--latency", type=float, default=2.0, help="assumed seconds per call for the time estimate")

@@ -29,7 +29,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     protocols.set_defaults(handler=protocols_command)
 
     schemas = commands.add_parser("schemas", help="write the protocols' JSON Schemas (or --check them)")
-    schemas.add_argument("--dir", type=Path, default=Path("schemas"))
+    schemas.add_argument("--dir", type=Path, default=Path("schemas"), help="the folder of the schema files")
     schemas.add_argument("--check", action="store_true", help="exit 1 if the files differ from the models")
     schemas.set_defaults(handler=schemas_command)
 

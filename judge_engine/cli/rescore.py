@@ -24,7 +24,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "rescore", help="re-parse and re-score a run's recorded answers (no calls, no spend)",
         description="Judge a run's tasks again from its transcripts with the current protocol code and options; "
                     "writes a new run directory and prints what changed.")
-    rescore.add_argument("run_dir", type=Path)
+    rescore.add_argument("run_dir", type=Path, help="the run to re-score (RUNS/<run id>, or RUNS/latest)")
     rescore.add_argument("--protocol-option", action="append", default=[], metavar="[JUDGE.]KEY=VALUE",
                          help="change a protocol option (e.g. parser=legacy-gemba); repeatable")
     rescore.add_argument("--output", type=Path, help="the new run directory (default: beside the run)")

@@ -49,7 +49,7 @@ PROGRESS_EVERY_S = 30.0
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``run`` and ``resume``."""
     run = commands.add_parser("run", help="judge a dataset (resumes a run of the same config)", epilog=EPILOG)
-    run.add_argument("config", type=Path)
+    run.add_argument("config", type=Path, help="the job's config file (YAML); the same config again resumes its run")
     add_overrides(run)
     run.add_argument("--demo", action="store_true", help="answer with the built-in fake server (synthetic answers, no API key)")
     run.add_argument("--new-run", action="store_true", help="start a fresh run directory even if this config ran before")
@@ -60,7 +60,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     resume = commands.add_parser("resume", help="finish a killed, cancelled or stopped run, or --retry its unscored tasks",
                                  epilog=EPILOG)
-    resume.add_argument("run_dir", type=Path)
+    resume.add_argument("run_dir", type=Path, help="the run directory (RUNS/<run id>, or RUNS/latest)")
     resume.add_argument("--retry", metavar="CODES",
                         help="judge again the tasks left unscored: 'unscored' for all, or reason codes separated by "
                              "commas (e.g. transport_exhausted,rate_limited); cached answers are re-read, not re-bought")

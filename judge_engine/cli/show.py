@@ -37,15 +37,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     show = commands.add_parser(
         "show", help="print transcripts and outcomes: messages, raw answer, verdict, score, attempts",
         description="Without --item: the tasks the filters pick (first --limit of them, in --sort order).")
-    show.add_argument("run_dir", type=Path)
+    show.add_argument("run_dir", type=Path, help="the run directory (RUNS/<run id>, or RUNS/latest)")
     show.add_argument("--item", help="every task of this item id")
     show.add_argument("--judge", help="only this judge")
-    show.add_argument("--status", choices=["scored", "unscored", "undone"])
+    show.add_argument("--status", choices=["scored", "unscored", "undone"], help="only tasks of this status")
     show.add_argument("--reason", metavar="CODE", help="only unscored tasks with this reason code")
-    show.add_argument("--temperature", type=float)
-    show.add_argument("--repeat", type=int)
-    show.add_argument("--min-score", type=float)
-    show.add_argument("--max-score", type=float)
+    show.add_argument("--temperature", type=float, help="only tasks at this temperature")
+    show.add_argument("--repeat", type=int, help="only this repeat (0, 1...)")
+    show.add_argument("--min-score", type=float, help="only scores at least this")
+    show.add_argument("--max-score", type=float, help="only scores at most this")
     show.add_argument("--sort", choices=["item", "score", "score-desc", "judge"], default="item",
                       help="order of the tasks (score: lowest first)")
     show.add_argument("--limit", type=int, default=None, help=f"at most N tasks (default {DEFAULT_LIMIT} without --item)")

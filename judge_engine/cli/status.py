@@ -18,14 +18,14 @@ if TYPE_CHECKING:
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     status = commands.add_parser("status", help="how far a run is (tasks, batches and their states), "
                                                 "read from its files: no process needed")
-    status.add_argument("run_dir", type=Path)
+    status.add_argument("run_dir", type=Path, help="the run directory (RUNS/<run id>, or RUNS/latest)")
     status.add_argument("--poll", action="store_true",
                         help="ask the provider for each open batch's state now (needs the run's API key; "
                              "writes nothing)")
     status.set_defaults(handler=status_command)
     cancel = commands.add_parser("cancel", help="cancel a stopped run's open batches at the provider (a later resume "
                                                 "keeps what they answered and sends the rest)")
-    cancel.add_argument("run_dir", type=Path)
+    cancel.add_argument("run_dir", type=Path, help="the run directory (RUNS/<run id>, or RUNS/latest)")
     cancel.add_argument("--judge", action="append", default=[], metavar="NAME",
                         help="only this judge's batches (repeatable)")
     cancel.set_defaults(handler=cancel_command)

@@ -25,7 +25,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     view = commands.add_parser("view", help="audit runs in the browser: overview, items, transcripts (local server)",
                                description="Serves the runs on http://127.0.0.1:PORT/ until Ctrl-C. Several run "
                                            "directories are shown together (e.g. two judges' runs on one dataset).")
-    view.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    view.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                      help="run directories, shown as one list (RUNS/<run id>, or RUNS/latest)")
     view.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one)")
     view.add_argument("--host", default="127.0.0.1",
                       help="address to listen on (default 127.0.0.1; anything else exposes the runs to the network)")
