@@ -1,7 +1,7 @@
 """``attack.py``'s families of hostile input: mutated configs and datasets, hostile side files
 (templates, few-shot files), template injection and render bombs, score-expression injection.
 
-The corpus is the fuzz test's (``tests/engine/test_hostile_input.py``: every key of two configs
+The corpus is the fuzz test's (``tests/inputs/test_hostile_input.py``: every key of two configs
 set to every kind of value, config files and datasets byte by byte, every case the issue names):
 one corpus, two uses. The test plans each case in-process; here each is a real ``judge-engine
 run`` against the fake server, in a worker process that is killed and replaced when a case
@@ -76,7 +76,7 @@ class Worker:
     """A process running :func:`serve`; :meth:`run` bounds each case."""
 
     def __init__(self) -> None:
-        from tests.engine.conftest import TEST_KEY_ENV
+        from tests.harness import TEST_KEY_ENV
 
         self.env = child_env(**{TEST_KEY_ENV: "fake-key-0000"})
         self.process: subprocess.Popen[str] | None = None
@@ -218,7 +218,7 @@ def _job(folder: Path, config: dict[str, Any] | str | bytes, *, items: bytes | N
          items_name: str = "items.jsonl") -> None:
     import yaml
 
-    from tests.engine.conftest import write_items
+    from tests.harness import write_items
 
     folder.mkdir(parents=True, exist_ok=True)
     if items is not None:
@@ -238,7 +238,7 @@ def _job(folder: Path, config: dict[str, Any] | str | bytes, *, items: bytes | N
 
 def datasets(ctx: Context, family: Family) -> None:
     from tests.engine import test_hostile_input as corpus
-    from tests.engine.conftest import write_items
+    from tests.harness import write_items
 
     server = SimpleNamespace(base_url=ctx.fake_url)
     worker = Worker()
@@ -269,14 +269,14 @@ def datasets(ctx: Context, family: Family) -> None:
 
 
 def _custom(ctx: Context, folder: Path, options: dict[str, Any], *, items: int = 4) -> None:
-    from tests.engine.test_custom_judges import job
+    from tests.protocols.test_custom_judges import job
 
     folder.mkdir(parents=True, exist_ok=True)
     job(folder, SimpleNamespace(base_url=ctx.fake_url), options, items=items)  # type: ignore[arg-type]
 
 
 def side_files(ctx: Context, family: Family) -> None:
-    from tests.engine.test_custom_judges import JSON_OPTIONS
+    from tests.protocols.test_custom_judges import JSON_OPTIONS
 
     worker = Worker()
     root = ctx.folder("side-files")
@@ -319,7 +319,7 @@ INJECTIONS = [
 
 
 def templates(ctx: Context, family: Family) -> None:
-    from tests.engine.test_custom_judges import JSON_OPTIONS
+    from tests.protocols.test_custom_judges import JSON_OPTIONS
 
     worker = Worker()
     root = ctx.folder("templates")
@@ -351,7 +351,7 @@ SCORES = [
 
 
 def scores(ctx: Context, family: Family) -> None:
-    from tests.engine.test_custom_judges import JSON_OPTIONS
+    from tests.protocols.test_custom_judges import JSON_OPTIONS
 
     worker = Worker()
     root = ctx.folder("scores")

@@ -146,7 +146,7 @@ def small_disk(ctx: Context, family: Family) -> None:
     disk = folder / "disk"
     disk.mkdir(exist_ok=True)
     if not mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk)):
-        family.skipped = "cannot mount a tmpfs here: see tests/engine/test_disk_full.py for the injected ENOSPC"
+        family.skipped = "cannot mount a tmpfs here: see tests/rundir/test_disk_full.py for the injected ENOSPC"
         return
     try:
         rows = _job(ctx, folder, 1200 if ctx.quick else 2400, concurrency=8)  # ~2 KB a task: past 2 MB

@@ -60,7 +60,7 @@ async def measure(base_url: str, *, n: int, concurrency: int, protocol: str, war
 def install_transform_check() -> tuple[list[int], Callable[[], None]]:
     """Make every chat request compute the SDK's own transform too and assert that the adapter's
     shortcut produced the same body; returns a one-element list counting the checked calls and a
-    function that puts the adapter's shortcut back (``tests/engine/test_provider_overhead.py``)."""
+    function that puts the adapter's shortcut back (``tests/providers/test_provider_overhead.py``)."""
     from judge_engine.providers.litellm import LiteLLMProvider
 
     LiteLLMProvider()  # installs the adapter's shortcut

@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness import _test_key, fake_server  # noqa: F401  (fixtures, found by name: a test key in every
+
+# test's environment, and a fake server on 127.0.0.1 for a test that asks for one)
+
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 REPO = Path(__file__).resolve().parents[1]

@@ -115,3 +115,41 @@ def _until_it_submits(root: Path, process: subprocess.Popen[str], before: int) -
         assert process.poll() is None, f"the background command ended before submitting:\n{process.communicate()}"
         assert time.monotonic() < deadline, "the background command submitted nothing in 180 s"
         time.sleep(0.05)
+
+
+README_MAX_LINES = 300
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def test_the_readme_is_a_front_page() -> None:
+    """What judge-engine is, the two set-up commands, a tour, the exit codes and links: at most
+    300 lines (issue 31.3); everything else is in the docs site."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= README_MAX_LINES
+    commands = readme_commands()
+    assert "pip install -e ." in commands and "judge-engine run examples/literary_mt/config.yaml --demo" in commands
+    assert "pip install -e '.[dev]'" in commands and "python -m pytest" in commands
+    from judge_engine import cli
+
+    codes = {value for name, value in vars(cli).items() if name.startswith("EXIT_")}
+    table = re.findall(r"^\| (\d+) \|", text, re.MULTILINE)
+    assert {int(code) for code in table} == codes
+
+
+def test_every_relative_link_in_the_readme_resolves() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    targets = [a or b for a, b in _LINK.findall(text)]
+    relative = [t for t in targets if not re.match(r"[a-z]+:", t)]
+    assert len(relative) >= 10  # the front page links into the docs
+    for target in relative:
+        path, _, anchor = target.partition("#")
+        found = REPO / path if path else REPO / "README.md"
+        assert found.exists(), f"README.md links to {target}: no such file"
+        if anchor and found.suffix == ".md":
+            assert anchor in _github_anchors(found.read_text(encoding="utf-8")), f"README.md links to {target}: no such heading"
+
+
+def _github_anchors(markdown: str) -> set[str]:
+    """The anchors GitHub (and MkDocs' toc) give a page's headings."""
+    headings = re.findall(r"^#+ (.+)$", markdown, re.MULTILINE)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}

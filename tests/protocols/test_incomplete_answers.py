@@ -80,7 +80,7 @@ def test_a_missing_or_wrong_part_is_rejected_with_its_code(
 def _fake_answers() -> list[tuple[str, Any, Any, str, str]]:
     """(example/judge, protocol, item, variant, well-formed answer) for every example task of a
     judging protocol. Generation protocols (CDAT, DAT) are not here: they read an answer as it
-    comes, a list cut short included, as the method does (``tests/cdat/test_engine.py``)."""
+    comes, a list cut short included, as the method does (``tests/protocols/cdat/test_engine.py``)."""
     book = AnswerBook()
     found = []
     for config_path in sorted((REPO / "examples").glob("*/config.yaml")):

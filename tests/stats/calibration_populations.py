@@ -1,5 +1,5 @@
 """Synthetic populations with a known confidence-accuracy curve, for testing calibration's
-guarantee (tests/stats/test_calibration_guarantee.py) and measuring it (benchmarks/calibration.py).
+guarantee (tests/stats/test_risk_control_guarantee.py) and measuring it (benchmarks/calibration.py).
 
 Each population draws calibration sets (confidence, error) and gives the *true* error rate of
 the items a set of thresholds answers: in closed form, or on a large held-out sample using each

@@ -13,7 +13,7 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.protocols.embeddings import minilm_problem
-from tests.engine.conftest import make_job
+from tests.harness import make_job
 from tests.stats.fixtures import outcome, write_run
 
 REPO = Path(__file__).resolve().parents[2]

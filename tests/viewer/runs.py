@@ -79,7 +79,7 @@ cache: {dir: .judge_cache}
 def faulty_job(folder: Path, base_url: str, *, items: int = 12, temperatures: tuple[float, ...] = (0.0, 1.0),
                repeats: int = 2, transport: int = 8) -> Path:
     """A GEMBA-MQM job of twelve items against ``base_url`` (fast retries)."""
-    from tests.engine.conftest import write_items
+    from tests.harness import write_items
 
     write_items(folder / "items.jsonl", items)
     judge = {"name": "mqm-faulty", "model": "openai/gpt-4o-mini", "api_base": base_url, "api_key": "fake-viewer-key",

@@ -13,8 +13,8 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeConfig, FakeServer
-from tests.cascade.conftest import cascade_job, latest
-from tests.engine.conftest import TEST_KEY, TEST_KEY_ENV
+from tests.harness import TEST_KEY, TEST_KEY_ENV
+from tests.trust.cascade.conftest import cascade_job, latest
 from tests.viewer.browser import Watched, launch, watched
 from tests.viewer.conftest import ServedViewer
 
