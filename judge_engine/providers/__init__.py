@@ -20,6 +20,7 @@ from judge_engine.providers.batch import BatchAPI
 from judge_engine.providers.catalog import (
     batch_route,
     litellm_route,
+    logprobs_support,
     missing_key_variables,
     provider_key,
 )
@@ -167,6 +168,25 @@ def check_models(config: JobConfig) -> None:
 _PLACEHOLDER = re.compile(r"^\s*(?:sk-)?(?:\.{3,}|…|<[^>]*>|x{3,}|your[-_ ]?(?:api[-_ ]?)?key(?:[-_ ]?here)?)\s*$",
                           re.IGNORECASE)
 """A key that is a documentation's stand-in (``...``, ``sk-...``, ``<key>``, ``your-key-here``)."""
+
+
+def check_logprobs(config: JobConfig) -> None:
+    """A judge whose ``confidence`` reads token log-probs has a model that gives them, where
+    litellm's catalog knows it does not (OpenAI's reasoning models, every Anthropic model):
+    checked before anything is sent, by ``plan`` and ``run``.
+
+    Raises:
+        ConfigError: naming the judge, the key and what to change.
+    """
+    for judge in config.judges:
+        if judge.confidence is None or judge.confidence.method != "logprobs":
+            continue
+        supported, provider = logprobs_support(judge.model, judge.api_base)
+        if supported is False:
+            raise ConfigError(f"judges[{judge.name}].confidence: logprobs: {judge.model} gives no token log-probs "
+                              f"(litellm's catalog: {provider} takes no logprobs parameter for it; OpenAI's reasoning "
+                              "models and every Anthropic model give none). Use confidence: agreement with repeats: 3 "
+                              "or more, or a model that gives log-probs (OpenAI chat models, Gemini, vLLM)")
 
 
 def _check_placeholder(judge: JudgeConfig, key: str | None, where: str) -> None:

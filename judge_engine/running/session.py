@@ -56,6 +56,7 @@ from judge_engine.providers import (
     Endpoint,
     check_batch_routes,
     check_credentials,
+    check_logprobs,
     check_models,
     deployment_names,
     endpoints_for,
@@ -222,6 +223,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
     config = with_protocol_defaults(config, protocols)
     check_juries(config, protocols)
     check_confidence(config, protocols)
+    check_logprobs(config)
     check_stages(config, protocols)
     cascade = cascade_plan(config, protocols)
     if dataset is None and run_dir is not None:

@@ -52,7 +52,6 @@ from typing import Any, Literal
 from judge_engine.errors import ConfigError, ReasonCode
 from judge_engine.inputs.config import JobConfig, JudgeConfig
 from judge_engine.protocols import Protocol, VoteScale
-from judge_engine.providers.catalog import logprobs_support
 from judge_engine.rundir.index import RunIndex, TaskRow
 from judge_engine.rundir.records import OutcomeRecord
 from judge_engine.rundir.store import LineReader, RunStore, utc_now
@@ -448,8 +447,8 @@ def item_lines(config: JobConfig, protocols: Mapping[str, Protocol]) -> list[str
 def check_confidence(config: JobConfig, protocols: Mapping[str, Protocol]) -> None:
     """What a judge's ``confidence`` needs, checked before anything is sent: a protocol whose
     parser says where its verdict is (log-probs) or whose verdict is a vote (agreement), a
-    weighted score only on a closed integer scale, several requests per item to agree, and a
-    model that gives log-probs, where litellm's catalog knows it does not.
+    weighted score only on a closed integer scale, and several requests per item to agree (the
+    model's side, log-probs it gives, is :func:`judge_engine.providers.check_logprobs`).
 
     Raises:
         ConfigError: naming the judge, the key and what to change.
@@ -469,10 +468,3 @@ def check_confidence(config: JobConfig, protocols: Mapping[str, Protocol]) -> No
         if confidence.method == "agreement" and decides_items(judge, protocol) is None:
             raise ConfigError(f"{where}: agreement needs several requests per item to agree and a verdict that is a "
                               f"vote: set repeats to 3 or more (now {judge.repeats})")
-        if confidence.method == "logprobs":
-            supported, provider = logprobs_support(judge.model, judge.api_base)
-            if supported is False:
-                raise ConfigError(f"{where}: logprobs: {judge.model} gives no token log-probs (litellm's catalog: "
-                                  f"{provider} takes no logprobs parameter for it; OpenAI's reasoning models and every "
-                                  "Anthropic model give none). Use confidence: agreement with repeats: 3 or more, or a "
-                                  "model that gives log-probs (OpenAI chat models, Gemini, vLLM)")

@@ -49,11 +49,13 @@ def _config(**judge: Any) -> JobConfig:
 def test_what_a_judges_confidence_needs_is_checked_before_anything_is_sent(judge: dict[str, Any], said: str) -> None:
     from judge_engine.errors import ConfigError
     from judge_engine.planning.plan import build_protocol
+    from judge_engine.providers import check_logprobs
     from judge_engine.trust.decisions import check_confidence
 
     config = _config(**judge)
-    with pytest.raises(ConfigError, match=said) as raised:
+    with pytest.raises(ConfigError, match=said) as raised:  # the protocol's side, then the model's, as prepare() checks
         check_confidence(config, {j.name: build_protocol(j) for j in config.judges})
+        check_logprobs(config)
     assert "judges[j].confidence" in str(raised.value)
 
 
