@@ -183,7 +183,7 @@ def _requests(ctx: Context) -> int:
 
 
 def configs(ctx: Context, family: Family) -> None:
-    from tests.engine import test_hostile_input as corpus
+    from tests.inputs import test_hostile_input as corpus
 
     server = SimpleNamespace(base_url=ctx.fake_url)
     worker = Worker()
@@ -237,8 +237,8 @@ def _job(folder: Path, config: dict[str, Any] | str | bytes, *, items: bytes | N
 
 
 def datasets(ctx: Context, family: Family) -> None:
-    from tests.engine import test_hostile_input as corpus
     from tests.harness import write_items
+    from tests.inputs import test_hostile_input as corpus
 
     server = SimpleNamespace(base_url=ctx.fake_url)
     worker = Worker()
