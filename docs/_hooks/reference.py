@@ -252,15 +252,18 @@ def _models_under(model: type[BaseModel]) -> list[type[BaseModel]]:
 
 
 def _attribute_docstrings(model: type[BaseModel]) -> dict[str, str]:
-    """Each field's docstring (the string literal under it in the class body)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(model)))
-    body = tree.body[0].body  # type: ignore[attr-defined]
+    """Each field's docstring (the string literal under it in the class body), a base class's
+    fields included (a protocol's options inherit ``output``)."""
     docs: dict[str, str] = {}
-    for node, following in zip(body, body[1:], strict=False):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
-                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
-                and isinstance(following.value.value, str)):
-            docs[node.target.id] = inspect.cleandoc(following.value.value)
+    for cls in reversed(model.__mro__):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel) and cls.__module__.startswith("judge_engine")):
+            continue
+        body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+        for node, following in zip(body, body[1:], strict=False):
+            if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                    and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                    and isinstance(following.value.value, str)):
+                docs[node.target.id] = inspect.cleandoc(following.value.value)
     return docs
 
 
@@ -288,7 +291,7 @@ def _annotation(annotation: Any) -> str:
         parts = [_annotation(a) for a in arguments if a is not type(None)]
         return " or ".join(dict.fromkeys(parts)) + (" or null" if type(None) in arguments else "")
     if origin is typing.Literal:
-        return " \\| ".join(f"`{a}`" for a in arguments)
+        return " or ".join(f"`{a}`" for a in arguments)
     if origin is list:
         return f"list of {_annotation(arguments[0])}"
     if origin is dict:
@@ -306,14 +309,20 @@ def _annotation(annotation: Any) -> str:
 
 
 def _default(info: FieldInfo) -> str:
+    """The default as a phrase: ``**required**``, ``default `16```."""
+    value = _default_value(info)
+    return "**required**" if value == "required" else f"default {value}"
+
+
+def _default_value(info: FieldInfo) -> str:
     if info.is_required():
-        return "**required**"
+        return "required"
     value = info.get_default(call_default_factory=True)
     if isinstance(value, BaseModel):
-        return "default: each of its keys' defaults"
+        return "each of its keys' defaults"
     if isinstance(value, Path):
         value = str(value)
-    return f"default `{yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}`"
+    return f"`{yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}`"
 
 
 _ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|exc|obj):`~?([^`<]*?)(?:\s*<[^>]*>)?`")
@@ -358,7 +367,8 @@ def protocols_reference(*, page: Any = None) -> str:
         cls = get_protocol(name)
         here = "" if page is not None and page.file.src_uri.startswith("protocols/") else "protocols/"
         label = f"[`{name}`]({here}{_protocol_page(name)})"
-        fields = "the template's variables" if cls.output_per_config else ", ".join(f"`{f}`" for f in cls.required_fields)
+        fields = "the template's variables" if cls.output_per_config else (
+            ", ".join(f"`{f}`" for f in cls.required_fields) or "none but an `id`")
         out.append(f"| {label} | {cls.version} | {_cell(cls.description)} | {_cell(fields)} | {_cell(_score(cls))} |")
     return "\n".join(out) + "\n"
 
@@ -399,14 +409,14 @@ def protocol_reference(name: str, *, page: Any = None) -> str:
     if templates:
         rows.append(("templates", ", ".join(f"`judge_engine/protocols/prompts/{t}`" for t in templates)))
     rows = [(key, _markdown(value)) for key, value in rows]
-    out = ["| | |", "|---|---|", *[f"| {key} | {_cell(value)} |" for key, value in rows], ""]
+    out = [*[f"- **{key}**: {_cell(value)}" for key, value in rows], ""]
     options = cls.options_model
     if options.model_fields:
-        docs = _attribute_docstrings(options) if options.__module__.startswith("judge_engine") else {}
+        docs = _attribute_docstrings(options)
         out += [f"`protocol_options` of `{name}`:", "", "| option | type | default | what it is |", "|---|---|---|---|"]
         for option, info in options.model_fields.items():
             what = _markdown(docs.get(option) or info.description or "")
-            out.append(f"| `{option}` | {_cell(_type_name(info))} | {_cell(_default(info))} | {_cell(what)} |")
+            out.append(f"| `{option}` | {_cell(_type_name(info))} | {_cell(_default_value(info))} | {_cell(what)} |")
         out.append("")
     return "\n".join(out)
 
