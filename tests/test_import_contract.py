@@ -42,7 +42,8 @@ def test_the_layers_and_the_ban_on_cycles_hold() -> None:
 
 
 @pytest.mark.parametrize(("module", "planted"), [
-    ("util/money.py", "import judge_engine.cli"),                      # the bottom layer reaching the top
+    ("util/money.py", "import judge_engine.cli"),                      # the leaf helpers reaching the top
+    ("errors.py", "from judge_engine.running import session"),         # the bottom layer reaching the run
     ("protocols/bws.py", "from judge_engine.running import session"),  # protocols never import the run lifecycle
     ("stats/agreement.py", "import judge_engine.cli.stats"),           # statistics never import the command line
     ("viewer/pages.py", "import judge_engine.running.engine"),         # the viewer never imports the engine
