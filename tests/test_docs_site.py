@@ -8,7 +8,6 @@ import argparse
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -90,14 +89,20 @@ def test_the_architecture_page_draws_the_contract_of_pyproject() -> None:
     assert "acyclic_siblings" in drawn
 
 
-@pytest.mark.skipif(shutil.which("mkdocs") is None and importlib.util.find_spec("mkdocs") is None,
-                    reason="MkDocs is not installed (the docs extra)")
-@pytest.mark.timeout(300)
-def test_the_site_builds_strictly_and_names_every_command_and_key(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=REPO,
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site, built strictly (skipped where MkDocs is not installed: the docs extra)."""
+    if importlib.util.find_spec("mkdocs") is None:
+        pytest.skip("MkDocs is not installed (the docs extra)")
+    built = tmp_path_factory.mktemp("docs") / "site"
+    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(built)], cwd=REPO,
                             capture_output=True, text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert result.returncode == 0, result.stdout + result.stderr
+    return built
+
+
+@pytest.mark.timeout(300)
+def test_the_site_builds_strictly_and_names_every_command_and_key(site: Path) -> None:
     cli = (site / "cli.html").read_text(encoding="utf-8")
     for name in _subcommands():
         assert f'id="{name}"' in cli, name
@@ -108,3 +113,27 @@ def test_the_site_builds_strictly_and_names_every_command_and_key(tmp_path: Path
     assert {"index.html", "getting-started.html", "configuration.html", "providers.html", "batch.html",
             "auditing.html", "stats.html", "trust.html", "cli.html", "design.html", "benchmarks.html",
             "protocols/index.html", "protocols/gemba-mqm.html", "protocols/custom.html"} <= pages
+
+
+@pytest.mark.timeout(120)
+def test_the_site_read_from_the_disk_searches_and_asks_nothing_of_the_network(site: Path) -> None:
+    """Opened as files (file://), as a user reads it offline: the search box is there, finds pages,
+    and no page asks for anything but its own files (fonts, scripts and shims are the site's)."""
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("Debian's chromium is not installed")
+    with playwright.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path="/usr/bin/chromium",
+                                         args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page()
+        asked: list[str] = []
+        page.on("request", lambda request: asked.append(request.url))
+        page.goto((site / "protocols" / "bws.html").as_uri())
+        box = page.locator("input.md-search__input")
+        assert box.is_visible()
+        box.click()
+        box.press_sequentially("cascade", delay=30)
+        page.wait_for_selector(".md-search-result__item", timeout=10_000)
+        assert page.locator(".md-search-result__item").count() >= 3
+        browser.close()
+    assert [url for url in asked if not url.startswith("file://")] == []
