@@ -7,11 +7,11 @@ of a 9 KB body: ~0.17 ms of CPU back to back; at 50 requests per second ~1.0 ms 
 engine sent (its transcripts), sends them to a fresh fake server with the same latency at the
 engine's accepted rate, with nothing else (no templates, cache, lanes, parsing or records), and
 prints the CPU per request of that loop alone, start-up excluded. The engine's figure minus this
-one is what the engine itself adds. The loop sends with the direct transport's own client
-(``providers/wire.py``) by default, or with an aiohttp session (``--client aiohttp``, what the
-engine sent with before issue 23.6).
+one is what the engine itself adds. The loop sends with the direct transport's client
+(:class:`judge_engine.providers.http.ChatClient`, on aiohttp since issue 32) by default, or with
+a bare aiohttp session (``--client aiohttp``).
 
-    python benchmarks/floor.py TRANSCRIPTS --rate 50 --latency 0.5 --jitter 0.1 [--n 2000] [--burst 2] [--client wire|aiohttp]
+    python benchmarks/floor.py TRANSCRIPTS --rate 50 --latency 0.5 --jitter 0.1 [--n 2000] [--burst 2] [--client chat|aiohttp]
 """
 
 from __future__ import annotations
@@ -46,25 +46,27 @@ def bodies(transcripts: Path, n: int) -> list[bytes]:
     return out
 
 
-async def replay(url: str, payloads: list[bytes], rate: float, burst: int = 1, client: str = "wire") -> float:
+async def replay(url: str, payloads: list[bytes], rate: float, burst: int = 1, client: str = "chat") -> float:
     """Send ``payloads`` at ``rate`` per second, ``burst`` at a time as the engine's lanes do (0:
-    back to back, 64 at a time); return CPU seconds per request. ``client``: ``wire``, the
-    direct transport's own HTTP client (:mod:`judge_engine.providers.wire`), or ``aiohttp``."""
+    back to back, 64 at a time); return CPU seconds per request. ``client``: ``chat``, the
+    direct transport's client (:class:`judge_engine.providers.http.ChatClient`), or ``aiohttp``,
+    a bare session."""
     import aiohttp
 
-    from judge_engine.providers import wire
+    from judge_engine.providers.http import ChatClient
+    from judge_engine.providers.network import Network
 
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer floor"}
-    pool, where = wire.Client(), wire.target(url, headers)
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer floor", "Accept-Encoding": "identity"}
+    pool = ChatClient(Network())
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         async def by_aiohttp(body: bytes) -> None:
             async with session.post(url, data=body, headers=headers) as response:
                 await response.read()
 
-        async def by_wire(body: bytes) -> None:
-            await pool.post(where, body, 120.0)
+        async def by_chat(body: bytes) -> None:
+            await pool.post(url, body, headers, 120.0)
 
-        one = by_wire if client == "wire" else by_aiohttp
+        one = by_chat if client == "chat" else by_aiohttp
         await one(payloads[0])  # connection set-up and first-use costs are start-up
         started = time.process_time()
         if rate <= 0:
@@ -75,6 +77,7 @@ async def replay(url: str, payloads: list[bytes], rate: float, burst: int = 1, c
                     await one(body)
 
             await asyncio.gather(*(limited(body) for body in payloads))
+            await pool.aclose()
             return (time.process_time() - started) / len(payloads)
         pending = []
         next_at = time.monotonic()
@@ -85,7 +88,9 @@ async def replay(url: str, payloads: list[bytes], rate: float, burst: int = 1, c
             next_at += burst / rate
             await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         await asyncio.gather(*pending)
-        return (time.process_time() - started) / len(payloads)
+        cpu = (time.process_time() - started) / len(payloads)
+        await pool.aclose()
+        return cpu
 
 
 def main() -> None:
@@ -96,9 +101,9 @@ def main() -> None:
     parser.add_argument("--jitter", type=float, default=0.1)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--burst", type=int, default=1, help="requests sent together (the lanes' limits.burst)")
-    parser.add_argument("--client", choices=("wire", "aiohttp"), default="wire",
-                        help="wire: the direct transport's own HTTP client (what the engine sends with); "
-                             "aiohttp: an aiohttp session (what it sent with before issue 23.6)")
+    parser.add_argument("--client", choices=("chat", "aiohttp"), default="chat",
+                        help="chat: the direct transport's client (what the engine sends with); "
+                             "aiohttp: a bare aiohttp session")
     args = parser.parse_args()
     from judge_engine.fake import FakeConfig, FakeServerProcess
 

@@ -1,5 +1,5 @@
-"""Module paths that moved when the package was grouped by pipeline stage (0.2), still importable
-for one release.
+"""Module paths (and a few names) that moved when the package was grouped by pipeline stage (0.2),
+still importable for one release.
 
 ``import judge_engine.config`` (or ``from judge_engine.cascade.stages import ...``) warns with a
 :class:`DeprecationWarning` naming the new path, and gives the module at that path: the same
@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
+from collections.abc import Callable
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, cast
@@ -47,6 +48,8 @@ MOVED: dict[str, str] = {
     "batch.status": "running.status", "batch.cancel": "running.cancel",
     # statistics: the two "calibration" modules no longer share a name
     "stats.calibration": "stats.risk_control",
+    # the batch APIs' HTTP client is the engine's one HTTP client (issue 32)
+    "providers.batch_http": "providers.http",
 }
 """Old path -> new path, both under ``judge_engine.``; a moved package's modules move with it
 (``cascade.stages`` -> ``trust.cascade.stages``), the longest old path deciding."""
@@ -88,6 +91,21 @@ class _Finder:
         alias = module.__spec__
         if alias is not None and alias.name != module.__name__:
             module.__spec__ = alias.loader_state
+
+
+def moved_names(module: str, names: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for the names that moved out of ``module`` (name -> the module that
+    holds it now): each still reads, with a DeprecationWarning naming its new home."""
+
+    def __getattr__(name: str) -> Any:
+        home = names.get(name)
+        if home is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(f"{module}.{name} has moved to {home}.{name}: import it from there (the old name goes in "
+                      "judge-engine 0.3)", DeprecationWarning, stacklevel=2)
+        return getattr(importlib.import_module(home), name)
+
+    return __getattr__
 
 
 _FINDER = _Finder()

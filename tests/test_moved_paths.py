@@ -97,3 +97,29 @@ def test_the_new_paths_warn_nothing_and_nothing_else_is_redirected() -> None:
         print(json.dumps([str(w.message) for w in caught if w.category is DeprecationWarning]))
     """)
     assert found == []
+
+
+def test_names_that_moved_out_of_a_module_still_read_from_it_with_a_warning() -> None:
+    moved = {
+        "judge_engine.session": ("demo_endpoint", "judge_engine.running.demo"),
+        "judge_engine.runtime": ("build_runtime", "judge_engine.running.session"),
+        "judge_engine.cascade.report": ("expected_plans", "judge_engine.running.estimate"),
+        "judge_engine.providers.batch": ("batch_api_for", "judge_engine.providers"),
+        "judge_engine.protocols.confidence": ("json_value_span", "judge_engine.protocols.verdict_spans"),
+        "judge_engine.protocols.base": ("scale_values", "judge_engine.protocols.verdict_spans"),
+    }
+    found = _probe(f"""
+        import importlib, json, warnings
+        out = {{}}
+        for old, (name, home) in {moved!r}.items():
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                value = getattr(importlib.import_module(old), name)
+            out[old] = [value is getattr(importlib.import_module(home), name),
+                        [str(w.message) for w in caught if w.category is DeprecationWarning]]
+        print(json.dumps(out))
+    """)
+    for old, (name, home) in moved.items():
+        same, said = found[old]
+        assert same, old
+        assert any(f"{name} has moved to {home}.{name}" in message for message in said), (old, said)

@@ -125,6 +125,9 @@ EXAMPLES: dict[str, str] = {
     "JudgeConfig.api_key_env": "api_key_env: MY_GATEWAY_KEY",
     "JudgeConfig.api_key": "api_key: sk-...   # discouraged: prefer api_key_env",
     "JudgeConfig.transport": "transport: litellm",
+    "JudgeConfig.proxy": "proxy: http://user:password@proxy.corp:3128",
+    "JudgeConfig.ca_bundle": "ca_bundle: company-ca.pem",
+    "JudgeConfig.verify": "verify: false   # a test server only: warned at every run",
     "JudgeConfig.temperatures": "temperatures: [0.0, 0.7]",
     "JudgeConfig.repeats": "repeats: 3",
     "JudgeConfig.max_tokens": "max_tokens: 1000",
@@ -157,6 +160,9 @@ EXAMPLES: dict[str, str] = {
     "DeploymentConfig.api_key_env": "api_key_env: EAST_KEY",
     "DeploymentConfig.api_key": "api_key: sk-...   # discouraged: prefer api_key_env",
     "DeploymentConfig.limits": "limits: {rpm: 600, concurrency: 32}",
+    "DeploymentConfig.proxy": "proxy: direct",
+    "DeploymentConfig.ca_bundle": "ca_bundle: /etc/ssl/west-ca.pem",
+    "DeploymentConfig.verify": "verify: true",
     "BatchConfig.poll_interval_s": "poll_interval_s: 300",
     "BatchConfig.fallback": "fallback: batch",
     "BatchConfig.max_rounds": "max_rounds: 2",
@@ -455,7 +461,7 @@ def contract_reference(*, page: Any = None) -> str:
                     "import each other, directly or through others, at run time (an import only a type "
                     "checker reads, under `TYPE_CHECKING`, is not one).", ""]
         elif contract["type"] == "forbidden":
-            out += [f"`{'`, `'.join(contract['source_modules'])}` never import "
+            out += [f"`{'`, `'.join(contract['source_modules'])}` never imports "
                     f"`{'`, `'.join(contract['forbidden_modules'])}`.", ""]
         elif contract["type"] == "independence":
             out += [f"`{'`, `'.join(contract['modules'])}`: none imports another.", ""]

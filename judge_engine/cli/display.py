@@ -612,6 +612,8 @@ class SessionView:
             path_line(console, "Run directory", progress.run_dir)
             if progress.demo and not self._live_wanted:  # the live display shows it above its figures
                 console.print(f"[bold yellow]{DEMO_NOTE}[/bold yellow]")
+            for warning in progress.warnings:
+                console.print(f"[bold yellow]warning:[/bold yellow] {escape(warning)}", highlight=False)
         if not self._said_start and progress.started:
             self._said_start = True
             console.print(start_line(progress), highlight=False)

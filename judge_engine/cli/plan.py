@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from judge_engine.cli import EXIT_OK, EXIT_USAGE
+from judge_engine.cli import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+if TYPE_CHECKING:
+    from judge_engine.cli.display import Terminal
+    from judge_engine.inputs.config import JobConfig
+    from judge_engine.providers import EndpointCheck
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -17,6 +23,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_batch_option(plan)
     plan.add_argument("--latency", type=float, default=2.0, help="assumed seconds per call for the time estimate")
     plan.add_argument("--strict", action="store_true", help="exit 2 when a model or its price is unknown")
+    plan.add_argument("--check-endpoints", action="store_true",
+                      help="reach every judge's endpoint as a run would (its proxy, its certificates), sending no "
+                           "prompt: a GET of its model list; exit 1 when one cannot be reached or verified")
     plan.set_defaults(handler=plan_command)
 
 
@@ -24,6 +33,7 @@ def plan_command(args: argparse.Namespace) -> int:
     """Prepare the run as ``run`` would (nothing sent, no key needed), then estimate it."""
     from judge_engine.cli.display import escape, make_console, path_line, plan_lines, plan_table
     from judge_engine.cli.run import override_values
+    from judge_engine.providers import insecure_endpoints
     from judge_engine.running.estimate import (
         budget_warnings,
         expected_plans,
@@ -58,7 +68,30 @@ def plan_command(args: argparse.Namespace) -> int:
         console.print(escape(line), highlight=False)
     for line in cascade:
         console.print(escape(line), highlight=False)
+    for warning in insecure_endpoints(prepared.config):
+        console.print(f"[yellow]warning: {escape(warning)}[/yellow]", highlight=False)
+    if args.check_endpoints and not _endpoints_answer(prepared.config, console):
+        return EXIT_FAILED
     if args.strict and any(p.warnings for p in plans):
         console.print("plan --strict: exit 2 (see the warnings above)", highlight=False)
         return EXIT_USAGE
     return EXIT_OK
+
+
+def _endpoints_answer(config: JobConfig, console: Terminal) -> bool:
+    """Print what each judge's endpoint said to a GET of its model list; True when every one
+    was reached (and, over https, its certificate verified)."""
+    import asyncio
+
+    from judge_engine.cli.display import escape
+    from judge_engine.providers import check_endpoint, endpoints_to_check
+
+    async def check_all() -> list[EndpointCheck]:
+        placed = [(judge, where, endpoint) for judge in config.judges for where, endpoint in endpoints_to_check(judge)]
+        return list(await asyncio.gather(*(check_endpoint(judge, where, endpoint) for judge, where, endpoint in placed)))
+
+    checks = asyncio.run(check_all())
+    for check in checks:
+        mark = "[green]ok[/green]" if check.ok else "[red]failed[/red]"
+        console.print(f"endpoint {mark} {escape(check.where)}: {escape(check.said)}", highlight=False)
+    return all(check.ok for check in checks)

@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StrictBool,
     StrictFloat,
     StrictInt,
     ValidationError,
@@ -120,6 +121,25 @@ def checked_api_base(value: str | None) -> str | None:
 ApiBase = Annotated[str | None, AfterValidator(checked_api_base)]
 
 
+def checked_proxy(value: str | None) -> str | None:
+    """``value`` if it can be a forward proxy: ``direct``, or ``http(s)://[user:password@]host:port``
+    (a URL without a scheme is an http proxy, as curl reads it). Never echoed: it may hold a password."""
+    if value is None or value == "direct":
+        return value
+    value = value if "://" in value else f"http://{value}"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        raise ValueError("not a proxy URL (expected http://host:port, or direct)") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError("a proxy is http(s)://[user:password@]host:port (or direct: no proxy for this judge)")
+    return value
+
+
+Proxy = Annotated[str | None, AfterValidator(checked_proxy)]
+
+
 class DeploymentConfig(BaseModel):
     """One deployment of a judge's model: a replica, a region or another key, with its own limits
     (its own lane). Unset fields take the judge's."""
@@ -136,6 +156,12 @@ class DeploymentConfig(BaseModel):
     api_key: SecretStr | None = None
     limits: Limits | None = None
     """This deployment's rate limits and concurrency (default: the judge's ``limits``)."""
+    proxy: Proxy = None
+    """This deployment's proxy (default: the judge's)."""
+    ca_bundle: Path | None = None
+    """Certificates this deployment's endpoint is trusted by, beside the system's (default: the judge's)."""
+    verify: StrictBool | None = None
+    """Whether this deployment's certificates are checked (default: the judge's)."""
 
 
 class BatchConfig(BaseModel):
@@ -230,6 +256,18 @@ class JudgeConfig(BaseModel):
     """Name of the environment variable holding the key (default: the provider's usual one)."""
     api_key: SecretStr | None = None
     """A key written in the config (discouraged); never written anywhere by judge-engine."""
+    proxy: Proxy = None
+    """The forward proxy this judge's requests leave through, ``http(s)://[user:password@]host:port``
+    (the password never recorded), or ``direct``; None: the environment's (``HTTPS_PROXY``,
+    ``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``). The direct transport and the batch APIs take it;
+    under litellm the environment's is used (a judge's own is refused)."""
+    ca_bundle: Path | None = None
+    """A certificate file (or folder) trusted beside the system's store, ``SSL_CERT_FILE`` and
+    ``REQUESTS_CA_BUNDLE``, for an endpoint behind a private certificate authority (relative to
+    the config file)."""
+    verify: StrictBool = True
+    """Check the endpoint's TLS certificate. ``false`` checks nothing, for a test server only: a
+    warning is printed at the start of every run that uses it."""
     transport: Literal["auto", "direct", "litellm"] = "auto"
     """How requests travel. ``direct``: OpenAI's chat-completions API over a pooled HTTP client,
     with the body and prices litellm would use (a tenth of litellm's CPU per call); only for
@@ -502,6 +540,7 @@ class JobConfig(BaseModel):
             "__all__": {"api_key"}}}}})
         for where in (w for judge in data["judges"] for w in (judge, *judge["deployments"])):
             where["api_base"] = redact_url(where["api_base"])  # a URL's credentials are never recorded
+            where["proxy"] = redact_url(where["proxy"])  # nor a proxy's
         for judge in data["judges"]:
             judge["params"] = dict(redact_params(judge["params"]))  # nor a gateway key in extra_headers
         return data
@@ -544,12 +583,12 @@ def recorded_config(raw: Mapping[str, Any], *, where: Path, overrides: Mapping[s
 
 
 def _usable_urls(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """A recorded config's ``api_base`` values with their redacted credentials dropped
+    """A recorded config's ``api_base`` and ``proxy`` values with their redacted credentials dropped
     (:func:`~judge_engine.util.redaction.recorded_url`): ``[REDACTED]@`` is no URL a client can use."""
     def judge(entry: Any) -> Any:
         if not isinstance(entry, Mapping):
             return entry
-        fixed = {**entry, "api_base": recorded_url(entry.get("api_base"))} if entry.get("api_base") else dict(entry)
+        fixed = {**entry, **{key: recorded_url(entry[key]) for key in ("api_base", "proxy") if entry.get(key)}}
         if isinstance(entry.get("deployments"), list):
             fixed["deployments"] = [judge(d) for d in entry["deployments"]]
         return fixed
@@ -632,10 +671,14 @@ def _resolve_paths(config: JobConfig, base: Path) -> JobConfig:
         return p if p.is_absolute() else (base / p)
 
     def option_paths(judge: JudgeConfig) -> JudgeConfig:
-        """Protocol options named ``*_file`` are paths, relative to the config file too."""
+        """Protocol options named ``*_file`` are paths, relative to the config file too, and so
+        are the certificates a judge or deployment trusts."""
         options = {key: str(absolute(Path(value))) if key.endswith("_file") and isinstance(value, str) else value
                    for key, value in judge.protocol_options.items()}
-        return judge.model_copy(update={"protocol_options": options}) if options != judge.protocol_options else judge
+        deployments = [d.model_copy(update={"ca_bundle": absolute(d.ca_bundle)}) if d.ca_bundle else d
+                       for d in judge.deployments]
+        return judge.model_copy(update={"protocol_options": options, "deployments": deployments,
+                                        "ca_bundle": absolute(judge.ca_bundle) if judge.ca_bundle else None})
 
     return config.model_copy(
         update={

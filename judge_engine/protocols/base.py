@@ -20,10 +20,11 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from judge_engine._moved import moved_names
 from judge_engine.errors import ConfigError, ReasonCode, VerdictError
 from judge_engine.protocols.verdict_spans import VerdictSpan, value_probabilities
 from judge_engine.util.naming import describe_error, shown_loc
@@ -312,3 +313,9 @@ def stable_seed(*parts: object) -> int:
     """A 64-bit seed from any printable parts, stable across processes (unlike ``hash``)."""
     digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
+
+
+if not TYPE_CHECKING:  # names of 0.1 that moved (a type checker reads the new homes)
+    __getattr__ = moved_names(__name__, {
+        "scale_values": "judge_engine.protocols.verdict_spans",
+    })

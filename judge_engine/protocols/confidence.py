@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from judge_engine._moved import moved_names
 from judge_engine.protocols.base import Item, Protocol
 from judge_engine.protocols.verdict_spans import VerdictSpan, chosen_value
 from judge_engine.util.logprobs import TokenLogprob
@@ -95,3 +96,8 @@ def _field_reading(protocol: Protocol, span: VerdictSpan, answer: str,
     return reading
 
 
+if not TYPE_CHECKING:  # names of 0.1 that moved (a type checker reads the new homes)
+    __getattr__ = moved_names(__name__, {
+        "json_value_span": "judge_engine.protocols.verdict_spans",
+        "value_probabilities": "judge_engine.protocols.verdict_spans",
+    })

@@ -9,12 +9,13 @@ here, and :func:`for_judge` learns when to choose it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
 
 from judge_engine.errors import ConfigError
-from judge_engine.inputs.config import JobConfig, JudgeConfig
+from judge_engine.inputs.config import DeploymentConfig, JobConfig, JudgeConfig
 from judge_engine.providers.base import Provider
 from judge_engine.providers.batch import BatchAPI
 from judge_engine.providers.catalog import (
@@ -22,11 +23,14 @@ from judge_engine.providers.catalog import (
     litellm_route,
     logprobs_support,
     missing_key_variables,
+    probe_url,
     provider_key,
 )
+from judge_engine.providers.http import probe
 from judge_engine.providers.litellm import LiteLLMProvider
+from judge_engine.providers.network import Network, network_problem
 from judge_engine.providers.openai_http import OpenAIHTTPProvider
-from judge_engine.util.redaction import redact_url, url_credentials
+from judge_engine.util.redaction import redact, redact_url, url_credentials, url_secrets
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +43,9 @@ class Endpoint:
     api_base: str | None
     api_key: str | None = field(default=None, repr=False)
     """Never recorded, never printed."""
+    network: Network = field(default_factory=Network)
+    """How its connections leave (proxy, TLS): the judge's (or deployment's) settings, else the
+    environment's."""
 
     @property
     def label(self) -> str:
@@ -62,9 +69,18 @@ def endpoints_for(judge: JudgeConfig) -> list[Endpoint]:
         ConfigError: an ``api_key_env`` names a variable that is not set.
     """
     if not judge.deployments:
-        return [Endpoint(judge.model, judge.api_base, api_key_for(judge))]
-    return [Endpoint(d.model or judge.model, d.api_base or judge.api_base, _key(judge, index))
+        return [Endpoint(judge.model, judge.api_base, api_key_for(judge), network_of(judge))]
+    return [Endpoint(d.model or judge.model, d.api_base or judge.api_base, _key(judge, index), network_of(judge, d))
             for index, d in enumerate(judge.deployments)]
+
+
+def network_of(judge: JudgeConfig, deployment: DeploymentConfig | None = None) -> Network:
+    """How ``judge``'s (or one of its deployments') connections leave: the deployment's proxy,
+    certificates and check where it sets them, else the judge's, else the environment's."""
+    if deployment is None:
+        return Network(judge.proxy, judge.ca_bundle, judge.verify)
+    return Network(deployment.proxy or judge.proxy, deployment.ca_bundle or judge.ca_bundle,
+                   judge.verify if deployment.verify is None else deployment.verify)
 
 
 def deployment_names(judge: JudgeConfig) -> list[str]:
@@ -170,6 +186,106 @@ _PLACEHOLDER = re.compile(r"^\s*(?:sk-)?(?:\.{3,}|…|<[^>]*>|x{3,}|your[-_ ]?(?
 """A key that is a documentation's stand-in (``...``, ``sk-...``, ``<key>``, ``your-key-here``)."""
 
 
+def check_network(config: JobConfig, *, demo: bool = False) -> None:
+    """Each endpoint's network settings can be used, before anything is sent: its certificates
+    (``ca_bundle``, ``REQUESTS_CA_BUNDLE``, ``SSL_CERT_FILE``, ``SSL_CERT_DIR``) read, and a
+    judge's own ``proxy``, ``ca_bundle`` or ``verify: false`` only where judge-engine's own
+    client sends (the direct transport): litellm's clients take the environment's settings for
+    every judge alike. A demo (``demo``) sends to its own fake servers, through the
+    environment's settings only.
+
+    Raises:
+        ConfigError: naming the judge (or deployment), the key or variable, and what to do.
+    """
+    Network().ssl_context()  # the environment's certificates, which every endpoint reads
+    for judge in [] if demo else config.judges:
+        for where, endpoint in _placed(judge):
+            network = endpoint.network
+            try:
+                network.ssl_context()
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+            own = [key for key, set_ in (("proxy", network.proxy is not None), ("ca_bundle", network.ca_bundle),
+                                         ("verify", not network.verify)) if set_]
+            if own and not _direct(judge, endpoint) and judge.mode == "online":
+                raise ConfigError(
+                    f"{where}.{own[0]}: {endpoint.model} goes through litellm, whose clients take their proxy and "
+                    "certificates from the environment for every judge alike (HTTPS_PROXY, NO_PROXY, SSL_CERT_FILE, "
+                    "SSL_CERT_DIR): set those instead; a judge's own proxy, ca_bundle and verify apply to the direct "
+                    "transport (an openai/ model, or any model on an OpenAI-compatible api_base) and the batch APIs")
+
+
+def _placed(judge: JudgeConfig) -> list[tuple[str, Endpoint]]:
+    """Each of ``judge``'s endpoints (no key read: ``plan`` needs none) and where the config sets it."""
+    if not judge.deployments:
+        return [(f"judges[{judge.name}]", Endpoint(judge.model, judge.api_base, network=network_of(judge)))]
+    return [(f"judges[{judge.name}].deployments[{index}]",
+             Endpoint(d.model or judge.model, d.api_base or judge.api_base, network=network_of(judge, d)))
+            for index, d in enumerate(judge.deployments)]
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointCheck:
+    """What ``plan --check-endpoints`` found at one endpoint."""
+
+    where: str
+    """``judges[NAME]`` (or one of its deployments)."""
+    url: str | None
+    """What was asked (credentials redacted); None: no endpoint URL is known for the model."""
+    ok: bool
+    said: str
+
+
+async def check_endpoint(judge: JudgeConfig, where: str, endpoint: Endpoint) -> EndpointCheck:
+    """Reach ``endpoint`` as a request would (its proxy, its certificates), sending no prompt: a
+    GET of its model list. Any HTTP answer means reached and, over https, verified."""
+    url = probe_url(endpoint.model, endpoint.api_base)
+    if url is None:
+        return EndpointCheck(where, None, True, "not checked: litellm reaches this provider through its own SDK")
+    plain, basic = url_credentials(url)
+    headers = {"Authorization": basic} if basic else (
+        {"Authorization": f"Bearer {endpoint.api_key}", "x-api-key": endpoint.api_key} if endpoint.api_key else {})
+    shown = redact_url(url) or url
+    proxy = endpoint.network.proxy_label(plain)
+    through = f" through the proxy {proxy}" if proxy else ""
+    try:
+        status = await probe(plain, endpoint.network, headers)
+    except Exception as error:
+        problem = network_problem(error, endpoint=shown, proxy=proxy)
+        if problem is None:
+            problem = f"cannot reach {shown}{through}: {type(error).__name__}: {error}"
+        return EndpointCheck(where, shown, False, redact(problem, [endpoint.api_key or "", *url_secrets(url)]))
+    tls = ", certificate verified" if plain.startswith("https://") and endpoint.network.verify else (
+        ", certificate NOT checked (verify: false)" if plain.startswith("https://") else "")
+    return EndpointCheck(where, shown, True, f"reached{through} ({status}{tls})")
+
+
+def endpoints_to_check(judge: JudgeConfig) -> list[tuple[str, Endpoint]]:
+    """Each of ``judge``'s endpoints with the key it will send (where it can be read), for
+    :func:`check_endpoint`."""
+    placed = _placed(judge)
+    out = []
+    for index, (where, endpoint) in enumerate(placed):
+        try:
+            key = _key(judge, index) if judge.deployments else api_key_for(judge)
+        except ConfigError:  # plan needs no key: the check then shows what an unauthenticated GET gets
+            key = None
+        out.append((where, dataclasses.replace(endpoint, api_key=key)))
+    return out
+
+
+def insecure_endpoints(config: JobConfig) -> list[str]:
+    """A warning per judge (or deployment) whose certificates are not checked (``verify: false``):
+    said at the start of every run that uses it."""
+    lines = []
+    for judge in config.judges:
+        for where, endpoint in _placed(judge):
+            if endpoint.network.insecure:
+                lines.append(f"{where}: verify: false: the certificate of {endpoint.label} is not checked, so anyone "
+                             "between here and it can read and answer its requests (for a test server only)")
+    return lines
+
+
 def check_logprobs(config: JobConfig) -> None:
     """A judge whose ``confidence`` reads token log-probs has a model that gives them, where
     litellm's catalog knows it does not (OpenAI's reasoning models, every Anthropic model):
@@ -232,7 +348,7 @@ def for_judge(judge: JudgeConfig, endpoint: Endpoint) -> Provider:
     if judge.transport == "litellm":
         return LiteLLMProvider(api_key=endpoint.api_key)
     if OpenAIHTTPProvider.supports(endpoint.model, endpoint.api_base):
-        return OpenAIHTTPProvider(api_key=endpoint.api_key)
+        return OpenAIHTTPProvider(api_key=endpoint.api_key, network=endpoint.network)
     if judge.transport == "direct":
         raise ConfigError(f"judges[{judge.name}].transport: direct needs a model litellm resolves to an "
                           f"OpenAI-compatible API; {endpoint.model!r} is not (use auto or litellm)")
@@ -256,7 +372,8 @@ def _no_route(judge: str, model: str) -> str:
             "for this judge")
 
 
-def batch_api_for(model: str, api_base: str | None, *, api_key: str | None, judge: str = "") -> BatchAPI:
+def batch_api_for(model: str, api_base: str | None, *, api_key: str | None, judge: str = "",
+                  network: Network | None = None) -> BatchAPI:
     """The batch API litellm's route for ``model`` leads to.
 
     Raises:
@@ -270,7 +387,7 @@ def batch_api_for(model: str, api_base: str | None, *, api_key: str | None, judg
             AnthropicBatchAPI,  # aiohttp: loaded when used
         )
 
-        return AnthropicBatchAPI(route, model=model, api_base=api_base, api_key=api_key)
+        return AnthropicBatchAPI(route, model=model, api_base=api_base, api_key=api_key, network=network)
     from judge_engine.providers.batch_openai import OpenAIBatchAPI
 
-    return OpenAIBatchAPI(route, model=model, api_base=api_base, api_key=api_key)
+    return OpenAIBatchAPI(route, model=model, api_base=api_base, api_key=api_key, network=network)

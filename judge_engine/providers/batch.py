@@ -23,8 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from judge_engine._moved import moved_names
 from judge_engine.errors import ReasonCode
 from judge_engine.providers.base import ErrorClass, ProviderRequest, ProviderResponse
 
@@ -145,3 +146,10 @@ class BatchAPI(Protocol):
 
     async def aclose(self) -> None:
         ...
+
+
+if not TYPE_CHECKING:  # names of 0.1 that moved (a type checker reads the new homes)
+    __getattr__ = moved_names(__name__, {
+        "batch_api_for": "judge_engine.providers",
+        "check_batch_routes": "judge_engine.providers",
+    })

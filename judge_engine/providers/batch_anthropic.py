@@ -36,8 +36,9 @@ from judge_engine.providers.base import (
     item_code,
 )
 from judge_engine.providers.batch import BatchInfo, BatchResult, ResultKind
-from judge_engine.providers.batch_http import BatchHTTP
 from judge_engine.providers.catalog import BatchRoute, batch_body, batch_cost_per_token
+from judge_engine.providers.http import BatchHTTP
+from judge_engine.providers.network import Network
 from judge_engine.rundir.disk import writing
 from judge_engine.util import jsonio
 
@@ -63,13 +64,14 @@ class AnthropicBatchAPI:
     max_requests = 100_000
     max_bytes = 256 * 1024 * 1024
 
-    def __init__(self, route: BatchRoute, *, model: str, api_base: str | None, api_key: str | None) -> None:
+    def __init__(self, route: BatchRoute, *, model: str, api_base: str | None, api_key: str | None,
+                 network: Network | None = None) -> None:
         self._route, self._model, self._api_base = route, model, api_base
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         headers = {"Accept": "application/json", "anthropic-version": API_VERSION}
         if key:
             headers["x-api-key"] = key
-        self._http = BatchHTTP(headers, secret=key)
+        self._http = BatchHTTP(headers, secret=key, network=network)
         self._url = f"{route.base_url}/v1/messages/batches"
         self._prices = batch_cost_per_token(model)
 

@@ -34,8 +34,9 @@ from judge_engine.providers.base import (
     item_code,
 )
 from judge_engine.providers.batch import BatchInfo, BatchResult, ResultKind
-from judge_engine.providers.batch_http import BatchHTTP
 from judge_engine.providers.catalog import BatchRoute, batch_body, batch_cost_per_token
+from judge_engine.providers.http import BatchHTTP
+from judge_engine.providers.network import Network
 from judge_engine.providers.openai_http import choice_logprobs
 from judge_engine.rundir.disk import writing
 from judge_engine.util import jsonio
@@ -63,7 +64,8 @@ class OpenAIBatchAPI:
     max_requests = 50_000
     max_bytes = 200 * 1024 * 1024
 
-    def __init__(self, route: BatchRoute, *, model: str, api_base: str | None, api_key: str | None) -> None:
+    def __init__(self, route: BatchRoute, *, model: str, api_base: str | None, api_key: str | None,
+                 network: Network | None = None) -> None:
         self._route, self._model, self._api_base = route, model, api_base
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         headers = {"Accept": "application/json"}
@@ -71,7 +73,7 @@ class OpenAIBatchAPI:
             headers["Authorization"] = f"Bearer {key}"
         if organization := os.environ.get("OPENAI_ORGANIZATION"):
             headers["OpenAI-Organization"] = organization
-        self._http = BatchHTTP(headers, secret=key)
+        self._http = BatchHTTP(headers, secret=key, network=network)
         self._prices = batch_cost_per_token(model)
 
     def request_line(self, custom_id: str, request: ProviderRequest) -> bytes:

@@ -41,6 +41,10 @@ def load_litellm() -> ModuleType:
     litellm.telemetry = False
     litellm.num_retries = 0
     litellm.drop_params = True  # unsupported sampling params are dropped per provider, not fatal
+    if (bundle := os.environ.get("REQUESTS_CA_BUNDLE")) and not os.environ.get("SSL_CERT_FILE"):
+        # litellm's clients read SSL_CERT_FILE, not requests' variable: they are given it (as a
+        # file, in place of certifi's store, as requests reads it), once, as litellm loads.
+        litellm.ssl_verify = bundle
     if FREEZE_AFTER_IMPORT:
         # Importing litellm leaves ~1.5 million long-lived objects; collected once and frozen,
         # later collections skip them (see judge_engine/cli/process.py, which sets this).
@@ -327,6 +331,19 @@ _OPENAI_BATCH_PROVIDERS = ("openai", "hosted_vllm", "custom_openai", "openai_lik
 """litellm providers whose servers speak OpenAI's API, and so its Batch API where they have one
 (OpenAI; vLLM and other OpenAI-compatible servers given as ``api_base``)."""
 DEFAULT_ANTHROPIC_BASE = "https://api.anthropic.com"
+
+
+def probe_url(model: str, api_base: str | None) -> str | None:
+    """A URL whose GET shows that ``model``'s endpoint answers, sending no prompt: its API's model
+    list (``.../models``, OpenAI's and Anthropic's alike); None when no endpoint URL is known (a
+    provider litellm reaches through an SDK of its own)."""
+    if api_base:
+        return f"{api_base.rstrip('/')}/models"
+    if (route := openai_route(model, None)) is not None:
+        return route.url.removesuffix("/chat/completions") + "/models"
+    if (batch := batch_route(model, None)) is not None:
+        return f"{batch.base_url}/v1/models" if batch.api == "anthropic" else f"{batch.base_url}/models"
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,9 @@ from judge_engine.providers.base import (
     refused_before_sending,
 )
 from judge_engine.providers.catalog import cost_per_token, load_litellm, passed_through
+from judge_engine.providers.network import Network, network_problem
 from judge_engine.util.logprobs import token_logprobs
-from judge_engine.util.redaction import kept_headers, redact, redact_known
+from judge_engine.util.redaction import kept_headers, redact, redact_known, redact_url
 
 
 @lru_cache(maxsize=1)  # once per process, however many providers
@@ -93,6 +94,10 @@ class LiteLLMProvider:
 
     def __init__(self, *, api_key: str | None = None) -> None:
         self._api_key = api_key
+        self._endpoint = "the provider's endpoint"
+        self._proxy: str | None = None
+        """Where the last request went and through which proxy (the environment's, as litellm's
+        clients read it), for the message of a failure no retry mends."""
         self._litellm = load_litellm()
         _skip_identity_transform()  # imports the OpenAI SDK's chat module (~0.15 s): only here
 
@@ -110,6 +115,9 @@ class LiteLLMProvider:
         except Exception as exc:  # our side, before litellm: nothing was sent
             raise LocalRequestError(f"the request could not be built: {type(exc).__name__}: {exc}",
                                     model=request.model) from exc
+        if request.api_base:
+            self._endpoint = redact_url(request.api_base) or request.api_base
+            self._proxy = Network().proxy_label(request.api_base)
         # litellm wraps its clients' refusals to send as server errors: classify reads the cause.
         response = await self._litellm.acompletion(
             model=request.model,
@@ -173,6 +181,9 @@ class LiteLLMProvider:
             (lit.AuthenticationError, lit.PermissionDeniedError, lit.NotFoundError, lit.BadRequestError),
         ):
             return ErrorClass(ErrorKind.FATAL, message, status)
+        problem = network_problem(error, endpoint=self._endpoint, proxy=self._proxy)
+        if problem is not None:  # a certificate or a proxy that refuses us: every request would fail so
+            return ErrorClass(ErrorKind.FATAL, redact(problem, [self._api_key or ""]))
         if isinstance(error, (lit.Timeout, lit.APIConnectionError, lit.InternalServerError,
                               lit.ServiceUnavailableError, lit.BadGatewayError)):
             return ErrorClass(ErrorKind.RETRY, message, status, unreachable=is_unreachable(error))

@@ -1,5 +1,6 @@
-"""The direct transport: OpenAI-compatible chat completions over kept-alive HTTP/1.1
-connections (:mod:`judge_engine.providers.wire`, a lean client: see there why not aiohttp).
+"""The direct transport: OpenAI-compatible chat completions over one pooled HTTP client
+(:class:`judge_engine.providers.http.ChatClient`: aiohttp, through the endpoint's proxy and TLS
+settings).
 
 Why it exists: ``litellm.acompletion`` costs 3-6 ms of CPU per call on this class of machine
 (the OpenAI SDK's request building and httpx, response re-validation, cost and logging hooks,
@@ -32,7 +33,16 @@ from judge_engine.providers.base import (
     rate_limited,
 )
 from judge_engine.providers.catalog import cost_per_token, openai_body_params, openai_route
-from judge_engine.providers.wire import BadHTTPAnswerError, Client, Target, target
+from judge_engine.providers.http import (
+    CLIENT_ERRORS,
+    BadHTTPAnswerError,
+    ChatClient,
+    NotSentError,
+    error_message,
+    failed_connection,
+    proxy_refused,
+)
+from judge_engine.providers.network import Network
 from judge_engine.util import jsonio
 from judge_engine.util.logprobs import token_logprobs
 from judge_engine.util.redaction import (
@@ -50,29 +60,32 @@ class OpenAIHTTPProvider:
 
     Args:
         api_key: the key for this judge (None: ``OPENAI_API_KEY``, as litellm would read it).
+        network: how its connections leave (proxy, TLS); the environment's by default.
     """
 
-    def __init__(self, *, api_key: str | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, network: Network | None = None) -> None:
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        # A User-Agent: some gateways refuse a request without one (aiohttp sent its own).
+        # identity: a compressed answer is still read (and bounded), but none is asked for.
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
-                         "User-Agent": f"judge-engine/{__version__}"}
+                         "Accept-Encoding": "identity", "User-Agent": f"judge-engine/{__version__}"}
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         if organization := os.environ.get("OPENAI_ORGANIZATION"):
             self._headers["OpenAI-Organization"] = organization
         self._secrets = [self._api_key or ""]
         """What :func:`redact` removes from messages: the key, and the credentials of the URLs used."""
-        self._targets: dict[str, Target] = {}
-        self._client: Client | None = None
+        self._targets: dict[str, tuple[str, dict[str, str]]] = {}
+        self._client = ChatClient(network or Network())
+        self._url = ""
+        """The last URL posted to, for messages about its connection."""
         # Mapped body parameters per (model, sampling settings), keyed by content: a run has a
         # handful (its temperatures x protocols), so the map stays tiny.
         self._bodies: dict[bytes, dict[str, Any]] = {}
 
     enforces_timeout: ClassVar[bool] = True
-    """The client's timeout covers connecting, sending and reading the whole answer, so a stalled
-    body is cut at ``timeout_s`` already: the attempt adds no guard timer (one timer and its
-    cancellation fewer per request, issue 23.6)."""
+    """The client's timeout covers connecting, sending and reading the whole answer (aiohttp's
+    ``total``), so a stalled body is cut at ``timeout_s`` already: the attempt adds no guard timer
+    (one timer and its cancellation fewer per request, issue 23.6)."""
 
     @staticmethod
     def supports(model: str, api_base: str | None) -> bool:
@@ -85,7 +98,7 @@ class OpenAIHTTPProvider:
             if route is None:
                 raise ValueError(f"model {request.model!r} is not served by an OpenAI-compatible API; "
                                  "use transport: litellm")
-            where = self._target(route.url)
+            url, headers = self._target(route.url)
             body = {"model": route.wire_model, "messages": list(request.messages),
                     **self._body_params(route.wire_model, request)}
             data = jsonio.dumps(body)
@@ -94,15 +107,17 @@ class OpenAIHTTPProvider:
         except Exception as exc:
             raise LocalRequestError(f"the request could not be built: {type(exc).__name__}: {exc}",
                                     model=request.model) from exc
-        if self._client is None:
-            self._client = Client()
-        answer = await self._client.post(where, data, request.timeout_s)
+        self._url = url
+        try:
+            answer = await self._client.post(url, data, headers, request.timeout_s)
+        except NotSentError as exc:
+            raise LocalRequestError(str(exc), model=request.model) from exc
         if answer.status != 200:
             raise HTTPStatusError(answer.status, redact(error_message(answer.body), self._secrets),
                                   kept_headers(answer.headers, self._secrets))
         return self._response(request.model, answer.body, answer.headers)
 
-    def _target(self, url: str) -> Target:
+    def _target(self, url: str) -> tuple[str, dict[str, str]]:
         """Where to post and with what headers: a URL's ``user:password@`` travels as basic
         auth, in place of the key's bearer token (the config refuses both at once)."""
         found = self._targets.get(url)
@@ -110,7 +125,8 @@ class OpenAIHTTPProvider:
             plain, basic = url_credentials(url)
             headers = self._headers if basic is None else {**self._headers, "Authorization": basic}
             self._secrets.extend(url_secrets(url))
-            found = self._targets[url] = target(plain, headers)
+            self._secrets.extend(url_secrets(self._client.network.proxy_for(plain) or ""))
+            found = self._targets[url] = (plain, headers)
         return found
 
     def classify(self, error: BaseException) -> ErrorClass:
@@ -123,6 +139,8 @@ class OpenAIHTTPProvider:
             status = error.status_code
             if status == 429:
                 return rate_limited(message, parse_retry_after(error.headers))
+            if status == 407:  # from the proxy, not the provider: our configuration
+                return proxy_refused(self._client.network, self._url, self._secrets)
             if status in _RETRY_STATUSES or status >= 500:
                 return ErrorClass(ErrorKind.RETRY, message, status)
             lowered = error.provider_message.lower()
@@ -131,7 +149,10 @@ class OpenAIHTTPProvider:
             if status in _FATAL_STATUSES:
                 return ErrorClass(ErrorKind.FATAL, message, status)
             return ErrorClass(ErrorKind.ITEM, message, status, code=item_code(lowered))
-        if isinstance(error, (MalformedResponseError, BadHTTPAnswerError, TimeoutError, ConnectionError, OSError)):
+        if (fatal := failed_connection(error, network=self._client.network, url=self._url, secrets=self._secrets)):
+            return fatal
+        if isinstance(error, (MalformedResponseError, BadHTTPAnswerError, TimeoutError, ConnectionError, OSError,
+                              *CLIENT_ERRORS)):
             return ErrorClass(ErrorKind.RETRY, message, unreachable=is_unreachable(error))
         # A bug or an unknown failure: retrying blindly could spend money in a loop, so it fails
         # the task (recorded) but not the judge.
@@ -139,9 +160,7 @@ class OpenAIHTTPProvider:
 
     async def aclose(self) -> None:
         """Close the kept connections (the runner calls this when the run ends)."""
-        if self._client is not None:
-            self._client.close()
-        self._client = None
+        await self._client.aclose()
 
     def _body_params(self, wire_model: str, request: ProviderRequest) -> dict[str, Any]:
         key = jsonio.canonical([wire_model, request.temperature, request.max_tokens,
@@ -189,20 +208,3 @@ def choice_logprobs(choice: Mapping[str, Any]) -> Any:
     or None when the answer carries no log-probs."""
     logprobs = choice.get("logprobs")
     return logprobs.get("content") if isinstance(logprobs, Mapping) else None
-
-
-def error_message(raw: bytes) -> str:
-    """The provider's error text: ``error.message`` (+ code or type) of an OpenAI
-    (``{"error": {"message"}}``) or Anthropic (``{"type": "error", "error": {"type", "message"}}``)
-    error body, a bare ``error`` string, else the start of the body."""
-    try:
-        error = jsonio.loads(raw).get("error")
-    except (jsonio.JSONDecodeError, AttributeError):
-        error = None
-    if isinstance(error, dict) and error.get("message"):
-        code = error.get("code") or error.get("type")
-        return f"{error['message']}" + (f" ({code})" if code else "")
-    if isinstance(error, str):
-        return error
-    return raw[:500].decode("utf-8", "replace") or "(empty body)"
-

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judge_engine._moved import moved_names
 from judge_engine.inputs.config import JudgeConfig
 from judge_engine.lanes import Lane
 from judge_engine.protocols import Message, Protocol
@@ -242,6 +243,8 @@ class RunProgress:
     """Tasks finished before this session and left as they are."""
     judging_again: int = 0
     """Finished tasks this session judges again (``--retry``)."""
+    warnings: list[str] = field(default_factory=list)
+    """What the display says before the first task (an endpoint whose certificate is not checked)."""
     stop_requested_at: float | None = None
     """``time.monotonic()`` of the first Ctrl-C, when there was one."""
     finished: bool = False
@@ -273,3 +276,9 @@ class RunProgress:
     @property
     def total(self) -> int:
         return sum(j.counters.total for j in self.judges)
+
+
+if not TYPE_CHECKING:  # names of 0.1 that moved (a type checker reads the new homes)
+    __getattr__ = moved_names(__name__, {
+        "build_runtime": "judge_engine.running.session",
+    })

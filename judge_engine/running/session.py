@@ -35,8 +35,9 @@ from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from judge_engine._moved import moved_names
 from judge_engine._version import __version__
 from judge_engine.errors import ConfigError, DiskError, RunDirError, TemplateError
 from judge_engine.inputs.config import JobConfig, JudgeConfig, check_directories, load_config
@@ -58,9 +59,11 @@ from judge_engine.providers import (
     check_credentials,
     check_logprobs,
     check_models,
+    check_network,
     deployment_names,
     endpoints_for,
     for_judge,
+    insecure_endpoints,
 )
 from judge_engine.providers.base import Provider
 from judge_engine.rundir.records import (
@@ -252,6 +255,7 @@ def prepare(config_path: Path, *, overrides: Mapping[str, Any] | None = None, de
         check_models(config)
         check_credentials(config)
         check_batch_routes(config)
+    check_network(config, demo=demo)
     if new_run and run_dir == config.output.dir / identity:  # last: a refused run leaves no directory
         run_dir = claim_new_run(config.output.dir, identity)
     resumed = (run_dir / MANIFEST).exists()
@@ -405,6 +409,7 @@ def _session(prepared: PreparedRun, retry: frozenset[str] | None, progress: RunP
              started_by: Literal["run", "resume"], demo_batch_s: float | None = None) -> RunResult:
     progress = progress if progress is not None else RunProgress()
     progress.run_dir, progress.demo, progress.retry = prepared.run_dir, prepared.demo, retry
+    progress.warnings = [] if prepared.demo else insecure_endpoints(prepared.config)
     if prepared.resumed and prepared.manifest.status == "completed" and retry is None:
         progress.finished = True
         point_latest(prepared.run_dir)  # the run just named is the one `latest` shows, complete or not
@@ -688,3 +693,9 @@ async def _close_providers(runtimes: list[JudgeRuntime]) -> None:
         with contextlib.suppress(Exception):
             for deployment in runtime.deployments:
                 await deployment.provider.aclose()
+
+
+if not TYPE_CHECKING:  # names of 0.1 that moved (a type checker reads the new homes)
+    __getattr__ = moved_names(__name__, {
+        "demo_endpoint": "judge_engine.running.demo",
+    })

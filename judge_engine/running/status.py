@@ -286,6 +286,6 @@ def open_batch_api(judge: JudgeConfig, endpoint: Endpoint | None = None) -> Batc
     Raises:
         ConfigError: the judge's API key is not set, or its model has no batch API.
     """
-
     endpoint = endpoint if endpoint is not None else endpoint_for(judge)
-    return batch_api_for(endpoint.model, endpoint.api_base, api_key=endpoint.api_key, judge=judge.name)
+    return batch_api_for(endpoint.model, endpoint.api_base, api_key=endpoint.api_key, judge=judge.name,
+                         network=endpoint.network)

@@ -27,7 +27,7 @@ from judge_engine.util.logprobs import token_logprobs
 from judge_engine.util.redaction import MARK, redact_params
 from tests.harness import make_job
 from tests.providers.test_transports import COMPLETION, capture_server
-from tests.providers.test_wire import web_server
+from tests.providers.test_http import web_server
 
 KEY = "hostile" + "GatewayKey-6a1f0c"
 """Shaped like no API key: only redaction by what it is can catch it."""
@@ -95,7 +95,7 @@ def test_a_retry_after_of_more_than_a_day_stops_the_judge(transport: str, retry_
     reply = lambda: web.json_response(error_body, status=429, headers={"Retry-After": retry_after})  # noqa: E731
     if transport == "batch":
         from judge_engine.errors import HTTPStatusError
-        from judge_engine.providers.batch_http import BatchHTTP
+        from judge_engine.providers.http import BatchHTTP
 
         verdict = BatchHTTP({}, secret=KEY).classify(HTTPStatusError(429, "Rate limit reached",
                                                                        {"retry-after": retry_after}))

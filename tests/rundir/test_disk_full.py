@@ -284,7 +284,7 @@ def test_a_download_the_disk_refuses_is_a_disk_error_not_a_transport_failure(tmp
     with exit 5), never a transport failure retried and then blamed on the provider."""
     import asyncio
 
-    from judge_engine.providers.batch_http import BatchHTTP
+    from judge_engine.providers.http import BatchHTTP
 
     async def fetch(dest: Path) -> int:
         http = BatchHTTP({"Authorization": "Bearer fake-key"}, secret="fake-key")

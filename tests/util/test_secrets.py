@@ -2,7 +2,8 @@
 
 A distinct secret is planted at every door one can come in by: an environment variable named by
 ``api_key_env``, a config ``api_key`` (OpenAI's bearer and Anthropic's ``x-api-key``), an
-``api_base``'s user-info (sent as basic auth), an ``api_base``'s query (refused), and a hostile
+``api_base``'s user-info (sent as basic auth), an ``api_base``'s query (refused), a proxy's password
+(in ``HTTP_PROXY`` and in a judge's ``proxy:``, sent as ``Proxy-Authorization``), and a hostile
 gateway (:attr:`FakeConfig.echo_credentials`) that echoes the credentials it received in its
 response headers, a kept header (``x-request-id``) included, and in its error bodies. The runs go
 online and in batch mode, with failing requests (500s, failed batch requests, a 401 that stops a
@@ -42,6 +43,7 @@ from judge_engine.util.redaction import (
     url_secrets,
 )
 from tests.harness import read_lines, write_items
+from tests.netfronts import ForwardProxy
 
 ENV_VAR = "JUDGE_ENGINE_PLANTED_KEY"
 # Built here, and shaped like no API key: only redaction by what they are can catch them.
@@ -53,9 +55,13 @@ URL_PASSWORD = "plantedUrl" + "Password-e40f19"
 QUERY_SECRET = "plantedQuery" + "Value-2c6b8a"
 WRONG_SECRET = "plantedWrong" + "Value-0f3d7e"
 BASIC_TOKEN = base64.b64encode(f"{URL_USER}:{URL_PASSWORD}".encode()).decode()
+PROXY_ENV_PASSWORD = "plantedProxyEnv" + "Password-6e21aa"
+PROXY_CONFIG_PASSWORD = "plantedProxyConfig" + "Password-83c0d4"
 SECRETS = {"environment": ENV_SECRET, "config api_key": CONFIG_SECRET, "config api_key (x-api-key)": ANTHROPIC_SECRET,
            "url user": URL_USER, "url password": URL_PASSWORD, "basic-auth token": BASIC_TOKEN,
-           "url query": QUERY_SECRET, "a wrong key": WRONG_SECRET}
+           "url query": QUERY_SECRET, "a wrong key": WRONG_SECRET, "the environment's proxy password": PROXY_ENV_PASSWORD,
+           "a judge's proxy password": PROXY_CONFIG_PASSWORD,
+           "a proxy's basic token": base64.b64encode(f"judge:{PROXY_CONFIG_PASSWORD}".encode()).decode()}
 FIELDS = {"id": "id", "source": "src", "target": "tgt", "source_lang": "src_lang", "target_lang": "tgt_lang"}
 
 
@@ -111,17 +117,22 @@ def test_no_planted_secret_reaches_a_file_an_output_or_a_page(tmp_path: Path, ca
     shown = Shown(capsys)
     fake = FakeConfig(echo_credentials=True, error_500_rate=0.3, seed=5,
                       batch=FakeBatchConfig(processing_s=0.2, failure_rate=0.3))
-    with FakeServer(fake) as server:
-        # Online and batch judges, with 500s (echoing bodies) and failed batch requests.
+    with FakeServer(fake) as server, ForwardProxy(credentials=f"judge:{PROXY_ENV_PASSWORD}") as everyones, \
+            ForwardProxy(credentials=f"judge:{PROXY_CONFIG_PASSWORD}") as its_own:
+        # Online and batch judges, with 500s (echoing bodies) and failed batch requests, through
+        # proxies that want credentials: the environment's, and one judge's own.
         config = _write_job(tmp_path / "job", [
             _judge("env", server, 0.0, api_key_env=ENV_VAR),
             _judge("env-litellm", server, 0.2, api_key_env=ENV_VAR, transport="litellm"),
-            _judge("config", server, 0.3, api_key=CONFIG_SECRET),
+            _judge("config", server, 0.3, api_key=CONFIG_SECRET, proxy=its_own.url),
             _judge("url", server, 0.5, api_base=_with_user_info(server.base_url)),
             *_batch_judges(server),
         ])
-        shown.command("plan", str(config), expect={0})
+        monkeypatch.setenv("HTTP_PROXY", everyones.url)
+        shown.command("plan", str(config), "--check-endpoints", expect={0})
         shown.command("run", str(config), "--no-live", expect={0, 3})
+        monkeypatch.delenv("HTTP_PROXY")
+        assert len(everyones.log) > 0 and len(its_own.log) > 0
         run = _only_run(tmp_path / "job")
         assert server.stats()["requests_total"] > 0 and server.stats()["batches"] >= 3
         outcomes = read_lines(run / "outcomes.jsonl")

@@ -119,7 +119,7 @@ class BatchDriver:
         judge = self.judge
         endpoint = judge.endpoint
         api = self.api = batch_api_for(endpoint.model, endpoint.api_base, api_key=endpoint.api_key,
-                                       judge=judge.config.name)
+                                       judge=judge.config.name, network=endpoint.network)
         self.board.api = api.name
         self.ledger = read_ledgers(self.store.run_dir).get(judge.config.name, Ledger())
         self.ledger.drop_carries(self.resumption.again)  # judged again from the start: old carries are moot

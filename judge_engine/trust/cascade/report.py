@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from judge_engine._moved import moved_names
 from judge_engine.errors import JudgeEngineError, ReasonCode
 from judge_engine.inputs.config import recorded_config
 from judge_engine.planning.plan import build_protocol
@@ -123,3 +124,10 @@ def _counts(index: RunIndex, judge: str) -> dict[str, Any]:
         if name == judge and status != "undone":
             counts.add(status, code, n)
     return counts.to_dict()
+
+
+if not TYPE_CHECKING:  # names of 0.1 that moved (a type checker reads the new homes)
+    __getattr__ = moved_names(__name__, {
+        "expected_plans": "judge_engine.running.estimate",
+        "stage_costs": "judge_engine.running.estimate",
+    })
