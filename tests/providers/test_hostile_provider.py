@@ -26,8 +26,8 @@ from judge_engine.providers.openai_http import OpenAIHTTPProvider
 from judge_engine.util.logprobs import token_logprobs
 from judge_engine.util.redaction import MARK, redact_params
 from tests.harness import make_job
-from tests.providers.test_transports import COMPLETION, capture_server
 from tests.providers.test_http import web_server
+from tests.providers.test_transports import COMPLETION, capture_server
 
 KEY = "hostile" + "GatewayKey-6a1f0c"
 """Shaped like no API key: only redaction by what it is can catch it."""
