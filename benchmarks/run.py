@@ -47,8 +47,10 @@ Check = tuple[str, bool, str]
 Result = tuple[Profile, Measured, list[Measured]]
 """A profile, the engine's run, and the runs it is compared with (the baseline, another ref's engine)."""
 
-CPU_TARGET_MS = 1.5
-"""Most CPU per request, net of start-up, in every profile (issue 23)."""
+CPU_TARGET_MS = 2.0
+"""Most CPU per request, net of start-up, in every profile: issue 32's goal for the direct transport
+on aiohttp (about a third of the best peer's); issue 23's 1.5 ms held for the engine's own HTTP/1.1
+client, retired because it read no proxy."""
 DEFAULT_PROFILES = ("rpm", "tpm", "latency", "faults", "chaos", "misconfigured")
 
 

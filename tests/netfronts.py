@@ -142,15 +142,25 @@ class TLSFront(_Looped):
 
     backend: tuple[str, int] = ("127.0.0.1", 0)
     context: ssl.SSLContext | None = None
+    connections: int = 0
+    """Connections a client opened (each a TLS handshake tried, whether or not it succeeded)."""
     handshakes: int = 0
+    """TLS handshakes that succeeded."""
 
     def __post_init__(self) -> None:
         super().__init__()
 
     async def _start(self) -> asyncio.base_events.Server:
-        return await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.context)
+        return await asyncio.start_server(self._serve, "127.0.0.1", 0)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            assert self.context is not None
+            await writer.start_tls(self.context)
+        except (ssl.SSLError, ConnectionError, OSError):
+            writer.close()
+            return
         self.handshakes += 1
         try:
             upstream = await asyncio.open_connection(*self.backend)
