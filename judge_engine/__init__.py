@@ -3,7 +3,9 @@
 The public surface: configuration, the protocol contract and registry, the error tree, the
 functions that run a job programmatically, :func:`load_run` (a run as a pandas DataFrame) and
 :func:`calibrate` (a cascade's confidence thresholds with a guarantee of agreement with humans,
-over rows or a run's judgments: :func:`calibration_rows`).
+over rows or a run's judgments: :func:`calibration_rows`), :func:`estimate` (a system's
+human-scale score with a valid interval from every verdict plus a few human labels) and
+:func:`label_plan` (which items to send to humans).
 Heavy parts (litellm, the engine, pandas) load on first use.
 """
 
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
     from judge_engine.running.session import RunResult
     from judge_engine.trust.calibration import calibrate
     from judge_engine.trust.cascade.rows import calibration_rows
+    from judge_engine.trust.estimates import estimate
+    from judge_engine.trust.label_plan import label_plan
 
 _moved.install()  # the module paths of 0.1, for one release (judge_engine/_moved.py)
 
@@ -56,6 +60,8 @@ _LAZY = {
     "RunResult": "judge_engine.running.session",
     "calibrate": "judge_engine.trust.calibration",
     "calibration_rows": "judge_engine.trust.cascade.rows",
+    "estimate": "judge_engine.trust.estimates",
+    "label_plan": "judge_engine.trust.label_plan",
     "load_run": "judge_engine.rundir.frames",
 }
 
@@ -125,7 +131,9 @@ __all__ = [
     "available",
     "calibrate",
     "calibration_rows",
+    "estimate",
     "get_protocol",
+    "label_plan",
     "load_config",
     "load_run",
     "register",

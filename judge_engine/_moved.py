@@ -44,7 +44,9 @@ MOVED: dict[str, str] = {
     "attempt": "running.attempt", "runtime": "running.runtime", "retry": "running.retry",
     "budget": "running.budget", "routing": "running.routing", "cache": "running.cache",
     "interrupts": "running.interrupts", "resumption": "running.resumption", "demo": "running.demo",
-    "estimate": "running.estimate", "rescore": "running.rescore", "batch": "running.batch",
+    # (0.1's judge_engine.estimate, the dry-run cost estimate, is judge_engine.running.estimate: the
+    # name is now the public function judge_engine.estimate, so its old path is not redirected)
+    "rescore": "running.rescore", "batch": "running.batch",
     "batch.status": "running.status", "batch.cancel": "running.cancel",
     # statistics: the two "calibration" modules no longer share a name
     "stats.calibration": "stats.risk_control",

@@ -12,12 +12,13 @@ from judge_engine._moved import MOVED, new_name
 
 OLD_TOP_LEVEL = (
     "attempt", "blocks", "budget", "cache", "calibration", "config", "config_file", "dataset", "decisions", "demo",
-    "disk", "embeddings", "engine", "estimate", "export", "families", "frames", "index", "interrupts", "jsonio",
+    "disk", "embeddings", "engine", "export", "families", "frames", "index", "interrupts", "jsonio",
     "jury", "languages", "layout", "lexicon", "logprobs", "money", "naming", "parquet", "plan", "records",
     "redaction", "rescore", "resumption", "retry", "routing", "runtime", "schemas", "self_preference", "session",
     "store", "task", "templating", "text", "thresholds",
 )
-"""The 0.1 top-level modules that moved (errors.py stayed where it was)."""
+"""The 0.1 top-level modules that moved (errors.py stayed where it was; estimate.py, the dry-run cost
+estimate now at running/estimate.py, gave its name to the public function judge_engine.estimate)."""
 OLD_IN_PACKAGES = (
     *(f"cascade.{m}" for m in ("outcome", "report", "router", "rows", "session", "stages", "state")),
     *(f"batch.{m}" for m in ("board", "cancel", "chunks", "driver", "killpoints", "ledger", "results", "status", "submit")),
@@ -123,3 +124,16 @@ def test_names_that_moved_out_of_a_module_still_read_from_it_with_a_warning() ->
         same, said = found[old]
         assert same, old
         assert any(f"{name} has moved to {home}.{name}" in message for message in said), (old, said)
+
+
+def test_judge_engine_estimate_is_the_function_not_the_old_module() -> None:
+    found = _probe("""
+        import json, judge_engine
+        import judge_engine.running.estimate
+        from judge_engine import estimate, label_plan
+        print(json.dumps({"estimate": callable(estimate) and estimate.__module__,
+                          "label_plan": callable(label_plan) and label_plan.__module__,
+                          "attr": judge_engine.estimate is estimate}))
+    """)
+    assert found == {"estimate": "judge_engine.trust.estimates", "label_plan": "judge_engine.trust.label_plan",
+                     "attr": True}

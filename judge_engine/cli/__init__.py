@@ -8,6 +8,8 @@
 ``cli/stats.py``          ``stats``: trust measurements of a run (:mod:`judge_engine.stats`)
 ``cli/meta.py``           ``meta``: a judge against human judgments (:mod:`judge_engine.stats`)
 ``cli/calibrate.py``      ``calibrate``: a cascade's confidence thresholds (:mod:`judge_engine.trust.calibration`)
+``cli/estimate.py``       ``estimate``: a system's human-scale score with an interval (:mod:`judge_engine.trust.estimates`);
+                          ``label-plan``: which items to send to humans (:mod:`judge_engine.trust.label_plan`)
 ``cli/export.py``         ``export``: a run's outcomes as CSV, JSONL or Parquet (:mod:`judge_engine.rundir.export`)
 ``cli/status.py``         ``status``: how far a run is, its batches' states, without its process;
                           ``cancel``: a stopped run's open batches cancelled at the provider
@@ -55,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
     from judge_engine.cli import (
         calibrate,
         cdat,
+        estimate,
         export,
         meta,
         plan,
@@ -72,7 +75,7 @@ def parser() -> argparse.ArgumentParser:
     root.add_argument("--version", action="version", version=f"judge-engine {__version__}")
     # No abbreviated options: `resume RUN --demo` was read as --demo-batch-s and asked for its value.
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
-    for module in (run, plan, status, show, view, rescore, export, protocols, stats, meta, calibrate, cdat):
+    for module in (run, plan, status, show, view, rescore, export, protocols, stats, meta, estimate, calibrate, cdat):
         module.register(commands)
     root.commands = commands
     return root

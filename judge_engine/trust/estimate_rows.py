@@ -1,0 +1,299 @@
+"""A run directory and a human table as the rows :func:`judge_engine.estimate` and
+:func:`judge_engine.label_plan` take, and the estimate as a report section.
+
+One prediction per item per judge: the item's score averaged over its scored requests (repeats,
+temperatures, variants), or a cascade's decision (its outcome line's score). A judge that writes
+``<judge>:item`` decision lines (annotators, repeats decided together) is read from those lines.
+The uncertainty :func:`judge_engine.label_plan` spends labels on is the verdicts' measured
+confidence where the run has it, else the spread of the item's repeats.
+
+The human table (CSV, TSV or JSONL) holds the labels; one made by ``judge-engine label-plan`` also
+holds every item's ``sampling_probability`` (and ``selected``), which makes the estimate the
+active one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from judge_engine.errors import CalibrationError, DatasetError, RunDirError, TableError
+from judge_engine.rundir.records import DEMO_NOTE, OutcomeRecord
+from judge_engine.rundir.store import latest_outcome_records, read_manifest
+from judge_engine.stats.sections import Section
+from judge_engine.trust.calibration import read_rows
+from judge_engine.trust.estimates import SAMPLING_PROBABILITY, missing
+
+ITEM_SUFFIX = ":item"
+
+
+@dataclass
+class JudgedItems:
+    """What a run says about each item, per judge."""
+
+    judges: list[str]
+    predictions: dict[str, dict[str, float | None]]
+    """judge -> item -> the mean score over scored requests (None: unscored)."""
+    repeats: dict[str, dict[str, list[float]]]
+    confidence: dict[str, dict[str, float]]
+    """judge -> item -> the mean measured confidence (where measured)."""
+    groups: dict[str, str] = field(default_factory=dict)
+    """item -> its ``by`` value."""
+    notes: list[str] = field(default_factory=list)
+
+
+def judged_items(run_dir: str | Path, *, judges: Sequence[str] | None = None, by: str | None = None,
+                 items_path: Path | None = None) -> JudgedItems:
+    """The run's judges' predictions per item, with the dataset's ``by`` column.
+
+    Raises:
+        TableError: not a run directory, no outcomes, an unknown judge, a ``by`` the items lack.
+    """
+    run_dir = Path(run_dir)
+    notes: list[str] = []
+    try:
+        manifest = read_manifest(run_dir)
+    except RunDirError as exc:
+        raise TableError(str(exc)) from None
+    if manifest.demo:
+        notes.append(DEMO_NOTE)
+    try:
+        latest = latest_outcome_records(run_dir, notes=notes)
+    except RunDirError as exc:
+        raise TableError(str(exc)) from None
+    if not latest:
+        raise TableError(f"{run_dir / 'outcomes.jsonl'}: no outcomes")
+    by_judge: dict[str, list[OutcomeRecord]] = defaultdict(list)
+    for record in latest.values():
+        by_judge[record.judge].append(record)
+    decided = {j[: -len(ITEM_SUFFIX)] for j in by_judge if j.endswith(ITEM_SUFFIX)}
+    available = [j for j in by_judge if j not in decided]
+    if judges:
+        unknown = [j for j in judges if j not in by_judge]
+        if unknown:
+            raise TableError(f"--judge: the run has no judge named {', '.join(unknown)} (it has "
+                             f"{', '.join(available)})")
+        chosen = [f"{j}{ITEM_SUFFIX}" if j in decided else j for j in judges]
+    else:
+        chosen = available
+    out = JudgedItems([], {}, {}, {}, notes=notes)
+    for judge in chosen:
+        records = by_judge[judge]
+        if not any(r.scored and r.score is not None for r in records):
+            notes.append(f"{judge}: no outcome has a numeric score (its verdicts are categorical, or nothing was "
+                         "scored): no estimate")
+            continue
+        out.judges.append(judge)
+        scores: dict[str, list[float]] = defaultdict(list)
+        confidence: dict[str, list[float]] = defaultdict(list)
+        for r in records:
+            scores[r.item_id]  # noqa: B018 - an item unscored in every request still has a row
+            if r.scored and r.score is not None and math.isfinite(r.score):
+                scores[r.item_id].append(float(r.score))
+            value = (r.confidence or {}).get("value")
+            if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1:
+                confidence[r.item_id].append(float(value))
+        out.predictions[judge] = {i: (sum(v) / len(v) if v else None) for i, v in scores.items()}
+        out.repeats[judge] = dict(scores)
+        out.confidence[judge] = {i: sum(v) / len(v) for i, v in confidence.items()}
+    if not out.judges:
+        raise TableError(f"{run_dir}: no judge with numeric scores to estimate from")
+    if by:
+        out.groups = _by_values(run_dir, manifest, by, items_path, {i for p in out.predictions.values() for i in p})
+    return out
+
+
+def _by_values(run_dir: Path, manifest: Any, by: str, items_path: Path | None, wanted: set[str]) -> dict[str, str]:
+    from judge_engine.rundir.export import run_items
+    from judge_engine.util.jsonio import loads
+
+    try:
+        table = run_items(run_dir, manifest, path=items_path)
+    except (DatasetError, RunDirError) as exc:
+        raise TableError(f"--by {by}: the run's items cannot be read ({exc}); give --items PATH") from None
+    values = {}
+    for item_id, encoded in table.encoded.items():
+        if item_id in wanted:
+            item = loads(encoded)
+            if by not in item or missing(item[by]):
+                raise TableError(f"--by {by}: item {item_id!r} has no {by!r} (its fields: {', '.join(item)})")
+            values[item_id] = str(item[by])
+    if absent := wanted - set(values):
+        raise TableError(f"--by {by}: {len(absent):,} judged items are not in the run's dataset (e.g. "
+                         f"{sorted(absent)[0]!r}); give --items PATH")
+    return values
+
+
+@dataclass
+class HumanLabels:
+    """A human table's labels, and a plan's probabilities when it holds them."""
+
+    labels: dict[str, float]
+    probabilities: dict[str, float] | None
+    selected: set[str]
+    notes: list[str]
+
+
+def human_labels(path: str | Path, *, key: str, column: str, positive: str | None = None) -> HumanLabels:
+    """Labels from a CSV, TSV or JSONL human table: numbers (or true/false), or with ``positive``
+    1 where the label is that value and 0 otherwise (a preference, a pass/fail).
+
+    Raises:
+        CalibrationError: the table cannot be read, lacks a column, a label is not a number
+            (the line named), an item labelled twice differently.
+    """
+    path = Path(path)
+    rows, where = read_rows(path)
+    if not rows:
+        raise CalibrationError(f"{path}: no rows")
+    absent = [c for c in (key, column) if c not in rows[0]]
+    if absent:
+        raise CalibrationError(f"{path}: no column {', '.join(map(repr, absent))} (columns: {', '.join(rows[0])}); "
+                               "--key names the item id column, --human the label's")
+    planned = SAMPLING_PROBABILITY in rows[0]
+    labels: dict[str, float] = {}
+    probabilities: dict[str, float] | None = {} if planned else None
+    selected: set[str] = set()
+    for i, row in enumerate(rows):
+        item = row.get(key)
+        if missing(item):
+            raise CalibrationError(f"{where(i)}: no item id in column {key!r}")
+        item = str(item).strip()
+        if probabilities is not None:
+            probabilities[item] = _probability(row.get(SAMPLING_PROBABILITY), where(i))
+            if str(row.get("selected", "")).strip().lower() in ("1", "true", "yes"):
+                selected.add(item)
+        value = row.get(column)
+        if missing(value):
+            continue
+        label = _label(value, positive, f"{where(i)}: column {column!r}")
+        if item in labels and labels[item] != label:
+            raise CalibrationError(f"{where(i)}: item {item!r} labelled {value!r}, and earlier {labels[item]!r}")
+        labels[item] = label
+    notes = []
+    if probabilities is not None and (unlabelled := selected - set(labels)):
+        notes.append(f"{len(unlabelled):,} items the plan drew for labelling have no label (e.g. {sorted(unlabelled)[0]!r}):"
+                     " the active estimate assumes every drawn item is labelled; label them, or the estimate may be "
+                     "biased by which were left out")
+    return HumanLabels(labels, probabilities, selected, notes)
+
+
+def _probability(value: Any, where: str) -> float:
+    try:
+        p = float(value)
+    except (TypeError, ValueError):
+        raise CalibrationError(f"{where}: column {SAMPLING_PROBABILITY!r}: expected a probability, got {value!r}") from None
+    if not 0 < p <= 1:
+        raise CalibrationError(f"{where}: column {SAMPLING_PROBABILITY!r}: expected a probability in (0, 1], got {p!r}")
+    return p
+
+
+def _label(value: Any, positive: str | None, where: str) -> float:
+    if positive is not None:
+        return 1.0 if str(value).strip() == positive else 0.0
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        out = float(value)
+    else:
+        text = str(value).strip()
+        if text.lower() in ("true", "false"):
+            return float(text.lower() == "true")
+        try:
+            out = float(text)
+        except ValueError:
+            raise CalibrationError(f"{where}: {value!r} is not a number; for labels such as a preference (A/B) or a "
+                                   "pass/fail, --positive VALUE estimates the share of that value") from None
+    if not math.isfinite(out):
+        raise CalibrationError(f"{where}: {value!r} is not a finite number")
+    return out
+
+
+def estimate_rows(judged: JudgedItems, human: HumanLabels) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per item per judge (``group`` = the judge, or ``judge / by-value``), and notes."""
+    notes = list(human.notes)
+    rows = []
+    seen: set[str] = set()
+    for judge in judged.judges:
+        for item, prediction in judged.predictions[judge].items():
+            seen.add(item)
+            row: dict[str, Any] = {"item": item, "prediction": prediction, "label": human.labels.get(item),
+                                   "judge": judge, "group": judge}
+            if judged.groups:
+                row["group"] = f"{judge} / {judged.groups[item]}"
+            if human.probabilities is not None:
+                if item not in human.probabilities:
+                    raise CalibrationError(f"the human table has {SAMPLING_PROBABILITY!r} (a label plan's) but no row for "
+                                           f"item {item!r}: the active estimate needs every judged item's probability")
+                row[SAMPLING_PROBABILITY] = human.probabilities[item]
+            rows.append(row)
+    if stray := set(human.labels) - seen:
+        notes.append(f"{len(stray):,} labelled items are not in the run (e.g. {sorted(stray)[0]!r}): not used")
+    return rows, notes
+
+
+def plan_rows(judged: JudgedItems) -> list[dict[str, Any]]:
+    """One row per item of the one judge in ``judged``, with its uncertainty's sources."""
+    (judge,) = judged.judges
+    rows = []
+    for item, prediction in judged.predictions[judge].items():
+        row: dict[str, Any] = {"item": item, "prediction": prediction}
+        if judged.groups:
+            row["group"] = judged.groups[item]
+        if item in judged.confidence[judge]:
+            row["confidence"] = judged.confidence[judge][item]
+        elif len(judged.repeats[judge].get(item, [])) >= 2:
+            row["predictions"] = judged.repeats[judge][item]
+        rows.append(row)
+    return rows
+
+
+ESTIMATE_COLUMNS = ["group", "labelled", "items", "judge_mean", "estimate", "ci_low", "ci_high", "labels_low",
+                    "labels_high", "lambda", "effective_labels"]
+
+
+def estimate_section(result: Mapping[str, Any]) -> Section:
+    """The estimate as a report section: per group the judge's raw mean, the human-scale estimate
+    and its interval, the labels-alone interval, λ and the effective labels."""
+    level = f"{1 - result['alpha']:.0%}"
+    rows, skipped = [], []
+    for g in result["groups"]:
+        if g["estimate"] is None:
+            skipped.append(f"{g['group']} ({g.get('reason', 'no estimate')})")
+            continue
+        rows.append({
+            "group": g["group"], "labelled": g["n_labelled"], "items": g["n_labelled"] + g["n_unlabelled"],
+            "judge_mean": g["judge_mean"], "estimate": g["estimate"], "ci_low": g["ci"][0], "ci_high": g["ci"][1],
+            "labels_low": g["classical"]["ci"][0], "labels_high": g["classical"]["ci"][1], "lambda": g["lambda"],
+            "effective_labels": g["effective_labels"],
+        })  # fmt: skip
+    estimator = "active (labels drawn with the plan's probabilities)" if result["estimator"] == "active" else \
+        "labels taken for a uniform random sample"
+    notes = [f"estimate: the mean human label over the group's items, {result['method']} ({estimator}), with its "
+             f"{level} interval ci_low..ci_high; labels_low..labels_high: the human labels alone; effective_labels: "
+             "how many labels alone would give the same width; judge_mean: the judge's raw mean on its own scale"]
+    notes += [f"no estimate: {s}" for s in skipped]
+    notes += list(result.get("notes", []))
+    absent = "" if rows else "no group has 2 or more human labels"
+    return Section("estimate", f"Human-scale estimate per group ({level})", ESTIMATE_COLUMNS, rows, absent=absent,
+                   notes=notes)
+
+
+def differences_section(result: Mapping[str, Any]) -> Section:
+    """Every pair's difference and the ranking with simultaneous intervals."""
+    rows = [{"group": d["a"], "versus": d["b"], "difference": d["difference"], "ci_low": d["ci"][0],
+             "ci_high": d["ci"][1], "sim_low": d["simultaneous_ci"][0], "sim_high": d["simultaneous_ci"][1],
+             "p_value": d["p_value"]} for d in result.get("differences", [])]
+    ranks = ", ".join(f"{r['group']} {r['rank_range'][0]}-{r['rank_range'][1]}" if r["rank_range"][0] !=
+                      r["rank_range"][1] else f"{r['group']} {r['rank_range'][0]}" for r in result.get("ranking", []))
+    notes = [f"sim_low..sim_high: simultaneous ({CORRECTION_NOTE}); ranks that hold together: {ranks}"] if rows else []
+    return Section("differences", "Differences between groups", ["group", "versus", "difference", "ci_low", "ci_high",
+                   "sim_low", "sim_high", "p_value"], rows, absent="" if rows else "needs 2 or more groups with an estimate",
+                   notes=notes, small_values=("p_value",))
+
+
+CORRECTION_NOTE = "Bonferroni over the pairs"
