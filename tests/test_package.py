@@ -22,7 +22,7 @@ HOMES = {
     "rich": {"cli/display.py"},
     "yaml": {"inputs/config_file.py"},
     "sentencex": {"protocols/gemba_mqm_literary.py"},
-    "scipy": {"stats/correlation.py", "stats/creativity.py", "stats/risk_control.py"},
+    "scipy": {"stats/correlation.py", "stats/creativity.py", "stats/risk_control.py", "stats/ppi.py"},
     "krippendorff": {"stats/agreement.py"},
     "rapidfuzz": {"stats/spans.py"},
     "matplotlib": {"stats/plots.py"},
@@ -48,7 +48,7 @@ def test_public_api_is_pinned_and_sorted() -> None:
     assert judge_engine.__all__ == [
         "CalibrationError", "ConfigError", "DatasetError", "FatalProviderError", "JobConfig", "JudgeConfig",
         "JudgeEngineError", "Protocol", "ProtocolOptions", "ProviderError", "RunDirError", "RunResult", "Score",
-        "TemplateError", "VerdictError", "__version__", "available", "calibrate", "calibration_rows", "get_protocol", "load_config",
+        "TemplateError", "VerdictError", "__version__", "available", "calibrate", "calibration_rows", "estimate", "get_protocol", "label_plan", "load_config",
         "load_run", "register", "resume", "run",
     ]
     for name in judge_engine.__all__:

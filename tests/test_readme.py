@@ -56,7 +56,7 @@ def runnable(command: str) -> list[str] | None:
 def test_the_readme_has_the_commands_a_user_pastes() -> None:
     commands = readme_commands()
     assert any(c.startswith("judge-engine run") and "--demo" in c for c in commands)
-    for verb in ("plan", "run", "resume", "show", "stats", "meta", "calibrate", "export", "view"):
+    for verb in ("plan", "run", "resume", "show", "stats", "meta", "estimate", "label-plan", "calibrate", "export", "view"):
         assert any(c.startswith(f"judge-engine {verb} ") for c in commands), verb
 
 

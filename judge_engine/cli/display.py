@@ -841,6 +841,8 @@ def _cell(value: Any, *, small: bool = False, money: bool = False) -> str:
         return "yes" if value else "no"
     if money and isinstance(value, int | float):
         return dollars(float(value))
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
+        return f"{_cell(value[0])}..{_cell(value[1])}"  # an interval
     if isinstance(value, float):
         return f"{value:.2g}" if small and 0 < abs(value) < 0.01 else f"{value:.3f}"
     return str(value)

@@ -95,30 +95,21 @@ def handle_estimate(args: argparse.Namespace) -> int:
     """Run ``estimate``: 0 with an estimate for every group, 1 when a group has none, 2 on bad input."""
     from judge_engine.trust.estimate_rows import (
         differences_section,
-        estimate_rows,
+        estimate_run,
         estimate_section,
         human_labels,
-        judged_items,
+        needed_section,
     )
-    from judge_engine.trust.estimates import estimate
 
     if not args.run_dir.is_dir():
         return fail("estimate", f"{args.run_dir}: not a run directory")
-    judged = judged_items(args.run_dir, judges=args.judge, by=args.by, items_path=args.items)
     human = human_labels(args.human_table, key=args.key, column=args.human, positive=args.positive)
-    rows, notes = estimate_rows(judged, human)
     try:
-        result = estimate(rows, alpha=args.alpha, by="group", method=args.method, differences=args.differences,
-                          target_width=args.target_width)
-    except ValueError as exc:
+        result = estimate_run(args.run_dir, human, judges=args.judge, by=args.by, items_path=args.items,
+                              alpha=args.alpha, method=args.method, differences=args.differences,
+                              target_width=args.target_width)
+    except ValueError as exc:  # TableError and CalibrationError included
         return fail("estimate", str(exc))
-    judge_of = {r["group"]: r["judge"] for r in rows}
-    by_value = {r["group"]: r["group"].split(" / ", 1)[1] for r in rows if args.by}
-    for group in result["groups"]:
-        group["judge"] = judge_of[group["group"]]
-        if args.by:
-            group[args.by] = by_value[group["group"]]
-    result["notes"] = judged.notes + notes + result["notes"]
     if args.json:
         print(json.dumps(_finite(result), indent=2, allow_nan=False))
     else:
@@ -127,20 +118,10 @@ def handle_estimate(args: argparse.Namespace) -> int:
         sections = [estimate_section(result)]
         if args.differences:
             sections.append(differences_section(result))
-        render_sections(sections, [])
         if args.target_width is not None:
-            _print_needed(result)
+            sections.append(needed_section(result))
+        render_sections(sections, [])
     return EXIT_OK if all(g["estimate"] is not None for g in result["groups"]) else EXIT_FAILED
-
-
-def _print_needed(result: dict[str, Any]) -> None:
-    for g in result["groups"]:
-        need = g.get("labels_needed")
-        if not need:
-            continue
-        ppi = f"{need['ppi']:,}" if need["ppi"] is not None else "more than its items"
-        print(f"{g['group']}: width {need['width']:g} needs {ppi} labels with the judge, {need['classical']:,} "
-              f"alone (it has {need['have']:,} of {need['items']:,} items)")
 
 
 def _finite(value: Any) -> Any:
@@ -187,7 +168,7 @@ def handle_label_plan(args: argparse.Namespace) -> int:
     print(f"{args.output}: {len(plan):,} items, {plan.drawn:,} drawn (expected {plan.expected:,.1f}, seed {plan.seed}); "
           f"uncertainty from {plan.source}. Annotators fill '{PLAN_LABEL}' on the {to_label:,} rows with selected "
           f"true; then: judge-engine estimate {args.run_dir} --human-table {args.output} --key {args.key} "
-          f"--human {PLAN_LABEL}")
+          f"--human {PLAN_LABEL}" + (f" --by {args.by}" if args.by else ""))
     return EXIT_OK
 
 
@@ -195,7 +176,8 @@ def _write_plan(path: Path, plan: list[dict[str, Any]], *, key: str, by: str | N
     """Every item: id, group, probability, drawn or not, and an empty label (the pilot's, if any).
     The judge's prediction is left out: annotators should not see it."""
     columns = [key, *([by] if by else []), "sampling_probability", "selected", "uncertainty", PLAN_LABEL]
-    rows = [{key: r["item"], **({by: r["group"]} if by else {}), "sampling_probability": r["sampling_probability"],
+    rows = [{key: r["item"], **({by: r["group"]} if by else {}),
+             "sampling_probability": float(f"{r['sampling_probability']:.12g}"),
              "selected": r["selected"], "uncertainty": r["uncertainty"], PLAN_LABEL: r.get("label")} for r in plan]
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".jsonl":

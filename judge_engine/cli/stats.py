@@ -76,11 +76,14 @@ def _register_stats(subparsers: argparse._SubParsersAction[argparse.ArgumentPars
                            "response/reference")  # fmt: skip
     bias.add_argument("--items", type=Path, metavar="PATH",
                       help="the run's dataset, if it moved since the run")  # fmt: skip
-    human = stats.add_argument_group("a cascade's agreement with humans")
+    human = stats.add_argument_group("against human labels")
     human.add_argument("--human-table", type=Path, metavar="FILE",
-                       help="human labels (CSV, TSV or JSONL, one row per item): agreement of each stage's answers")
+                       help="human labels (CSV, TSV or JSONL, one row per item): each judge's human-scale estimate "
+                            "beside its raw mean (judge-engine estimate), and a cascade's agreement per stage")
     human.add_argument("--key", default="id", metavar="ID", help="the human table's item id column (default id)")
-    human.add_argument("--label", metavar="COLUMN", help="the human table's label column")
+    human.add_argument("--label", "--human", dest="label", metavar="COLUMN", help="the human table's label column")
+    human.add_argument("--positive", metavar="VALUE",
+                       help="labels that are not numbers (A/B, pass/fail): estimate the share equal to VALUE")
     stats.add_argument("--baselines", nargs="+", type=Path, default=[], metavar="FILE",
                        help="CDAT runs: RANDOM.json [COMMON.json] (judge-engine cdat-baselines, or the "
                             "paper's files) for the gate, CDAT score, elbow distance and Pareto front")  # fmt: skip
@@ -143,6 +146,7 @@ def handle_stats(args: argparse.Namespace) -> int:
             from judge_engine.stats.jury import jury_sections
 
             sections += jury_sections(run)
+            sections += _estimate_sections(run, args)
             sections += _cascade_sections(run, args)
             generation = _generation(run, args.baselines)
             sections += generation.sections if generation else []
@@ -184,9 +188,6 @@ def _cascade_sections(run: Run, args: argparse.Namespace) -> list[Section]:
 
     section = run.manifest.cascade if run.manifest is not None else None
     if not section:
-        if args.human_table is not None:
-            raise ValueError("--human-table: agreement with humans is shown for a cascaded run's answers (this run "
-                             "has no cascade); for a judge's scores against humans, see judge-engine meta")
         return []
     human = None
     if args.human_table is not None:
@@ -197,6 +198,31 @@ def _cascade_sections(run: Run, args: argparse.Namespace) -> list[Section]:
     assert run.manifest is not None
     spend = {judge: s.cost for judge, s in run_spend(run.path, run.manifest).items()}
     return cascade_sections(run, spend, human=human, fallback_cost=_calibrated_cost(section))
+
+
+def _estimate_sections(run: Run, args: argparse.Namespace) -> list[Section]:
+    """Each judge's human-scale estimate with its interval, beside its raw mean, from
+    --human-table (:func:`judge_engine.trust.estimate_rows.estimate_run`)."""
+    if args.human_table is None:
+        return []
+    if not args.label:
+        raise ValueError("--human-table needs --label COLUMN (or --human; and --key ID, default id)")
+    from judge_engine.errors import CalibrationError
+    from judge_engine.stats.sections import Section
+    from judge_engine.trust.estimate_rows import estimate_run, estimate_section, human_labels
+
+    try:
+        human = human_labels(args.human_table, key=args.key, column=args.label, positive=args.positive)
+    except CalibrationError as exc:
+        if "is not a number" not in str(exc):
+            raise
+        return [Section("estimate", "Human-scale estimate per judge", [], [], absent=str(exc))]
+    try:
+        result = estimate_run(run.path, human)
+    except ValueError as exc:  # no judge with numeric scores
+        return [Section("estimate", "Human-scale estimate per judge", [], [], absent=str(exc))]
+    result["notes"] = [n for n in result["notes"] if n not in run.notes]  # the run's own are said above
+    return [estimate_section(result, title="Human-scale estimate per judge")]
 
 
 def _calibrated_cost(section: dict[str, Any]) -> float | None:

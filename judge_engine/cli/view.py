@@ -33,6 +33,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     view.add_argument("--open", action="store_true", help="open the page in the default browser")
     view.add_argument("--check", action="store_true",
                       help="start, load the page, the overview and the first list page once, print them, and exit")
+    human = view.add_argument_group("human labels: each judge's human-scale estimate on the overview")
+    human.add_argument("--human-table", type=Path, metavar="FILE", help="human labels: CSV, TSV or JSONL, one row per item")
+    human.add_argument("--key", default="id", metavar="ID", help="its item id column (default id)")
+    human.add_argument("--human", metavar="COLUMN", help="its label column")
+    human.add_argument("--positive", metavar="VALUE", help="labels that are not numbers: the share equal to VALUE")
+    human.add_argument("--by", metavar="COLUMN", help="a dataset column to estimate per value of (e.g. system)")
     view.set_defaults(handler=view_command)
 
 
@@ -42,6 +48,10 @@ def view_command(args: argparse.Namespace) -> int:
     from judge_engine.cli.display import make_console, say
 
     console = make_console()
+    if args.human_table is not None and not args.human:
+        from judge_engine.cli.stats import fail
+
+        return fail("view", "--human-table needs --human COLUMN (and --key ID, default id)")
     if args.host not in LOCAL_HOSTS:
         say(console, f"[bold red]warning:[/bold red] listening on {args.host}: anyone who can reach this machine "
                      "can read these runs (dataset text, prompts, answers)")
@@ -57,9 +67,11 @@ async def _serve(args: argparse.Namespace, console: Console) -> None:
     import webbrowser
 
     from judge_engine.cli.display import escape, path_line, say
+    from judge_engine.trust.estimate_rows import HumanTable
     from judge_engine.viewer.server import Viewer, check
 
-    viewer = Viewer(args.run_dirs, host=args.host, port=args.port)
+    human = HumanTable(args.human_table, args.key, args.human, args.positive, args.by) if args.human_table else None
+    viewer = Viewer(args.run_dirs, host=args.host, port=args.port, human=human)
     try:
         url = await viewer.start()
         synthetic = viewer.catalog.synthetic() if viewer.catalog is not None else None

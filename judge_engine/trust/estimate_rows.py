@@ -175,6 +175,10 @@ def human_labels(path: str | Path, *, key: str, column: str, positive: str | Non
             raise CalibrationError(f"{where(i)}: item {item!r} labelled {value!r}, and earlier {labels[item]!r}")
         labels[item] = label
     notes = []
+    if probabilities is not None and (extra := set(labels) - selected) and selected:
+        notes.append(f"{len(extra):,} labelled items were not drawn by the plan (e.g. {sorted(extra)[0]!r}): they are "
+                     "counted as drawn, which the plan's probabilities do not account for; leave them out, or "
+                     "label a fresh plan")
     if probabilities is not None and (unlabelled := selected - set(labels)):
         notes.append(f"{len(unlabelled):,} items the plan drew for labelling have no label (e.g. {sorted(unlabelled)[0]!r}):"
                      " the active estimate assumes every drawn item is labelled; label them, or the estimate may be "
@@ -214,7 +218,8 @@ def _label(value: Any, positive: str | None, where: str) -> float:
 
 
 def estimate_rows(judged: JudgedItems, human: HumanLabels) -> tuple[list[dict[str, Any]], list[str]]:
-    """One row per item per judge (``group`` = the judge, or ``judge / by-value``), and notes."""
+    """One row per item per judge, and notes. ``group`` is the judge, with ``by`` the by-value (one
+    judge) or ``judge / by-value`` (several); each row also carries ``judge`` and ``by``."""
     notes = list(human.notes)
     rows = []
     seen: set[str] = set()
@@ -224,7 +229,8 @@ def estimate_rows(judged: JudgedItems, human: HumanLabels) -> tuple[list[dict[st
             row: dict[str, Any] = {"item": item, "prediction": prediction, "label": human.labels.get(item),
                                    "judge": judge, "group": judge}
             if judged.groups:
-                row["group"] = f"{judge} / {judged.groups[item]}"
+                row["by"] = judged.groups[item]
+                row["group"] = row["by"] if len(judged.judges) == 1 else f"{judge} / {row['by']}"
             if human.probabilities is not None:
                 if item not in human.probabilities:
                     raise CalibrationError(f"the human table has {SAMPLING_PROBABILITY!r} (a label plan's) but no row for "
@@ -234,6 +240,61 @@ def estimate_rows(judged: JudgedItems, human: HumanLabels) -> tuple[list[dict[st
     if stray := set(human.labels) - seen:
         notes.append(f"{len(stray):,} labelled items are not in the run (e.g. {sorted(stray)[0]!r}): not used")
     return rows, notes
+
+
+def estimate_run(run_dir: str | Path, human: HumanLabels, *, judges: Sequence[str] | None = None,
+                 by: str | None = None, items_path: Path | None = None, **options: Any) -> dict[str, Any]:
+    """:func:`judge_engine.estimate` over a run's judges (one group per judge, and per ``by`` value),
+    each group with its ``judge`` (and ``by`` value); ``options`` are the estimate's (alpha,
+    method, differences, target_width). The notes say what the run and the table lack.
+
+    Raises:
+        TableError: not a run, an unknown judge, a ``by`` the items lack (a CalibrationError: a
+            plan's table without a judged item).
+        ValueError: a bad option.
+    """
+    from judge_engine.trust.estimates import estimate
+
+    judged = judged_items(run_dir, judges=judges, by=by, items_path=items_path)
+    rows, notes = estimate_rows(judged, human)
+    result = estimate(rows, by="group", **options)
+    of_group = {r["group"]: r for r in rows}
+    for group in result["groups"]:
+        group["judge"] = of_group[group["group"]]["judge"]
+        if by:
+            group[by] = of_group[group["group"]]["by"]
+    result["notes"] = judged.notes + notes + result["notes"]
+    return result
+
+
+@dataclass(frozen=True)
+class HumanTable:
+    """Where a viewer (or any reader of several runs) finds human labels, and how to read them."""
+
+    path: Path
+    key: str = "id"
+    column: str = "label"
+    positive: str | None = None
+    by: str | None = None
+
+    def read(self) -> HumanLabels:
+        """The labels (raises CalibrationError as :func:`human_labels` does)."""
+        return human_labels(self.path, key=self.key, column=self.column, positive=self.positive)
+
+
+def judge_estimates(run_dir: Path, human: HumanLabels, *, by: str | None = None) -> dict[str, Any]:
+    """Each judge's estimate (its groups, level and method) by judge name, or ``{"absent": why}``
+    when the run gives none (no numeric scores, a ``by`` the items lack)."""
+    try:
+        result = estimate_run(run_dir, human, by=by)
+    except ValueError as exc:
+        return {"absent": str(exc)}
+    out: dict[str, Any] = {}
+    for group in result["groups"]:
+        entry = out.setdefault(group["judge"], {k: result[k] for k in ("alpha", "method", "estimator")} | {
+            "groups": [], "notes": [n for n in result["notes"] if n != DEMO_NOTE]})
+        entry["groups"].append(group)
+    return out
 
 
 def plan_rows(judged: JudgedItems) -> list[dict[str, Any]]:
@@ -252,11 +313,11 @@ def plan_rows(judged: JudgedItems) -> list[dict[str, Any]]:
     return rows
 
 
-ESTIMATE_COLUMNS = ["group", "labelled", "items", "judge_mean", "estimate", "ci_low", "ci_high", "labels_low",
-                    "labels_high", "lambda", "effective_labels"]
+ESTIMATE_COLUMNS = ["group", "labelled", "items", "judge_mean", "estimate", "ci", "labels_alone", "lambda",
+                    "effective_labels"]
 
 
-def estimate_section(result: Mapping[str, Any]) -> Section:
+def estimate_section(result: Mapping[str, Any], *, title: str = "Human-scale estimate per group") -> Section:
     """The estimate as a report section: per group the judge's raw mean, the human-scale estimate
     and its interval, the labels-alone interval, λ and the effective labels."""
     level = f"{1 - result['alpha']:.0%}"
@@ -267,33 +328,49 @@ def estimate_section(result: Mapping[str, Any]) -> Section:
             continue
         rows.append({
             "group": g["group"], "labelled": g["n_labelled"], "items": g["n_labelled"] + g["n_unlabelled"],
-            "judge_mean": g["judge_mean"], "estimate": g["estimate"], "ci_low": g["ci"][0], "ci_high": g["ci"][1],
-            "labels_low": g["classical"]["ci"][0], "labels_high": g["classical"]["ci"][1], "lambda": g["lambda"],
-            "effective_labels": g["effective_labels"],
+            "judge_mean": g["judge_mean"], "estimate": g["estimate"], "ci": list(g["ci"]),
+            "labels_alone": list(g["classical"]["ci"]), "lambda": g["lambda"],
+            "effective_labels": None if g["effective_labels"] is None else round(g["effective_labels"], 1),
         })  # fmt: skip
     estimator = "active (labels drawn with the plan's probabilities)" if result["estimator"] == "active" else \
         "labels taken for a uniform random sample"
     notes = [f"estimate: the mean human label over the group's items, {result['method']} ({estimator}), with its "
-             f"{level} interval ci_low..ci_high; labels_low..labels_high: the human labels alone; effective_labels: "
+             f"{level} interval ci; labels_alone: the interval of the human labels alone; effective_labels: "
              "how many labels alone would give the same width; judge_mean: the judge's raw mean on its own scale"]
     notes += [f"no estimate: {s}" for s in skipped]
     notes += list(result.get("notes", []))
     absent = "" if rows else "no group has 2 or more human labels"
-    return Section("estimate", f"Human-scale estimate per group ({level})", ESTIMATE_COLUMNS, rows, absent=absent,
+    return Section("estimate", f"{title} ({level})", ESTIMATE_COLUMNS, rows, absent=absent,
                    notes=notes)
 
 
 def differences_section(result: Mapping[str, Any]) -> Section:
     """Every pair's difference and the ranking with simultaneous intervals."""
-    rows = [{"group": d["a"], "versus": d["b"], "difference": d["difference"], "ci_low": d["ci"][0],
-             "ci_high": d["ci"][1], "sim_low": d["simultaneous_ci"][0], "sim_high": d["simultaneous_ci"][1],
-             "p_value": d["p_value"]} for d in result.get("differences", [])]
+    rows = [{"group": d["a"], "versus": d["b"], "difference": d["difference"], "ci": list(d["ci"]),
+             "simultaneous_ci": list(d["simultaneous_ci"]), "p_value": d["p_value"]}
+            for d in result.get("differences", [])]
     ranks = ", ".join(f"{r['group']} {r['rank_range'][0]}-{r['rank_range'][1]}" if r["rank_range"][0] !=
                       r["rank_range"][1] else f"{r['group']} {r['rank_range'][0]}" for r in result.get("ranking", []))
-    notes = [f"sim_low..sim_high: simultaneous ({CORRECTION_NOTE}); ranks that hold together: {ranks}"] if rows else []
-    return Section("differences", "Differences between groups", ["group", "versus", "difference", "ci_low", "ci_high",
-                   "sim_low", "sim_high", "p_value"], rows, absent="" if rows else "needs 2 or more groups with an estimate",
+    notes = [f"simultaneous_ci: all pairs' intervals hold together ({CORRECTION_NOTE}); the ranks that hold "
+             f"together (1 = the highest mean): {ranks}"] if rows else []
+    return Section("differences", "Differences between groups", ["group", "versus", "difference", "ci",
+                   "simultaneous_ci", "p_value"], rows, absent="" if rows else "needs 2 or more groups with an estimate",
                    notes=notes, small_values=("p_value",))
 
 
 CORRECTION_NOTE = "Bonferroni over the pairs"
+
+
+def needed_section(result: Mapping[str, Any]) -> Section:
+    """Per group, the labels an interval of the target width needs, with the judge and alone."""
+    rows = [{"group": g["group"], "width": need["width"], "with_judge": need["ppi"], "alone": need["classical"],
+             "have": need["have"], "items": need["items"]}
+            for g in result["groups"] if (need := g.get("labels_needed"))]
+    level = f"{1 - result['alpha']:.0%}"
+    notes = [f"with_judge: uniformly drawn labels for a {level} interval of that width (high - low) with the judge "
+             "(PPI++), at the variances and judge-human covariance of the labels there are; alone: without the judge; "
+             "'-': no count of the group's items reaches it"]
+    notes += [f"{g['group']}: {n}" for g in result["groups"] if (n := (g.get("labels_needed") or {}).get("note"))]
+    return Section("labels_needed", "Labels needed for the target width", ["group", "width", "with_judge", "alone",
+                   "have", "items"], rows, absent="" if rows else "no group has 2 or more labels to plan from",
+                   notes=notes)

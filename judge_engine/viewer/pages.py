@@ -13,6 +13,7 @@ from judge_engine.errors import RunDirError
 from judge_engine.protocols.base import REASK_MARKER
 from judge_engine.rundir.blocks import decode_request
 from judge_engine.rundir.records import OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
+from judge_engine.trust.estimate_rows import HumanLabels, judge_estimates
 from judge_engine.util.jsonio import loads
 from judge_engine.viewer.catalog import Catalog, Judge, OpenRun
 from judge_engine.viewer.composed import parts
@@ -27,9 +28,13 @@ SPREAD_REFRESH_S = 10.0
 class Pages:
     """Builds every page's document (one instance per viewer, used on its query thread)."""
 
-    def __init__(self, catalog: Catalog, builder: Builder) -> None:
+    def __init__(self, catalog: Catalog, builder: Builder, *, human: HumanLabels | None = None,
+                 by: str | None = None) -> None:
         self.catalog = catalog
         self.builder = builder
+        self.human, self.by = human, by
+        self._estimates: dict[int, tuple[int, dict[str, Any]]] = {}
+        """run number -> (its outcomes' size when estimated, each judge's estimate)"""
         self.tasks = TaskList(catalog)
         self._spread_built = 0.0
 
@@ -39,6 +44,10 @@ class Pages:
         self.catalog.refresh_judges()
         runs = [self._run(run) for run in self.catalog.runs]
         judges = [self._judge(j) for j in self.catalog.judges]
+        if self.human is not None:
+            for judge in judges:
+                found = self.estimates(judge["run"])
+                judge["estimate"] = {"absent": found["absent"]} if "absent" in found else found.get(judge["name"])
         codes = sorted({code for j in judges for code in (j["counts"] or {}).get("by_code", {})})
         temperatures = sorted({t for run in self.catalog.runs for e in run.manifest.judges for t in e.temperatures})
         repeats = max((e.repeats for run in self.catalog.runs for e in run.manifest.judges), default=1)
@@ -46,6 +55,20 @@ class Pages:
                 "judges": judges, "live": any(r["live"] for r in runs),
                 "facets": {"judges": [j.label for j in self.catalog.judges], "statuses": list(STATUSES),
                            "reason_codes": codes, "temperatures": temperatures, "repeats": list(range(repeats))}}
+
+    def estimates(self, number: int) -> dict[str, Any]:
+        """A run's estimates against the human table, by judge; again only when its outcomes grew."""
+        assert self.human is not None
+        run_dir = self.catalog.runs[number].run_dir
+        try:
+            size = (run_dir / OUTCOMES).stat().st_size
+        except OSError:
+            size = -1
+        cached = self._estimates.get(number)
+        if cached is None or cached[0] != size:
+            cached = (size, judge_estimates(run_dir, self.human, by=self.by))
+            self._estimates[number] = cached
+        return cached[1]
 
     def _run(self, run: OpenRun) -> dict[str, Any]:
         manifest = run.current_manifest()

@@ -40,6 +40,7 @@ from aiohttp import ClientSession, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from judge_engine.errors import RunDirError
+from judge_engine.trust.estimate_rows import HumanTable
 from judge_engine.util.jsonio import dumps
 from judge_engine.util.redaction import redact, secrets_in_environment
 from judge_engine.viewer.catalog import Catalog
@@ -75,10 +76,14 @@ class Viewer:
         run_dirs: the run directories to open together.
         host: where to listen; the loopback address unless widened on purpose.
         port: 0 for a free port.
+        human: a human table: the overview shows each judge's human-scale estimate beside its raw
+            mean (:mod:`judge_engine.trust.estimate_rows`).
     """
 
-    def __init__(self, run_dirs: Sequence[Path], *, host: str = LOOPBACK, port: int = 0) -> None:
+    def __init__(self, run_dirs: Sequence[Path], *, host: str = LOOPBACK, port: int = 0,
+                 human: HumanTable | None = None) -> None:
         self.run_dirs = list(run_dirs)
+        self.human = human
         self.host = host
         self.requested_port = port
         self.port = 0
@@ -100,11 +105,13 @@ class Viewer:
 
         Raises:
             RunDirError: a path that is not a run directory.
+            CalibrationError: the human table cannot be read.
             OSError: the port is taken.
         """
+        labels = await self._db(self.human.read) if self.human is not None else None
         self.catalog = await self._db(Catalog, self.run_dirs)
         self.builder = Builder(self.catalog)
-        self.pages = Pages(self.catalog, self.builder)
+        self.pages = Pages(self.catalog, self.builder, human=labels, by=self.human.by if self.human else None)
         self.builder.start()
         self._runner = web.AppRunner(self.application(), access_log=None, handle_signals=False, shutdown_timeout=0.5,
                                     logger=_HTTP_LOG)

@@ -47,6 +47,10 @@ EXPECTED: dict[str, dict[str, Any]] = {
     "literary_mt": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
                        "temperatures": "needs 2+ temperatures", "judge_agreement": "needs 2+ judges"},
                     "plots": {"distributions.png"}},
+    "literary_systems": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
+                                    "temperatures": "needs 2+ temperatures", "judge_agreement": "needs 2+ judges"},
+                         "shown": {"self_preference"},  # its items name their systems
+                         "plots": {"distributions.png"}},
     "overnight": {"absent": {"consistency": "needs 2+ repeats", "dimensions": "needs 2+ repeats",
                              "temperatures": "needs 2+ temperatures", "judge_agreement": "needs 2+ judges"},
                   "plots": {"distributions.png"}},

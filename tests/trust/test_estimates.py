@@ -171,7 +171,7 @@ def test_the_plan_follows_the_uncertainty_and_the_estimate_reads_it_back() -> No
     assert label_plan(rows, 120, by="group", seed=3) == plan  # seeded
     assert any("no uncertainty" in n for n in plan.notes)
     # the annotators label what was drawn; the estimate is the active one
-    truth_of = {r["item"]: t for r, t in zip(rows, _rows(n_items=600, n_labels=600, groups=("a", "b"))[0])}
+    truth_of = {r["item"]: t for r, t in zip(rows, _rows(n_items=600, n_labels=600, groups=("a", "b"))[0], strict=True)}
     labelled = [{**r, "label": truth_of[r["item"]]["label"] if r["selected"] else None} for r in plan]
     out = estimate(labelled, by="group", alpha=0.1)
     assert out["estimator"] == "active"

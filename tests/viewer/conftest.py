@@ -24,15 +24,15 @@ from judge_engine.viewer.server import Viewer
 
 REPO = Path(__file__).resolve().parents[2]
 DEMOS = ("literary_mt", "literary_mt_lit", "close_reading", "prometheus_absolute", "prometheus_relative", "ttct", "bws",
-         "custom_rubric")
+         "custom_rubric", "literary_systems")
 
 
 class ServedViewer:
     """A :class:`Viewer` on its own event loop in a daemon thread (what ``judge-engine view``
     runs), with a small synchronous client."""
 
-    def __init__(self, run_dirs: Sequence[Path]) -> None:
-        self.viewer = Viewer(list(run_dirs))
+    def __init__(self, run_dirs: Sequence[Path], *, human: Any = None) -> None:
+        self.viewer = Viewer(list(run_dirs), human=human)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 

@@ -335,3 +335,22 @@ def test_a_histogram_spans_the_declared_scale_with_a_count_axis(tab: Watched, ri
             assert abs(shown["height"] / tallest - bar["n"] / max(b["n"] for b in bars)) < 0.02
         assert "on the judge's scale 1..10" in figure.locator("figcaption").inner_text()
         assert tab.errors == []
+
+
+def test_the_overview_shows_each_systems_human_scale_estimate_beside_the_judge_mean(
+        tab: Watched, demo_runs: dict[str, Path], examples: Path) -> None:
+    from judge_engine.trust.estimate_rows import HumanTable
+
+    human = HumanTable(examples / "literary_systems" / "humans.csv", "id", "mqm", by="system")
+    with ServedViewer([demo_runs["literary_systems"]], human=human) as served:
+        page = tab.open(served.url, ".judge .estimate table")
+        block = page.locator(".judge .estimate")
+        assert "Human-scale estimate (95%, ppi++)" in block.locator("h3").inner_text()
+        shown = [r.split("\t") for r in block.locator("tbody tr").all_inner_texts()]
+        found = served.json("api/overview")["judges"][0]["estimate"]
+        assert [r[0] for r in shown] == [g["group"] for g in found["groups"]] == ["gpt4o", "human", "m2m", "nllb"]
+        for row, group in zip(shown, found["groups"], strict=True):
+            assert row[1] == "25/50"
+            assert float(row[3]) == pytest.approx(group["estimate"], rel=1e-3)
+            assert float(row[4].strip("[]").split(", ")[0]) == pytest.approx(group["ci"][0], rel=1e-3)
+        assert tab.errors == []

@@ -83,7 +83,32 @@ function judgePanel(judge) {
     spend.counted === false ? el("p", {class: "muted small"},
       "Calls, tokens and cost as run.json last recorded them (counting the transcript…).") : null,
     histogram(judge),
+    estimate(judge),
     consistency(judge.consistency));
+}
+
+// The judge's human-scale estimate (judge-engine view --human-table): per group, the mean human
+// score its verdicts and the labels give, with its interval, beside its raw mean and the labels alone.
+function estimate(judge) {
+  const data = judge.estimate;
+  if (data === undefined) return null;
+  if (data === null || data.absent) {
+    return el("div", {class: "estimate"}, el("h3", {}, "Human-scale estimate"),
+      el("p", {class: "muted"}, data ? data.absent : "no item of this judge has a numeric score to estimate from"));
+  }
+  const level = `${Math.round((1 - data.alpha) * 100)}%`;
+  const interval = (ci) => (ci ? `[${fmt(ci[0], 4)}, ${fmt(ci[1], 4)}]` : "–");
+  return el("div", {class: "estimate"},
+    el("h3", {}, `Human-scale estimate (${level}, ${data.method}${data.estimator === "active" ? ", active labels" : ""})`),
+    table(data.groups, [
+      ["group", (g) => g.group], ["labelled", (g) => `${fmt(g.n_labelled)}/${fmt(g.n_labelled + g.n_unlabelled)}`],
+      ["judge mean", (g) => fmt(g.judge_mean, 4)], ["estimate", (g) => fmt(g.estimate, 4)],
+      [`${level} interval`, (g) => interval(g.ci)], ["labels alone", (g) => interval(g.classical?.ci)],
+      ["effective labels", (g) => fmt(g.effective_labels, 3)]]),
+    data.groups.filter((g) => g.reason).map((g) => el("p", {class: "muted"}, `${g.group}: ${g.reason}`)),
+    data.notes.map((note) => el("p", {class: "muted small"}, note)),
+    el("p", {class: "muted small"}, "The mean human score of the judge's items, from its score of every item "
+      + "corrected by its error on the labelled ones (prediction-powered inference); the judge mean is its own scale."));
 }
 
 // The judge's model, protocol, temperatures, repeats and scale; a jury's jurors and how it
