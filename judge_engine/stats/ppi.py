@@ -26,6 +26,7 @@ Pure numpy/scipy: the rows, groups and run directories are :mod:`judge_engine.tr
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,8 +80,13 @@ def quantile(alpha: float, df: int | None = None) -> float:
     return float(student_t.ppf(1 - alpha / 2, df))
 
 
+def is_real(value: object) -> bool:
+    """A real number (numpy's included), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+
+
 def check_alpha(alpha: float) -> None:
-    if not (isinstance(alpha, int | float) and 0 < alpha < 1):
+    if not (is_real(alpha) and 0 < alpha < 1):
         raise ValueError(f"alpha: expected a number in (0, 1), got {alpha!r}")
 
 
@@ -131,14 +137,16 @@ def ppi_mean(labels: Sequence[float] | FloatArray, labelled: Sequence[float] | F
     n, big_n = y.size, fu.size
     if n < 2:
         raise ValueError(f"a mean's interval needs 2 or more labels, got {n}")
-    if lam is None:
+    if big_n == 0:
+        lam = 0.0  # every item labelled: the estimate is the labels' mean whatever λ, and so is its variance
+    elif lam is None:
         lam = tuned_lambda(y, f, fu)
     rectifier = y - lam * f
     if big_n:
         estimate = float(lam * fu.mean() + rectifier.mean())
         var = (lam**2) * float(fu.var()) / big_n + float(rectifier.var()) / n
     else:
-        estimate, var = float(rectifier.mean() + lam * f.mean()), float(rectifier.var()) / n
+        estimate, var = float(y.mean()), float(y.var()) / n
     se = math.sqrt(var)
     return MeanEstimate(estimate, se, _interval(estimate, se, alpha), float(lam), n, big_n, float(y.var()))
 
@@ -231,7 +239,7 @@ def labels_needed(labels: Sequence[float] | FloatArray, labelled: Sequence[float
     judge-human covariance of the pilot (the labels so far): PPI++'s
     z² (Var(Y - λ f)/n + λ² Var(f)/(N - n)) ≤ (width/2)² with λ tuned for each n, and the labels
     alone's z² Var(Y)/n ≤ (width/2)²."""
-    if not (isinstance(width, int | float) and width > 0 and math.isfinite(width)):
+    if not (is_real(width) and width > 0 and math.isfinite(width)):
         raise ValueError(f"target width: expected a positive number, got {width!r}")
     y = np.asarray(labels, dtype=float)
     f = np.asarray(labelled, dtype=float)
@@ -317,14 +325,16 @@ def inclusion_probabilities(uncertainty: Sequence[float] | FloatArray, budget: f
     (Zrnic & Candès' advice).
 
     ``floor`` is the least τ. With ``max_cost``, τ is raised until the plan would cost at most that
-    factor of uniform labelling's variance if the uncertainty turned out to say nothing: then the
-    estimator's variance is proportional to the mean of 1/π, so the cost is mean(π̄/π), π̄ = budget/N.
+    factor of uniform labelling's variance if the uncertainty turned out to say nothing: items drawn
+    independently with probabilities π give the inverse-probability-weighted residuals a variance
+    proportional to the mean of (1 - π)/π, against (1 - π̄)/π̄ for uniform labelling (π̄ = budget/N),
+    so the cost is (mean(1/π) - 1) / (1/π̄ - 1).
     """
     u = np.asarray(uncertainty, dtype=float)
     big_n = u.size
     if big_n == 0:
         return u
-    if not (0 < budget <= big_n):
+    if not (is_real(budget) and 0 < budget <= big_n):
         raise ValueError(f"budget: expected a number in (0, {big_n}] (the items there are), got {budget!r}")
     if not (0 <= floor <= 1):
         raise ValueError(f"floor: expected a share in [0, 1], got {floor!r}")
@@ -341,7 +351,9 @@ def inclusion_probabilities(uncertainty: Sequence[float] | FloatArray, budget: f
 
     def cost(tau: float) -> float:
         pi = mixed(tau)
-        return float(np.mean(mean_pi / pi)) if np.all(pi > 0) else math.inf
+        if not np.all(pi > 0):
+            return math.inf
+        return float((np.mean(1 / pi) - 1) / (1 / mean_pi - 1)) if mean_pi < 1 else 1.0
 
     tau = float(floor)
     if max_cost is not None and cost(tau) > max_cost:

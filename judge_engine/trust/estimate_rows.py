@@ -257,12 +257,27 @@ def estimate_run(run_dir: str | Path, human: HumanLabels, *, judges: Sequence[st
 
     judged = judged_items(run_dir, judges=judges, by=by, items_path=items_path)
     rows, notes = estimate_rows(judged, human)
+    differences = bool(options.pop("differences", False))
     result = estimate(rows, by="group", **options)
     of_group = {r["group"]: r for r in rows}
     for group in result["groups"]:
         group["judge"] = of_group[group["group"]]["judge"]
         if by:
             group[by] = of_group[group["group"]]["by"]
+    if differences:
+        # Judge by judge: two judges' estimates of the same items share their labels, so they are
+        # not the independent estimates the differences' intervals are for.
+        result.update(differences=[], ranking=[])
+        for judge in judged.judges:
+            part = estimate([r for r in rows if r["judge"] == judge], by="group", differences=True, **options)
+            for entry in (*part["differences"], *part["ranking"]):
+                entry["judge"] = judge
+            result["differences"] += part["differences"]
+            result["ranking"] += part["ranking"]
+            result["correction"] = part["correction"]
+        if len(judged.judges) > 1:
+            notes.append("differences and ranks compare each judge's groups with each other, one judge at a time "
+                         "(Bonferroni within a judge): two judges' estimates of the same items are not independent")
     result["notes"] = judged.notes + notes + result["notes"]
     return result
 

@@ -107,6 +107,9 @@ def read_groups(rows: Any, by: str | None) -> list[Group]:
         i = active.index(False)
         raise ValueError(f"rows[{i}]: no {SAMPLING_PROBABILITY} (other rows have one: every item's probability "
                          "of being drawn for labelling is needed, labelled or not)")
+    if not any("label" in r for r in rows):
+        raise ValueError(f"rows: no 'label' in any row (the human's score of the item, None where unlabelled; the "
+                         f"rows have {', '.join(map(repr, rows[0]))})")
     groups: dict[str, Group] = {}
     seen: dict[tuple[str, str], int] = {}
     for i, row in enumerate(rows):
@@ -173,7 +176,7 @@ def estimate(rows: Any, *, alpha: float = 0.05, by: str | None = None, method: s
         elif "reason" in result:
             notes.append(f"{group.name}: {result['reason']}")
     out: dict[str, Any] = {
-        "alpha": alpha, "method": method,
+        "alpha": float(alpha), "method": method,
         "estimator": "active" if active else "uniform",
         "groups": results,
     }  # fmt: skip

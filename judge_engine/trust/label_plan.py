@@ -20,14 +20,17 @@ active estimator's interval assumes): the number drawn varies around the budget.
 
 With ``target_width`` the budget of each group is the label count a pilot says that width needs
 (:func:`judge_engine.stats.ppi.labels_needed`); the rows' labels are the pilot, taken as a uniform
-draw with probability n₀/N, and each item's probability is that of being labelled in either phase:
-1 - (1 - n₀/N)(1 - π₁).
+draw with probability n₀/N (or drawn with the rows' own ``sampling_probability``, an earlier plan's),
+and each item's probability is that of being labelled in either phase: 1 - (1 - π₀)(1 - π₁). The
+second phase's size depends on the pilot's labels (its variance), so its probabilities are not
+fixed before every label is seen: a two-phase design whose small dependence the interval ignores,
+as sample-size re-estimation usually does.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,8 +46,8 @@ labelling (about 2.5% width) if the judge's uncertainty turned out to say nothin
 (:func:`judge_engine.stats.ppi.inclusion_probabilities`). A judge's uncertainty is a proxy: where
 it says nothing, unequal weights 1/π only widen the interval and, with a few dozen heavy-tailed
 labels, cost coverage. tests/stats/test_ppi.py measures both sides: an informative uncertainty
-still narrows the interval by 8-10% at this cost (20% uncapped, on binary labels), a pure-noise
-one widens it by about 3% (9% uncapped)."""
+still narrows the interval by 7-8% at this cost (29% uncapped, on binary labels), a pure-noise
+one widens it by about 3% (24% uncapped)."""
 
 SOURCES = ("uncertainty", "confidence", "predictions")
 
@@ -79,7 +82,10 @@ def uncertainty_of(row: Mapping[str, Any], where: str) -> tuple[float | None, st
             raise ValueError(f"{where}.confidence: expected a probability in [0, 1], got {c!r}")
         return math.sqrt(1 - c), "confidence"
     repeats = row.get("predictions")
-    if isinstance(repeats, Sequence) and not isinstance(repeats, str):
+    if repeats is not None and not missing(repeats):
+        if isinstance(repeats, str | bytes | Mapping) or not isinstance(repeats, Iterable):
+            raise ValueError(f"{where}.predictions: expected the scores of the item's repeats (a list), got "
+                             f"{type(repeats).__name__}")
         values = [number(v, f"{where}.predictions[{j}]") for j, v in enumerate(repeats) if not missing(v)]
         if len(values) >= 2:
             return float(np.std(values)), "predictions"
@@ -118,10 +124,10 @@ def label_plan(rows: Any, budget: float | None = None, by: str | None = None, *,
         raise ValueError("rows: empty (one row per item expected)")
     if (budget is None) == (target_width is None):
         raise ValueError("label_plan: give a budget (labels) or a target_width, one of them")
-    if budget is not None and not (isinstance(budget, int | float) and budget > 0):
+    if budget is not None and not (ppi.is_real(budget) and budget > 0):
         raise ValueError(f"budget: expected a positive number of labels, got {budget!r}")
     ppi.check_alpha(alpha)
-    if not (isinstance(floor, int | float) and 0 <= floor <= 1):
+    if not (ppi.is_real(floor) and 0 <= floor <= 1):
         raise ValueError(f"floor: expected a share in [0, 1], got {floor!r}")
     groups: dict[str, list[int]] = {}
     sources: set[str] = set()
@@ -174,7 +180,7 @@ def label_plan(rows: Any, budget: float | None = None, by: str | None = None, *,
     plan.notes = notes
     if frame is None:
         return plan
-    out = type(frame).from_records(records)  # the caller's DataFrame class: no pandas import here
+    out = type(frame).from_records(records, index=frame.index)  # the caller's class and index; no pandas import
     out.attrs.update(budget=plan.budget, budgets=budgets, expected=plan.expected, drawn=plan.drawn, seed=seed,
                      source=plan.source, notes=notes)
     return out
@@ -206,10 +212,15 @@ def _from_pilot(records: Sequence[Mapping[str, Any]], index: list[int], name: st
     if need is None:
         need = big_n
         note = f"{name}: no count of its {big_n:,} items reaches width {width:g}; every item is planned"
-    pilot = n0 / big_n
+    # The pilot's own probabilities when it came from a plan, else a uniform draw of n0 of N.
+    planned = [records[i].get(SAMPLING_PROBABILITY) for i in index]
+    pilot = np.array([number(p, f"rows[{i}].{SAMPLING_PROBABILITY}") if not missing(p) else n0 / big_n
+                      for i, p in zip(index, planned, strict=True)])
     more = max(need - n0, 0)
-    if more == 0 or pilot >= 1:
-        return (np.full(big_n, pilot), np.zeros(big_n), float(n0),
+    if more == 0 or np.all(pilot >= 1):
+        return (pilot, np.zeros(big_n), float(n0),
                 note or f"{name}: its {n0} pilot labels already reach width {width:g}")
-    phase2 = ppi.inclusion_probabilities(u, min(more / (1 - pilot), big_n), floor=floor, max_cost=max_cost)
+    # Σ (1 - π0) π1 ≈ the labels still needed, with π1 spread as the uncertainty says
+    share = float(np.mean(1 - pilot))
+    phase2 = ppi.inclusion_probabilities(u, min(more / share, big_n), floor=floor, max_cost=max_cost)
     return 1 - (1 - pilot) * (1 - phase2), phase2, float(max(need, n0)), note

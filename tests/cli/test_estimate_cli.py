@@ -143,3 +143,26 @@ def test_positive_turns_categories_into_a_share(example: Path, capsys: pytest.Ca
                  "--positive", "m2m", "--json"])
     out = json.loads(capsys.readouterr().out)
     assert code == 0 and out["groups"][0]["classical"]["estimate"] == pytest.approx(0.25)
+
+
+def test_two_judges_differences_compare_systems_within_each_judge(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "literary_systems"
+    shutil.copytree(REPO / "examples" / "literary_systems", target, ignore=shutil.ignore_patterns("runs", ".judge_cache"))
+    config = (target / "config.yaml").read_text(encoding="utf-8")
+    second = ("  - name: mqm-second\n    model: openai/gpt-4o\n    protocol: gemba-mqm\n    temperatures: [0.0]\n"
+              "    max_tokens: 500\n    limits: {rpm: 3000, tpm: 1000000, concurrency: 64}\noutput:")
+    (target / "config.yaml").write_text(config.replace("output:", second, 1), encoding="utf-8")
+    result = judge_engine.run(target / "config.yaml", demo=True)
+    assert result.status == "completed"
+    code = main(["estimate", str(result.run_dir), "--human-table", str(target / "humans.csv"), "--key", "id",
+                 "--human", "mqm", "--by", "system", "--differences", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and len(out["groups"]) == 8
+    # 6 pairs of systems for each judge, never a pair across judges (their estimates share labels)
+    assert len(out["differences"]) == 12 and len(out["ranking"]) == 8
+    assert sorted({d["judge"] for d in out["differences"]}) == ["mqm-mini", "mqm-second"]
+    of_group = {g["group"]: g["judge"] for g in out["groups"]}
+    for d in out["differences"]:
+        assert of_group[d["a"]] == of_group[d["b"]] == d["judge"], d
+    assert any("one judge at a time" in n for n in out["notes"])

@@ -59,6 +59,16 @@ def test_methods_and_the_labels_alone() -> None:
         estimate(rows, method="ppi+")
 
 
+def test_a_fully_labelled_group_is_the_labels_mean_under_every_method() -> None:
+    rows, truths = _rows(n_items=40, n_labels=40)
+    alone = estimate(rows, method="classical")["groups"][0]
+    for method in ("ppi++", "ppi"):
+        g = estimate(rows, method=method)["groups"][0]
+        # nothing is left to predict: the judge must not move the estimate or its interval
+        assert g["estimate"] == pytest.approx(truths["a"]) and g["ci"] == pytest.approx(alone["ci"]), method
+        assert g["n_unlabelled"] == 0 and g["lambda"] == 0.0
+
+
 def test_a_dataframe_gives_the_same_answer() -> None:
     pd = pytest.importorskip("pandas")
     rows, _ = _rows(groups=("a", "b"))
