@@ -101,6 +101,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_the_site_builds_strictly_and_names_every_command_and_key(site: Path) -> None:
     cli = (site / "cli.html").read_text(encoding="utf-8")
@@ -115,6 +116,7 @@ def test_the_site_builds_strictly_and_names_every_command_and_key(site: Path) ->
             "protocols/index.html", "protocols/gemba-mqm.html", "protocols/custom.html"} <= pages
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_the_site_read_from_the_disk_searches_and_asks_nothing_of_the_network(site: Path) -> None:
     """Opened as files (file://), as a user reads it offline: the search box is there, finds pages,

@@ -49,6 +49,7 @@ def test_the_layers_and_the_ban_on_cycles_hold() -> None:
     ("viewer/pages.py", "import judge_engine.running.engine"),         # the viewer never imports the engine
     ("providers/catalog.py", "import judge_engine.protocols"),         # transports know nothing of protocols
 ])
+@pytest.mark.slow
 def test_a_layer_violation_fails_the_contract(tmp_path: Path, module: str, planted: str) -> None:
     root = _copy(tmp_path)
     with (root / "judge_engine" / module).open("a", encoding="utf-8") as handle:

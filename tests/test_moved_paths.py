@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from judge_engine._moved import MOVED, new_name
 
 OLD_TOP_LEVEL = (
@@ -126,6 +128,7 @@ def test_names_that_moved_out_of_a_module_still_read_from_it_with_a_warning() ->
         assert any(f"{name} has moved to {home}.{name}" in message for message in said), (old, said)
 
 
+@pytest.mark.slow
 def test_judge_engine_estimate_is_the_function_not_the_old_module() -> None:
     found = _probe("""
         import json, judge_engine

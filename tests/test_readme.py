@@ -60,6 +60,7 @@ def test_the_readme_has_the_commands_a_user_pastes() -> None:
         assert any(c.startswith(f"judge-engine {verb} ") for c in commands), verb
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(1200)  # some forty commands, each a process of its own (~3 s of imports each)
 def test_readme_commands_pasted_in_order_work(tmp_path: Path) -> None:
     shutil.copytree(REPO / "examples", tmp_path / "examples",
@@ -153,3 +154,11 @@ def _github_anchors(markdown: str) -> set[str]:
     """The anchors GitHub (and MkDocs' toc) give a page's headings."""
     headings = re.findall(r"^#+ (.+)$", markdown, re.MULTILINE)
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_ci_runs_every_test_and_the_readme_says_how_long_each_suite_takes() -> None:
+    """Issue 34.7: the README's command is the quick suite, CI runs --all, and the README says so."""
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(r"^python -m pytest --all$", ci, re.MULTILINE), "CI must run the slow tests too"
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "python -m pytest --all" in text and re.search(r"under \d+ minutes", text)

@@ -104,6 +104,7 @@ def test_protocols_at_80_columns_cut_no_name_and_no_header(capsys: pytest.Captur
     assert _whole(out, "description") and _whole(out, "version")
 
 
+@pytest.mark.slow
 def test_plan_never_breaks_a_model_name(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     model = "anthropic/claude-sonnet-4-5-20250929"
     job = make_job(tmp_path, None, items=3, judge={"name": "a-judge-named-at-length", "model": model})

@@ -86,6 +86,7 @@ def test_summary_at_80_columns_cuts_nothing() -> None:
     assert "$0.19" in text and "$0.22" in text and "$0.1900" not in text  # dollars, not 4 fixed decimals
 
 
+@pytest.mark.slow
 def test_without_a_live_display_progress_lines_are_printed_periodically(
         tmp_path: Path, fake_server: FakeServer, capsys) -> None:
     fake_server.update(latency_s=0.2)
@@ -119,6 +120,7 @@ def _watched_view(tmp_path: Path, every_s: float) -> tuple[object, object, io.St
     return progress, view, out, looks
 
 
+@pytest.mark.slow
 def test_the_view_of_a_running_session_wakes_only_when_there_is_something_to_say(tmp_path: Path) -> None:
     """The view's thread looked at the session 20 times a second; a paced run waits on its pacer
     for minutes, and every wake-up of this thread costs the engine CPU (it takes the GIL). It now

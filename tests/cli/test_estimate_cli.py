@@ -15,6 +15,8 @@ import pytest
 import judge_engine
 from judge_engine.cli import main
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: python -m pytest --all runs it
+
 REPO = Path(__file__).resolve().parents[2]
 
 

@@ -37,6 +37,7 @@ def test_every_protocol_has_an_example() -> None:
     assert not covered & EXAMPLE_PENDING, "an example exists now: drop it from EXAMPLE_PENDING"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
 def test_example_runs_end_to_end_against_the_fake_server(config: Path, tmp_path: Path, fake_server: FakeServer) -> None:
     if config.parent.name == "cdat" and minilm_problem():
@@ -101,6 +102,7 @@ def test_demo_flag_runs_with_no_api_key_and_says_answers_are_synthetic(tmp_path:
     assert len(read_lines(run / "outcomes.jsonl")) == 5
 
 
+@pytest.mark.slow
 def test_latest_is_the_run_just_named_and_resume_takes_demo(tmp_path: Path, capsys, fake_server: FakeServer,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Running a completed config again names its run and points `latest` at it (before, `latest`

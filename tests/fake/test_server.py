@@ -183,6 +183,7 @@ def test_models_route_and_v1_prefix(server: FakeServer) -> None:
 # --- rate limits ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["seconds", "ms", "date", "none"])
 def test_rpm_limit_gives_429_with_retry_after(mode: str) -> None:
     with FakeServer(FakeConfig(rpm=120, window_s=1, retry_after=mode)) as server:  # 2 per second
@@ -396,6 +397,7 @@ def test_subprocess_mode_starts_serves_and_stops() -> None:
     assert process is not None and process.poll() is not None
 
 
+@pytest.mark.slow
 def test_subprocess_server_exits_when_its_parent_is_killed() -> None:
     """``--demo`` starts the fake as a child; a kill -9 of the engine must not orphan it."""
     import os

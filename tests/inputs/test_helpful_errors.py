@@ -331,6 +331,7 @@ def test_a_placeholder_key_pasted_from_a_readme_is_refused_before_anything_is_se
     ("gpt4o-typo", "'gpt4o-typo'"),
     ("m" * 100_000, "'" + "m" * 60 + "... (100,000 characters)'"),  # litellm's call hung on it
 ])
+@pytest.mark.slow
 def test_a_model_litellm_names_no_provider_for_is_refused_before_anything_is_sent(
         model: str, shown: str, tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
     """Before, the run started, sent the first task, and stopped the judge with litellm's "LLM

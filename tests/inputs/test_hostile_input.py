@@ -207,6 +207,7 @@ def test_each_case_of_the_issue_sends_nothing_when_run(tmp_path: Path, fake_serv
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["alias_bomb", "not_utf8", "score_zero_divisor", "output_dev_null"])
 def test_the_command_exits_2_with_one_line_on_stderr(tmp_path: Path, name: str) -> None:
     path = write_job(tmp_path, named_case_text(name, tmp_path, None))
@@ -269,6 +270,7 @@ def systematic() -> Iterator[tuple[str, str, tuple[Any, ...], Any]]:
 CORPUS = list(systematic())
 
 
+@pytest.mark.slow
 def test_the_systematic_config_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Each key set to each kind of value, or removed: a valid config (exit 0) or exit 2 naming
@@ -481,6 +483,7 @@ def test_two_new_runs_in_the_same_instant_get_their_own_directories(tmp_path: Pa
     assert sorted([second.run_dir.name, first.run_dir.name]) == [first.run_dir.name, second.run_dir.name]
 
 
+@pytest.mark.slow
 def test_two_new_run_processes_started_together_both_finish(tmp_path: Path, fake_server: FakeServer) -> None:
     path = write_job(tmp_path, gemba_config(fake_server))
     command = [sys.executable, "-m", "judge_engine.cli", "run", str(path), "--no-live", "--new-run"]

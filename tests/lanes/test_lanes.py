@@ -184,6 +184,7 @@ def test_token_pacing_learns_the_providers_count_from_reported_usage(ratio: floa
         assert abs(tokens - 10_000) <= request, (window_start, tokens)
 
 
+@pytest.mark.slow
 def test_lane_paces_requests_at_the_configured_rate() -> None:
     async def scenario() -> float:
         lane = Lane("t", Limits(rpm=1200, headroom=0.0))  # 20 per second
@@ -323,6 +324,7 @@ def test_declared_lower_limits_replace_the_configured_ones() -> None:
     assert lane.pacing.rpm == 50.0
 
 
+@pytest.mark.slow
 def test_declared_limit_paces_a_lane_configured_without_one() -> None:
     async def scenario() -> float:
         lane = Lane("t", Limits(headroom=0.0))

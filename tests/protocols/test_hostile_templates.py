@@ -110,6 +110,7 @@ def test_a_render_bomb_stops_quickly_with_an_error_naming_the_template(template:
     assert str(caught.value).startswith("protocol_options.template_file (bomb.j2): ") and expected in str(caught.value)
 
 
+@pytest.mark.slow
 def test_the_time_bound_stops_a_render_that_is_slow_in_few_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(templating, "MAX_RENDER_S", 0.05)
     with pytest.raises(TemplateError, match="longer than 0.05 s"):

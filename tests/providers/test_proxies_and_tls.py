@@ -171,6 +171,7 @@ def test_an_endpoint_behind_a_private_ca_named_by_ssl_cert_file(tmp_path: Path, 
         assert len(_outcomes(job)) == 20 and front.handshakes >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_requests_ca_bundle_is_trusted_as_requests_users_expect(tmp_path: Path, server: FakeServer, ca: Any,
                                                                 transport: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -137,6 +137,7 @@ def check_rows(rows: list[dict[str, Any]], run_dir: Path) -> None:
                 severities.count("critical"), severities.count("major"), severities.count("minor")]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 @pytest.mark.parametrize("run", ["literary_mt", "bws", "run_v1"])
 def test_export_round_trips_through_pandas(demo_runs: dict[str, Path], tmp_path: Path, run: str, fmt: str) -> None:

@@ -120,6 +120,7 @@ def test_view_of_a_read_only_run(archived: Path) -> None:
         assert not any(run["derived"]["problems"] for run in overview["runs"]), overview["runs"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["fresh", "stale", "missing"])
 def test_a_user_who_may_not_write_the_run_reads_it(variant: str, finished_run: Path) -> None:
     """The same commands as ``nobody``, on a run root owns: permissions, not a mount, make it

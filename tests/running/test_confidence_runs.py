@@ -117,6 +117,7 @@ def test_confidence_is_the_same_after_a_rescore(tmp_path: Path, fake_server: Fak
     assert rescored == original and len(original) == 10 + 5 + 30 + 5
 
 
+@pytest.mark.slow
 def test_confidence_is_the_same_in_batch_mode_and_over_litellm(tmp_path: Path, fake_server: FakeServer) -> None:
     online = job(tmp_path / "online", fake_server, [RELATIVE])
     batch = job(tmp_path / "batch", fake_server, [RELATIVE])

@@ -45,6 +45,7 @@ def _wait_for_outcomes(run_parent: Path, at_least: int, timeout: float = 60) -> 
     raise AssertionError("the run produced no outcomes in time")
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_loses_nothing_and_judges_nothing_twice(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(latency_s=0.15, latency_jitter_s=0.1)
     concurrency = 8
@@ -71,6 +72,7 @@ def test_sigkill_mid_run_then_resume_loses_nothing_and_judges_nothing_twice(tmp_
     assert fake_server.stats()["requests_total"] <= 120 + concurrency
 
 
+@pytest.mark.slow
 def test_running_the_same_config_again_resumes_a_killed_run(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(latency_s=0.1)
     job = make_job(tmp_path, fake_server, items=60, judge={"limits": {"concurrency": 4}})
@@ -83,6 +85,7 @@ def test_running_the_same_config_again_resumes_a_killed_run(tmp_path: Path, fake
     assert len(outcomes) == 60 == len({o["task_id"] for o in outcomes})
 
 
+@pytest.mark.slow
 def test_sigint_cancels_cleanly_and_resume_finishes(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(latency_s=0.2)
     job = make_job(tmp_path, fake_server, items=80, judge={"limits": {"concurrency": 4}})
@@ -99,6 +102,7 @@ def test_sigint_cancels_cleanly_and_resume_finishes(tmp_path: Path, fake_server:
     assert len(outcomes) == 80 == len({o["task_id"] for o in outcomes})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_429_storm_with_long_retry_after_is_waited_out(transport: str, tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(storm={"start_s": 0.0, "duration_s": 1.0, "retry_after_s": 2.5})
@@ -115,6 +119,7 @@ def test_429_storm_with_long_retry_after_is_waited_out(transport: str, tmp_path:
     assert elapsed >= 2.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_chaos_resets_truncation_503_and_hangs_are_retried(transport: str, tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(reset_rate=0.05, truncate_rate=0.05, error_503_rate=0.05, hang_rate=0.03, hang_s=30, seed=11)
@@ -157,6 +162,7 @@ def test_wrong_api_key_stops_the_judge_with_a_clear_message(transport: str, tmp_
             assert planted.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.slow
 def test_a_limit_configured_too_high_converges_to_the_declared_one(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(rpm=600, window_s=1.0, latency_s=0.05)  # the provider allows 10 per second
     job = make_job(tmp_path, fake_server, items=40, judge={"limits": {"rpm": 6000, "concurrency": 16}})
@@ -169,6 +175,7 @@ def test_a_limit_configured_too_high_converges_to_the_declared_one(tmp_path: Pat
     assert elapsed >= 3.0  # paced at the provider's 10/s, not the config's 100/s
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chars_per_token", [2.5, 6.0])
 def test_tpm_pacing_learns_a_tokenizer_unlike_its_estimate(chars_per_token: float, tmp_path: Path, fake_server: FakeServer) -> None:
     """The lane sizes prompts as UTF-8 bytes / 4; these providers count 1.6x more tokens (2.5

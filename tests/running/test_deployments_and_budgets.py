@@ -40,6 +40,7 @@ def _rate(server: FakeServer) -> float:
 
 
 @pytest.mark.slow
+@pytest.mark.slow
 def test_two_deployments_serve_their_combined_limit(tmp_path: Path, two_servers: tuple[FakeServer, FakeServer]) -> None:
     fast, slow = two_servers
     job = make_job(tmp_path, None, items=700, judge=_deployments(fast, slow))
@@ -57,6 +58,7 @@ def test_two_deployments_serve_their_combined_limit(tmp_path: Path, two_servers:
     assert set(sent_to) == {fast.base_url, slow.base_url}  # the transcript says which deployment answered
 
 
+@pytest.mark.slow
 def test_a_failing_deployment_cools_down_and_the_other_finishes(tmp_path: Path,
                                                                 two_servers: tuple[FakeServer, FakeServer]) -> None:
     fast, slow = two_servers
@@ -110,6 +112,7 @@ def test_a_budget_stops_the_run_at_its_limit_and_resume_with_more_continues(
     assert fake_server.stats()["requests_total"] <= 150 + 2 * 8
 
 
+@pytest.mark.slow
 def test_a_time_budget_stops_the_run_and_resume_with_more_hours_finishes(
         tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
     """max_hours bounds the time spent judging, summed over sessions: 2 s of 0.2 s calls, 4 at

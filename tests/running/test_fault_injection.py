@@ -102,6 +102,7 @@ def _served_malformed(server: FakeServer) -> int:
     return sum(int(faults.get(kind, 0)) for kind in ("malformed", "cut_off", "stop_early"))
 
 
+@pytest.mark.slow
 def test_2000_gemba_items_under_500s_and_every_malformed_shape(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(error_500_rate=0.05, malformed_rate=0.02, cut_off_rate=0.005, stop_early_rate=0.01, seed=11)
     job = make_job(tmp_path, fake_server, items=2000, judge={"limits": {"concurrency": 64}})
@@ -114,6 +115,7 @@ def test_2000_gemba_items_under_500s_and_every_malformed_shape(tmp_path: Path, f
     assert figures["tasks"] == 2000 and figures["reasks"] > 20
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
 def test_every_protocol_under_faults(example: Path, tmp_path: Path, fake_server: FakeServer) -> None:
     if example.parent.name == "cdat" and minilm_problem():

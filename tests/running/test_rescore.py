@@ -127,6 +127,7 @@ def _legacy_run(tmp_path: Path, fake_server: FakeServer, **judge: object) -> tup
     return run, malformed
 
 
+@pytest.mark.slow
 def test_reask_online_asks_the_judges_own_endpoint_and_only_for_what_was_never_recorded(
         tmp_path: Path, fake_server: FakeServer) -> None:
     """The re-asks go to the judge's api_base (here the fake server; never the provider's

@@ -67,6 +67,7 @@ def _calls_everywhere_agree(run: Path, summary: str, status: str, provider_calls
     return calls, split
 
 
+@pytest.mark.slow
 def test_an_online_run_with_two_deployments_counts_every_call_once_everywhere(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """West is slower to admit than its declared limit: its 429s are calls too (a transcript
@@ -108,6 +109,7 @@ def test_unpriced_calls_are_counted_apart_in_status(tmp_path: Path, fake_server:
     assert "whole run: 4 calls" in out and "$0 spent + 4 unpriced calls" in out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_batch_runs_status_holds_its_open_batches_against_the_budget_and_its_counts_agree(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from judge_engine.fake import FakeServer
 from tests.harness import TEST_KEY, TEST_KEY_ENV, make_job, read_transcripts
 
@@ -40,6 +42,7 @@ def _wait_for(condition, timeout: float = 30.0) -> None:  # type: ignore[no-unty
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_first_ctrl_c_sends_nothing_more_and_finishes_calls_in_flight(tmp_path: Path, fake_server: FakeServer) -> None:
     # A paced lane (2 requests/s) with long calls: at any moment tasks wait for the lane.
     fake_server.update(latency_s=1.0)
@@ -69,6 +72,7 @@ def test_first_ctrl_c_sends_nothing_more_and_finishes_calls_in_flight(tmp_path: 
     assert fake_server.stats()["requests_total"] == 200
 
 
+@pytest.mark.slow
 def test_second_ctrl_c_aborts_calls_in_flight(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(latency_s=60.0)
     job = make_job(tmp_path, fake_server, items=8, judge={"limits": {"concurrency": 4}, "timeout_s": 120})
@@ -84,6 +88,7 @@ def test_second_ctrl_c_aborts_calls_in_flight(tmp_path: Path, fake_server: FakeS
     assert "cancelled" in (job.only_run() / "run.json").read_text()
 
 
+@pytest.mark.slow
 def test_calls_longer_than_the_grace_period_are_abandoned_and_the_run_ends(tmp_path: Path,
                                                                            fake_server: FakeServer) -> None:
     """One Ctrl-C while every worker is in a call that outlasts the grace period, with the
@@ -108,6 +113,7 @@ def test_calls_longer_than_the_grace_period_are_abandoned_and_the_run_ends(tmp_p
     assert "abandoned in flight" in (process.stderr.read() if process.stderr else "")
 
 
+@pytest.mark.slow
 def test_demo_fake_server_outlives_a_terminal_ctrl_c(tmp_path: Path) -> None:
     """A terminal's Ctrl-C reaches the whole foreground process group. The demo's fake server
     must keep answering the calls in flight: none of them may fail and be retried."""
@@ -155,6 +161,7 @@ def _read_until(master: int, condition: Callable[[], bool], *, timeout: float) -
     return out
 
 
+@pytest.mark.slow
 def test_live_display_at_80_columns_stays_live_after_ctrl_c(tmp_path: Path, fake_server: FakeServer) -> None:
     fake_server.update(latency_s=3.0)
     job = make_job(tmp_path, fake_server, items=100, judge={"name": "mqm-gpt-4o-mini-judge",

@@ -197,6 +197,7 @@ def test_an_exception_in_protocol_code_is_a_protocol_error_and_the_run_goes_on(
 # --- after a resume: this session and the whole run ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_resume_reports_this_session_and_the_whole_run(tmp_path: Path, fake_server: FakeServer, capsys) -> None:
     from tests.running.test_crash_and_limits import _spawn_run, _wait_for_outcomes
 
@@ -228,6 +229,7 @@ def test_resume_reports_this_session_and_the_whole_run(tmp_path: Path, fake_serv
     assert f"whole run (2 sessions): 60 tasks · 60 scored · 0 unscored · {manifest['spend']['total']['calls']} calls" in err
 
 
+@pytest.mark.slow
 def test_after_a_ctrl_c_the_runs_spend_is_every_call_the_server_saw(tmp_path: Path, fake_server: FakeServer) -> None:
     from tests.running.test_crash_and_limits import _spawn_run, _wait_for_outcomes
 

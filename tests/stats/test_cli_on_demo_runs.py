@@ -16,6 +16,8 @@ from judge_engine.protocols.embeddings import minilm_problem
 from tests.harness import make_job
 from tests.stats.fixtures import outcome, write_run
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: python -m pytest --all runs it
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(p.parent.name for p in (REPO / "examples").glob("*/config.yaml"))
 

@@ -55,6 +55,7 @@ def _coverage(kind: str, *, n: int = 100, draws: int = 1500, lam: float | None =
 
 
 # 1,500 draws: the coverage's standard error at 0.9 is 0.008; 0.03 below nominal is ~4 of them.
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["good", "binary", "useless", "biased", "rescaled", "anti"])
 def test_ppi_plus_plus_covers_the_mean_as_often_as_it_says(kind: str) -> None:
     coverage, width, classical, lams = _coverage(kind)
@@ -157,6 +158,7 @@ def _active_coverage(kind: str, uncertainty: str, *, budget: int = 150, draws: i
     return hits / draws, float(np.mean(widths)), float(np.mean(uniform))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "uncertainty"), [("good", "informative"), ("binary", "informative"),
                                                    ("good", "none"), ("binary", "noise"), ("good", "noise")])
 def test_active_labels_cover_the_mean_and_spend_labels_where_the_judge_errs(kind: str, uncertainty: str) -> None:

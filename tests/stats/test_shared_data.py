@@ -112,6 +112,7 @@ def test_prometheus_gpt4_reliability_with_intervals(shared_data: Path, tmp_path:
     assert all(row["n"] == 320 for row in r.values())
 
 
+@pytest.mark.slow
 def test_liteval_literalness_machine_outputs_overlap_more_with_each_other(
     shared_data: Path, tmp_path: Path
 ) -> None:

@@ -235,6 +235,7 @@ def _liteval(shared_data: Path) -> object:
     return frame
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("judge", ["gemba_all_literary", "prometheus"])
 def test_liteval_systems_against_ppi_py(judge: str, shared_data: Path) -> None:
     """30 human labels per system drawn at random, 100 draws, alpha 0.1: the same intervals as the

@@ -111,6 +111,7 @@ def _batch_judges(server: FakeServer) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.mark.slow
 def test_no_planted_secret_reaches_a_file_an_output_or_a_page(tmp_path: Path, capsys: Any,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_VAR, ENV_SECRET)

@@ -30,6 +30,7 @@ def rows(viewer: ServedViewer, query: str) -> list[dict[str, Any]]:
     return list(viewer.json(f"api/tasks?{query}")["rows"])
 
 
+@pytest.mark.slow
 def test_overview_has_judges_counts_spend_histogram(mqm: ServedViewer, demo_runs: dict[str, Path]) -> None:
     overview = mqm.json("api/overview")
     assert overview["demo"] is True and overview["synthetic"] == DEMO_NOTE
@@ -183,6 +184,7 @@ def test_only_pages_about_a_demo_run_say_it_is_synthetic(served: Any, demo_runs:
     assert viewer.json(f"api/transcript?run=0&task={quote(fake['task_id'])}")["synthetic"] == named
 
 
+@pytest.mark.slow
 def test_every_protocol_has_its_card(served: Any, demo_runs: dict[str, Path]) -> None:
     names = ("literary_mt_lit", "close_reading", "prometheus_absolute", "prometheus_relative", "ttct", "bws")
     viewer = served([demo_runs[n] for n in names]).ready()
@@ -220,6 +222,7 @@ def test_relative_pairs_show_both_orders_of_an_item(served: Any, demo_runs: dict
     assert {t["card"]["order"] for t in tasks} == {"AB", "BA"}
 
 
+@pytest.mark.slow
 def test_two_runs_on_one_dataset_are_one_list(served: Any, examples: Path, demo_runs: dict[str, Path]) -> None:
     """Two judges' runs of the same items: one list, an item shows both, the spread is across them."""
     import yaml
@@ -288,6 +291,7 @@ def test_scales_that_differ_make_the_spread_a_share_of_each_range(served: Any, d
     assert viewer.json("api/item?id=help-01")["spread_unit"] == "share"
 
 
+@pytest.mark.slow
 def test_the_dataset_gone_the_prompt_stands_in(served: Any, examples: Path, tmp_path: Path) -> None:
     folder = tmp_path / "moved"
     shutil.copytree(examples / "literary_mt", folder, ignore=shutil.ignore_patterns("runs", ".judge_cache"))

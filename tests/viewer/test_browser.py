@@ -17,6 +17,8 @@ from judge_engine.util.text import locate
 from tests.viewer.browser import Watched, launch, watched
 from tests.viewer.conftest import ServedViewer
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: python -m pytest --all runs it
+
 expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)").expect
 
 

@@ -18,6 +18,8 @@ from tests.trust.cascade.conftest import cascade_job, latest
 from tests.viewer.browser import Watched, launch, watched
 from tests.viewer.conftest import ServedViewer
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: python -m pytest --all runs it
+
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
 
 

@@ -24,6 +24,8 @@ from tests.viewer.runs import (
     PAYLOADS,
 )
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: python -m pytest --all runs it
+
 pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
 
 INJECTED = """() => ({

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from judge_engine.cli import main
@@ -32,6 +33,7 @@ def _spreads(viewer: Any) -> list[float]:
     return [row["spread"] for row in page["rows"]]
 
 
+@pytest.mark.slow
 def test_the_readme_example_with_its_model_swapped_disagrees_with_itself(
         served: Any, examples: Path, demo_runs: dict[str, Path]) -> None:
     """``run examples/literary_mt/config.yaml --demo --model anthropic/claude-sonnet-4-5`` beside

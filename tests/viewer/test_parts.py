@@ -112,6 +112,7 @@ def test_interval_alpha_is_krippendorffs(rows: list[list[int | None]]) -> None:
     assert (math.isnan(found) and math.isnan(expected)) or math.isclose(found, expected, abs_tol=1e-9)
 
 
+@pytest.mark.slow
 def test_view_check_serves_once_and_exits(demo_runs: dict[str, Path]) -> None:
     result = subprocess.run([sys.executable, "-m", "judge_engine.cli", "view", str(demo_runs["literary_mt"]), "--check"],
                             capture_output=True, text=True, timeout=60)
@@ -120,12 +121,14 @@ def test_view_check_serves_once_and_exits(demo_runs: dict[str, Path]) -> None:
     assert "DEMO RUN" in result.stdout
 
 
+@pytest.mark.slow
 def test_view_refuses_what_is_not_a_run(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "judge_engine.cli", "view", str(tmp_path), "--check"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "not a judge-engine run directory" in result.stderr
 
 
+@pytest.mark.slow
 def test_a_wider_bind_warns(demo_runs: dict[str, Path]) -> None:
     result = subprocess.run([sys.executable, "-m", "judge_engine.cli", "view", str(demo_runs["literary_mt"]), "--check",
                              "--host", "0.0.0.0"], capture_output=True, text=True, timeout=60)

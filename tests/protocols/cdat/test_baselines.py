@@ -73,6 +73,7 @@ def test_valid_counts_agree_with_the_papers_as_measured(stored: dict[str, list[S
         assert (full.lists, full.valid_agree, full.nonnoun_lists, full.nonnoun_agree) == EXPECTED_AGREEMENT[name], name
 
 
+@pytest.mark.slow
 def test_scores_reproduce_the_stored_sbert_scores(stored: dict[str, list[StoredList]],
                                                   packaged_lexicon: PackagedLexicon, minilm: Embedder) -> None:
     """Every human list and every fifth baseline list (the benchmark scores all of them): where

@@ -39,6 +39,7 @@ def _stats(run: Path, tmp_path: Path, *args: str) -> dict[str, Any]:
     return sections
 
 
+@pytest.mark.slow
 def test_the_demo_run_holds_every_judge_and_some_lists_too_few_to_score(demo_run: Path) -> None:
     outcomes = [json.loads(line) for line in (demo_run / "outcomes.jsonl").read_text().splitlines()]
     assert len(outcomes) == 12 * 2 * 3  # cues x temperatures x judges

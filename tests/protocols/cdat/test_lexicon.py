@@ -119,6 +119,7 @@ WORDS = (
 ).split()
 
 
+@pytest.mark.slow
 def test_morphy_and_tags_equal_nltks_on_the_same_files(nltk_on_packaged_data: Any, packaged_lexicon: PackagedLexicon) -> None:
     reader, tagger = nltk_on_packaged_data
     for word in WORDS:
@@ -149,6 +150,7 @@ def test_nltks_own_model_is_another_model(packaged_lexicon: PackagedLexicon) -> 
                     "The red cat": "DT NN NN"}
 
 
+@pytest.mark.slow
 def test_every_word_of_the_papers_lists_is_read_as_nltk_reads_it(
     shared_data: Path, nltk_on_packaged_data: Any, packaged_lexicon: PackagedLexicon
 ) -> None:

@@ -57,6 +57,7 @@ def _started(job_runs, submitted: int, timeout: float = 60) -> Path:  # type: ig
     raise AssertionError("the batches were not submitted in time")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(("anthropic", "fallback"), [(False, "online"), (True, "batch")])
 def test_a_stopped_runs_batches_are_named_cancelled_and_resumed(
@@ -118,6 +119,7 @@ def test_a_stopped_runs_batches_are_named_cancelled_and_resumed(
         assert all(by_task[t]["attempts"] == 2 for t in cancelled)  # the cancelled request, then its answer
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_cancel_finds_a_batch_created_but_never_recorded_and_cancels_it(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

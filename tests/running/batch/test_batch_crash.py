@@ -24,6 +24,8 @@ from judge_engine.rundir.records import BATCHES
 from tests.harness import TEST_KEY, TEST_KEY_ENV, read_lines
 from tests.running.batch.conftest import batch_job, rounds_needed
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: python -m pytest --all runs it
+
 REPO = Path(__file__).resolve().parents[3]
 PHASES = ["create", "poll", "create", "collect", "create", "poll", "collect", "create", "poll", "collect"]
 """Where each kill is aimed (the moments within each phase are drawn from a seeded generator)."""

@@ -46,6 +46,8 @@ from judge_engine.running.batch.killpoints import ENV
 from tests.harness import TEST_KEY, TEST_KEY_ENV, Job, make_job, read_lines
 from tests.running.batch.conftest import rounds_needed
 
+pytestmark = pytest.mark.slow  # see tests/conftest.py: python -m pytest --all runs it
+
 REPO = Path(__file__).resolve().parents[3]
 KNOBS = FakeBatchConfig(processing_s=0.2, failure_rate=0.25, expire_rate=0.1)
 STEPS = ("fetch-r1:1", "downloaded-r1:1", "recorded-r1:2", "collected-r1:1", "taken-r2:2", "recorded-r2:1")

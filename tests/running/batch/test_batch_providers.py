@@ -146,6 +146,7 @@ def _write(path: Path, api: Any, n: int) -> None:
             handle.write(api.request_line(f"task{i:03d}-1", request))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("anthropic", [False, True])
 def test_the_fakes_batches_progress_end_and_can_be_cancelled_with_partial_results(tmp_path: Path,
                                                                                    anthropic: bool) -> None:

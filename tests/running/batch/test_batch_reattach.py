@@ -59,6 +59,7 @@ def _foreign_anthropic_batch(server: FakeServer, size: int) -> str:
         return str(json.loads(response.read())["id"])
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_anthropic_a_batch_created_but_never_recorded_is_found_and_a_lookalike_is_rejected(tmp_path: Path) -> None:
     """Killed while Anthropic's create call was being answered, the engine never learnt its batch
@@ -91,6 +92,7 @@ def test_anthropic_a_batch_created_but_never_recorded_is_found_and_a_lookalike_i
         assert read_lines(run / "outcomes.jsonl")[0]["model"] == ANTHROPIC_MODEL
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_stopped_batch_run_is_watched_with_status_and_resumed_in_batch_mode(tmp_path: Path) -> None:
     """``run --batch``, Ctrl-C once every task is in a batch: the batches go on at the provider;

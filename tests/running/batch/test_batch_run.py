@@ -77,6 +77,7 @@ def test_batch_answers_are_cached_like_online_ones_so_the_same_job_online_sends_
     assert again.counts.scored == 12 and batch_server.stats()["requests_total"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_ten_thousand_tasks_with_failed_and_expired_requests_end_once_each_resent_once(
         tmp_path: Path, batch_server: FakeServer) -> None:
@@ -107,6 +108,7 @@ def test_ten_thousand_tasks_with_failed_and_expired_requests_end_once_each_resen
     assert all(o["status"] == "scored" or o["reason_code"] == "transport_exhausted" for o in outcomes)
 
 
+@pytest.mark.slow
 def test_empty_results_are_sent_again_never_read_nor_re_asked(tmp_path: Path, batch_server: FakeServer) -> None:
     """An empty result is not an answer (flexeval judged failed requests' empty strings): the
     same request goes into the next round, like a failed one; it is never scored, re-asked
@@ -209,6 +211,7 @@ def test_an_anthropic_batch_run(tmp_path: Path, batch_server: FakeServer) -> Non
                                          + line["usage"]["completion_tokens"] * prices[1])
 
 
+@pytest.mark.slow
 def test_the_providers_quota_is_waited_out_and_refused_batches_are_not_submissions(
         tmp_path: Path, batch_server: FakeServer) -> None:
     """A quota of about two chunks: the third is refused until one ends; nothing is lost or
@@ -222,6 +225,7 @@ def test_the_providers_quota_is_waited_out_and_refused_batches_are_not_submissio
     assert set(stats["batch_submissions"].values()) == {1} and len(stats["batch_submissions"]) == 40
 
 
+@pytest.mark.slow
 def test_a_judge_that_knows_its_quota_is_never_refused(tmp_path: Path, batch_server: FakeServer) -> None:
     batch_server.update(batch={"processing_s": 0.4, "max_enqueued_tokens": 30_000})
     job = batch_job(tmp_path, batch_server, items=40, batch={"max_requests_per_file": 8,
@@ -275,6 +279,7 @@ def test_resume_retry_judges_a_batch_runs_unscored_tasks_again_once(tmp_path: Pa
     assert set(batch_server.stats()["batch_submissions"].values()) == {2}
 
 
+@pytest.mark.slow
 def test_resume_retry_carries_a_retried_tasks_failed_request_into_the_next_round(
         tmp_path: Path, batch_server: FakeServer) -> None:
     """A task judged again by ``--retry`` whose fresh request fails in its batch goes on to the

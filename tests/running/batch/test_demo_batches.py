@@ -32,6 +32,7 @@ from tests.running.batch.test_batch_providers import _write
 REPO = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("anthropic", [False, True])
 def test_a_fake_servers_batches_are_served_again_by_a_later_server_on_its_state(tmp_path: Path,
                                                                                 anthropic: bool) -> None:
@@ -132,6 +133,7 @@ def _submitted_at_the_fake(run: Path) -> Counter[str]:
     return Counter("b2:" + c.rpartition("-")[0] for c in custom_ids)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_demo_batch_run_killed_after_submitting_resumes_and_finishes(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
@@ -155,6 +157,7 @@ def test_a_demo_batch_run_killed_after_submitting_resumes_and_finishes(tmp_path:
     assert json.loads((run / "run.json").read_text())["status"] == "completed"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_status_poll_and_cancel_reach_a_killed_demo_runs_batches(tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:

@@ -70,6 +70,7 @@ def _check_the_cascade(job: CascadeJob, run: Path, server: FakeServer) -> None:
             assert (item in latest(run, f"{later}:item")) == (later in stages), (item, later)
 
 
+@pytest.mark.slow
 def test_a_later_stage_is_submitted_while_the_earlier_stages_results_come_in(
         tmp_path: Path, batch_server: FakeServer) -> None:
     # mid's batches hold up to 1,000 requests: nothing fills one, so only the timer (a poll
@@ -86,6 +87,7 @@ def test_a_later_stage_is_submitted_while_the_earlier_stages_results_come_in(
     _check_the_cascade(job, run, batch_server)
 
 
+@pytest.mark.slow
 def test_a_batch_mode_cascade_killed_mid_way_resumes_with_nothing_submitted_twice(
         tmp_path: Path, batch_server: FakeServer) -> None:
     job = cascade_job(tmp_path, batch_server, thresholds=THRESHOLDS, judge=BATCH)

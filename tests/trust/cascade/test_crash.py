@@ -80,6 +80,7 @@ KILL_POINTS: dict[str, tuple[dict[str, Any], Callable[[list[dict[str, Any]]], bo
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", list(KILL_POINTS))
 def test_a_sigkill_mid_cascade_resumes_with_nothing_asked_twice(tmp_path: Path, fake_server: FakeServer,
                                                                  point: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -160,6 +161,7 @@ def test_a_kill_after_any_decision_line_resumes_to_the_same_cascade(tmp_path: Pa
         assert got == reference, cut
 
 
+@pytest.mark.slow
 def test_ctrl_c_mid_cascade_stops_every_stage_and_resume_finishes(tmp_path: Path, fake_server: FakeServer) -> None:
     """A later stage's feeder waiting for escalations stops at a Ctrl-C like any other (no
     hang), the run says cancelled, and resume finishes it with nothing judged twice."""
