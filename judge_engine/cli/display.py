@@ -540,8 +540,17 @@ def start_line(progress: RunProgress) -> str:
         return (f"Judging again {again:,} tasks ({codes}) and {max(0, total - done - again):,} not yet judged; "
                 f"{done:,} of {total:,} stay as they are")
     if done:
-        return f"Resuming: {done:,} of {total:,} tasks already done; judging the other {max(0, total - done):,}"
+        return (f"Resuming: {done:,} of {total:,} tasks already done; judging the other {max(0, total - done):,}"
+                + _escalating(progress.stages))
+    if len(progress.stages) > 1:
+        return f"Judging {total:,} tasks of stage {progress.stages[0]}" + _escalating(progress.stages)
     return f"Judging {total:,} tasks"
+
+
+def _escalating(stages: Sequence[str]) -> str:
+    """A cascade's total grows as items escalate: said at the start, or the end's count (the
+    escalations' tasks included) reads as a mistake."""
+    return f"; more as items escalate to {', '.join(stages[1:])}" if len(stages) > 1 else ""
 
 
 def stop_message(calls: int) -> str:
