@@ -695,7 +695,6 @@ def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:
     total = manifest.counts.get("total", {})
     paid = manifest.spend.get("total", {})
     unscored = total.get("unscored", 0)
-    why = f" ({_codes(total.get('unscored_by_code') or {})})" if unscored else ""
     plural = "s" if len(sessions) != 1 else ""
     return [
         packed([f"this session: {session.get('judged', 0):,} tasks judged", f"{mine.get('calls', 0):,} calls",
@@ -704,10 +703,28 @@ def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:
                 f"{mine.get('prompt_tokens', 0) + mine.get('completion_tokens', 0):,} tokens",
                 _cost(mine)], width - 1),
         packed([f"whole run ({len(sessions)} session{plural}): {total.get('tasks', 0):,} tasks",
-                f"{total.get('scored', 0):,} scored", f"{unscored:,} unscored{why}", f"{paid.get('calls', 0):,} calls",
+                f"{total.get('scored', 0):,} scored", unscored_part(unscored, total.get("unscored_by_code") or {}),
+                f"{paid.get('calls', 0):,} calls",
                 f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,} tokens",
                 _cost(paid)], width - 1),
     ]
+
+
+def unscored_part(unscored: int, by_code: Mapping[str, int]) -> str:
+    """``N unscored`` with its reason codes, the failures apart from the codes that are a
+    method's answer (:data:`judge_engine.cli.run.NOT_FAILURES`: a tie, an abstention, a task
+    held back on purpose), which the exit code does not count either."""
+    from judge_engine.cli.run import NOT_FAILURES
+
+    if not unscored:
+        return "0 unscored"
+    failures = {code: n for code, n in by_code.items() if code not in NOT_FAILURES}
+    answers = {code: n for code, n in by_code.items() if code in NOT_FAILURES}
+    if not failures and answers:
+        return f"{unscored:,} unscored, none a failure ({_codes(answers)})"
+    if not answers:
+        return f"{unscored:,} unscored ({_codes(by_code)})"
+    return f"{unscored:,} unscored ({_codes(failures)}; not failures: {_codes(answers)})"
 
 
 def _cost(spend: Mapping[str, Any], separator: str = " ") -> str:
