@@ -23,11 +23,10 @@ from typing import Any
 
 from judge_engine.stats.risk_control import agreement_key
 from judge_engine.stats.runs import Outcome, Run
-from judge_engine.stats.sections import Section
+from judge_engine.stats.sections import CASCADE_PROTOCOL, Section
 from judge_engine.util.money import dollars
 from judge_engine.util.naming import cascade_title
 
-CASCADE_PROTOCOL = "cascade"
 COLUMNS = ["stage", "threshold", "reached", "answered", "share", "escalated", "held", "agreement", "cost"]
 """Shown as a table; the rows (JSON, CSV) also hold ``labelled``, ``cost_per_item`` and, in the
 ``cascade`` row, ``abstained``, ``alone`` and ``ratio``."""
