@@ -37,7 +37,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from judge_engine.rundir.records import DEMO_NOTE
+from judge_engine.rundir.records import DEMO_NOTE, DEMO_TOKENS_NOTE
 from judge_engine.running.runtime import JudgeRuntime, RunProgress
 from judge_engine.util.money import dollars
 from judge_engine.util.naming import judge_ref
@@ -504,6 +504,8 @@ def status_report(report: RunStatusReport, console: Console) -> None:
     money = report.money
     console.print(packed([f"whole run: {money.spend.calls:,} calls", f"{money.spend.tokens:,} tokens",
                           *money.parts()], console.width - 1), highlight=False)
+    if manifest.demo:
+        console.print(f"[yellow]{DEMO_TOKENS_NOTE}[/yellow]")
     for judge in report.judges:
         share = judge.done / judge.tasks if judge.tasks else 1.0
         batches = [f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request"]

@@ -201,7 +201,7 @@ def exit_code(result: RunResult, *, allow_unscored: bool) -> int:
 
 def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int:
     from judge_engine.cli.display import command, path_line, summary
-    from judge_engine.rundir.records import DEMO_NOTE
+    from judge_engine.rundir.records import DEMO_NOTE, DEMO_TOKENS_NOTE
 
     if result.already_complete:
         if result.started_by == "run":
@@ -215,6 +215,7 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
         console.print(f"[red]{_escape(message)}[/red]")
     if result.demo:
         console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
+        console.print(f"[yellow]{DEMO_TOKENS_NOTE}[/yellow]")
     if result.cache_problem and result.disk is None:  # (a disk stop says it all: the same disk, usually)
         console.print(f"[yellow]{_escape(sentence(result.cache_problem))}[/yellow]", highlight=False)
     path_line(console, "Run directory", result.run_dir)

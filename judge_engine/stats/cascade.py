@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from judge_engine.rundir.records import DEMO_TOKENS_NOTE
 from judge_engine.stats.risk_control import agreement_key
 from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import CASCADE_PROTOCOL, Section
@@ -54,6 +55,11 @@ def cascade_sections(run: Run, spend: Mapping[str, float], *, human: Mapping[str
     rows = [_stage_row(stage, lines, items, spend, judged, human) for stage in stages]
     _escalated(rows, stages, lines)
     total, notes = _total_row(rows, stages, lines, items, human, fallback_cost, judged)
+    if not math.isnan(total["alone"]):  # plan prints its own figure for the last stage alone
+        notes.append(f"{rows[-1]['stage']} alone differs from plan's: plan's figure prices its token counts before "
+                     f"the run; this one is what {rows[-1]['stage']} cost per item")
+        if run.manifest is not None and run.manifest.demo:
+            notes.append(DEMO_TOKENS_NOTE)
     title = f"{cascade_title(str(section.get('name')))}: {section.get('guarantee') or ''}".rstrip(": ")
     if human is None:
         notes.append("agreement with humans: give --human-table FILE --key ID --label COLUMN")

@@ -21,8 +21,11 @@ from pathlib import Path
 import pytest
 
 from judge_engine.cli import main
+from judge_engine.fake.answers import prompt_tokens as fake_count
+from judge_engine.providers.catalog import count_prompt_tokens
+from judge_engine.rundir.blocks import decode_request
 from judge_engine.rundir.records import Manifest
-from judge_engine.rundir.store import read_manifest
+from judge_engine.rundir.store import read_blocks, read_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -81,10 +84,17 @@ def test_a_demo_run_names_why_its_tokens_are_not_plans(cascade: Commands, capsys
     server that answers a demo counts a token per 4 characters. The two differ, and every
     command that shows a demo run's tokens says why."""
     monkeypatch.setenv("COLUMNS", "200")
-    plan = flat(cascade.plan)
-    assert "~ judges[strong]" not in plan  # exact for an OpenAI model
-    spend = cascade.manifest.spend["judges"]["strong"]
-    assert spend["prompt_tokens"] > 0
+    assert "~ judges[strong]" not in flat(cascade.plan)  # exact for an OpenAI model
+    blocks = read_blocks(cascade.run_dir)
+    sent = [json.loads(line) for line in (cascade.run_dir / "transcripts.jsonl").read_text().splitlines()]
+    strong = [(decode_request(t["request"], blocks)["messages"], t["usage"]["prompt_tokens"])
+              for t in sent if t["judge"] == "strong"]
+    assert len(strong) == cascade.manifest.spend["judges"]["strong"]["calls"] == 36
+    # What the note says is the whole difference: the fake's count, where plan counts more exactly.
+    assert all(fake_count(messages) == reported for messages, reported in strong)
+    planned = sum(count_prompt_tokens("openai/gpt-4o", messages) for messages, _ in strong)
+    reported = sum(n for _, n in strong)
+    assert planned != reported, (planned, reported)
     why = "the demo's fake server counts tokens"
     assert why in flat(cascade.run)
     assert why in _said(capsys, "status", str(cascade.run_dir))
@@ -105,7 +115,7 @@ def test_strong_alone_names_what_its_figure_is_against_plans(cascade: Commands, 
     assert alone is not None, stats
     assert alone.group(1) != planned.group(1)  # two figures, so the output names the difference
     assert "its cost per item in this run" in alone.group(2)
-    assert "plan's figure prices its token counts before the run" in stats
+    assert "strong alone differs from plan's: plan's figure prices its token counts before the run" in stats
 
 
 # --- tasks: the start line and the end agree -----------------------------------------------------------
