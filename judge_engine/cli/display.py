@@ -492,6 +492,8 @@ def status_report(report: RunStatusReport, console: Console) -> None:
     status: str = manifest.status
     if status == "stopped" and manifest.stopped and manifest.stopped.get("reason"):
         status += f": {manifest.stopped['reason']}"
+    if status == "running" and not report.writing:  # killed: run.json was never told
+        status = "not running (its process ended without closing it; run.json still says running)"
     console.print(packed([f"run {manifest.run_id}: {status}", state, f"updated {manifest.updated_at}"],
                          console.width - 1), highlight=False)
     if manifest.demo:
@@ -509,7 +511,9 @@ def status_report(report: RunStatusReport, console: Console) -> None:
     for judge in report.judges:
         share = judge.done / judge.tasks if judge.tasks else 1.0
         batches = [f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request"]
-        online = judge.mode == "online" and not (judge.in_batches or judge.waiting)  # nothing held by a batch
+        if judge.to_collect:  # a cancelled (or ended) batch: resume keeps its answers and sends the rest
+            batches[1:1] = [f"{judge.to_collect:,} in ended batches, to collect"]
+        online = judge.mode == "online" and not (judge.in_batches or judge.waiting or judge.to_collect)
         done = f"{judge.done:,}/{judge.tasks:,} done ({share:.0%})" if judge.tasks else "no task (not asked)"
         console.print(packed([f"{judge.name} ({judge.mode}, {judge.model})", done, f"{judge.scored:,} scored", f"{judge.unscored:,} unscored" + (
                                   " (" + ", ".join(f"{c}={n:,}" for c, n in judge.unscored_by_code.items()) + ")"
