@@ -718,9 +718,9 @@ def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:
 
 def unscored_part(unscored: int, by_code: Mapping[str, int]) -> str:
     """``N unscored`` with its reason codes, the failures apart from the codes that are a
-    method's answer (:data:`judge_engine.cli.run.NOT_FAILURES`: a tie, an abstention, a task
+    method's answer (:data:`judge_engine.cli.NOT_FAILURES`: a tie, an abstention, a task
     held back on purpose), which the exit code does not count either."""
-    from judge_engine.cli.run import NOT_FAILURES
+    from judge_engine.cli import NOT_FAILURES
 
     if not unscored:
         return "0 unscored"

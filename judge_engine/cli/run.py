@@ -26,6 +26,7 @@ from judge_engine.cli import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNSCORED,
+    NOT_FAILURES,
 )
 from judge_engine.errors import ReasonCode
 
@@ -37,11 +38,6 @@ if TYPE_CHECKING:
 FINAL_CODES = frozenset({"too_few_valid", "item_tie", "none_readable", "item_incomplete", "abstained"})
 """Codes that asking again cannot change: a method's own verdict, or an item's decision over its
 requests (it follows its requests: retry theirs, and the item's line is written again)."""
-NOT_FAILURES = frozenset({"self_preference", "item_tie", "abstained"})
-"""Unscored on purpose, or as the method's answer, not a failure to get one (the exit code does
-not count them, and the summary says so): held back by ``self_preference: forbid``; an item
-whose requests split evenly (its confidence, 0.5, is the finding, and calibration reads it so);
-an item a cascade abstained on (no stage was sure enough: the guarantee working)."""
 PROGRESS_EVERY_S = 30.0
 """Seconds between progress lines when there is no live display."""
 
