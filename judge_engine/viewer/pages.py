@@ -201,13 +201,16 @@ class Pages:
         fields, origin = self._fields(item_id)
         tasks = []
         for run in self.catalog.runs:
+            cascade = (run.manifest.cascade or {}).get("name")
             rows = self.catalog.db.execute(
                 f"SELECT task_id, judge, temperature, repeat, variant, status, score, outcome_offset, outcome_length "
                 f"FROM {run.schema}.tasks WHERE item_id = ? ORDER BY judge, temperature, repeat, variant", (item_id,))
             for task_id, judge, temperature, repeat, variant, status, score, offset, length in rows.fetchall():
                 task: dict[str, Any] = {"run": run.number, "run_id": run.run_id, "task_id": task_id,
                                         "judge": self.catalog.judge_of(run.number, judge).label,
-                                        "temperature": temperature, "repeat": repeat, "variant": variant or "",
+                                        # a cascade's verdict is its answering stage's: no temperature of its own
+                                        "temperature": None if judge == cascade else temperature,
+                                        "repeat": repeat, "variant": variant or "",
                                         "status": status or "undone", "score": score, "card": {"kind": "none"}}
                 if offset is not None and length is not None:
                     outcome = run.outcome(offset, length)

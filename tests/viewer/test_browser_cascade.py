@@ -198,4 +198,6 @@ def test_the_last_stage_abstains_on_an_item_it_is_not_sure_of(tab: Watched, exam
         thens = page.locator(".task-card .cascade table.stages tbody tr td:last-child").all_inner_texts()
         asked = (record.verdict or {})["asked"]
         assert thens == ["sent on"] * (len(asked) - 1) + ["abstained"]
+        heads = page.locator("table.grid thead th").all_inner_texts()
+        assert "T – · r0" in heads and "T 0 · r0" in heads  # the cascade's own column, strong's at T 0
         assert tab.errors == []
