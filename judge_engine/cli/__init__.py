@@ -25,8 +25,8 @@ and a handler that imports what it needs when it runs, so ``judge-engine --help`
 
 Exit codes: 0 done, every task scored; 1 a judge stopped (auth, bad request, an endpoint that
 cannot be reached or keeps failing: resume it); 2 bad input (config, dataset, template, run
-directory, a missing API key); 3 the run completed with unscored tasks (``--allow-unscored``
-makes it 0); 4 stopped before passing a budget (``resume --budget`` continues); 5 a disk refused
+directory, a missing API key); 3 the run completed with tasks unscored by a failure
+(:data:`NOT_FAILURES` are not one; ``--allow-unscored`` makes it 0); 4 stopped before passing a budget (``resume --budget`` continues); 5 a disk refused
 a write (full, read-only, over quota: the message names the path; make room, then resume it);
 130 cancelled (resume it).
 """
@@ -44,12 +44,18 @@ from judge_engine._version import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNSCORED, EXIT_BUDGET, EXIT_CANCELLED = 0, 1, 2, 3, 4, 130
 EXIT_DISK = 5
+NOT_FAILURES = frozenset({"self_preference", "item_tie", "abstained"})
+"""Unscored on purpose, or as the method's answer, not a failure to get one (the exit code does
+not count them, and the run's summary says so): held back by ``self_preference: forbid``; an
+item whose requests split evenly (its confidence, 0.5, is the finding, and calibration reads it
+so); an item a cascade abstained on (no stage was sure enough: the guarantee working)."""
 _DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
 """Errors only a write meets (a refused read is a permission, exit 2)."""
-EPILOG = ("exit codes: 0 done, every task scored; 1 a judge stopped (provider error, unreachable or "
-          "failing endpoint: resume it); 2 bad input or a missing API key; 3 completed with unscored "
-          "tasks (see --allow-unscored); 4 stopped at a budget (resume it with --budget); 5 a disk full, "
-          "read-only or over quota (make room, then resume it); 130 cancelled (resume it)")
+EPILOG = ("exit codes: 0 done, every task scored (or left unscored by item_tie, abstained, self_preference: "
+          "no failure); 1 a judge stopped (provider error, unreachable or failing endpoint: resume it); 2 bad "
+          "input or a missing API key; 3 completed with tasks unscored by a failure (see --allow-unscored); 4 "
+          "stopped at a budget (resume it with --budget); 5 a disk full, read-only or over quota (make room, then "
+          "resume it); 130 cancelled (resume it)")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -37,7 +37,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from judge_engine.rundir.records import DEMO_NOTE
+from judge_engine.rundir.records import DEMO_NOTE, DEMO_TOKENS_NOTE
 from judge_engine.running.runtime import JudgeRuntime, RunProgress
 from judge_engine.util.money import dollars
 from judge_engine.util.naming import judge_ref
@@ -492,6 +492,8 @@ def status_report(report: RunStatusReport, console: Console) -> None:
     status: str = manifest.status
     if status == "stopped" and manifest.stopped and manifest.stopped.get("reason"):
         status += f": {manifest.stopped['reason']}"
+    if status == "running" and not report.writing:  # killed: run.json was never told
+        status = "not running (its process ended without closing it; run.json still says running)"
     console.print(packed([f"run {manifest.run_id}: {status}", state, f"updated {manifest.updated_at}"],
                          console.width - 1), highlight=False)
     if manifest.demo:
@@ -504,10 +506,14 @@ def status_report(report: RunStatusReport, console: Console) -> None:
     money = report.money
     console.print(packed([f"whole run: {money.spend.calls:,} calls", f"{money.spend.tokens:,} tokens",
                           *money.parts()], console.width - 1), highlight=False)
+    if manifest.demo:
+        console.print(f"[yellow]{DEMO_TOKENS_NOTE}[/yellow]")
     for judge in report.judges:
         share = judge.done / judge.tasks if judge.tasks else 1.0
         batches = [f"{judge.in_batches:,} in batches", f"{judge.waiting:,} waiting for another request"]
-        online = judge.mode == "online" and not (judge.in_batches or judge.waiting)  # nothing held by a batch
+        if judge.to_collect:  # a cancelled (or ended) batch: resume keeps its answers and sends the rest
+            batches[1:1] = [f"{judge.to_collect:,} in ended batches, to collect"]
+        online = judge.mode == "online" and not (judge.in_batches or judge.waiting or judge.to_collect)
         done = f"{judge.done:,}/{judge.tasks:,} done ({share:.0%})" if judge.tasks else "no task (not asked)"
         console.print(packed([f"{judge.name} ({judge.mode}, {judge.model})", done, f"{judge.scored:,} scored", f"{judge.unscored:,} unscored" + (
                                   " (" + ", ".join(f"{c}={n:,}" for c, n in judge.unscored_by_code.items()) + ")"
@@ -540,8 +546,17 @@ def start_line(progress: RunProgress) -> str:
         return (f"Judging again {again:,} tasks ({codes}) and {max(0, total - done - again):,} not yet judged; "
                 f"{done:,} of {total:,} stay as they are")
     if done:
-        return f"Resuming: {done:,} of {total:,} tasks already done; judging the other {max(0, total - done):,}"
+        return (f"Resuming: {done:,} of {total:,} tasks already done; judging the other {max(0, total - done):,}"
+                + _escalating(progress.stages))
+    if len(progress.stages) > 1:
+        return f"Judging {total:,} tasks of stage {progress.stages[0]}" + _escalating(progress.stages)
     return f"Judging {total:,} tasks"
+
+
+def _escalating(stages: Sequence[str]) -> str:
+    """A cascade's total grows as items escalate: said at the start, or the end's count (the
+    escalations' tasks included) reads as a mistake."""
+    return f"; more as items escalate to {', '.join(stages[1:])}" if len(stages) > 1 else ""
 
 
 def stop_message(calls: int) -> str:
@@ -686,7 +701,6 @@ def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:
     total = manifest.counts.get("total", {})
     paid = manifest.spend.get("total", {})
     unscored = total.get("unscored", 0)
-    why = f" ({_codes(total.get('unscored_by_code') or {})})" if unscored else ""
     plural = "s" if len(sessions) != 1 else ""
     return [
         packed([f"this session: {session.get('judged', 0):,} tasks judged", f"{mine.get('calls', 0):,} calls",
@@ -695,10 +709,28 @@ def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:
                 f"{mine.get('prompt_tokens', 0) + mine.get('completion_tokens', 0):,} tokens",
                 _cost(mine)], width - 1),
         packed([f"whole run ({len(sessions)} session{plural}): {total.get('tasks', 0):,} tasks",
-                f"{total.get('scored', 0):,} scored", f"{unscored:,} unscored{why}", f"{paid.get('calls', 0):,} calls",
+                f"{total.get('scored', 0):,} scored", unscored_part(unscored, total.get("unscored_by_code") or {}),
+                f"{paid.get('calls', 0):,} calls",
                 f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,} tokens",
                 _cost(paid)], width - 1),
     ]
+
+
+def unscored_part(unscored: int, by_code: Mapping[str, int]) -> str:
+    """``N unscored`` with its reason codes, the failures apart from the codes that are a
+    method's answer (:data:`judge_engine.cli.NOT_FAILURES`: a tie, an abstention, a task
+    held back on purpose), which the exit code does not count either."""
+    from judge_engine.cli import NOT_FAILURES
+
+    if not unscored:
+        return "0 unscored"
+    failures = {code: n for code, n in by_code.items() if code not in NOT_FAILURES}
+    answers = {code: n for code, n in by_code.items() if code in NOT_FAILURES}
+    if not failures and answers:
+        return f"{unscored:,} unscored, none a failure ({_codes(answers)})"
+    if not answers:
+        return f"{unscored:,} unscored ({_codes(by_code)})"
+    return f"{unscored:,} unscored ({_codes(failures)}; not failures: {_codes(answers)})"
 
 
 def _cost(spend: Mapping[str, Any], separator: str = " ") -> str:

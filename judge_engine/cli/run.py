@@ -26,6 +26,7 @@ from judge_engine.cli import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_UNSCORED,
+    NOT_FAILURES,
 )
 from judge_engine.errors import ReasonCode
 
@@ -37,11 +38,6 @@ if TYPE_CHECKING:
 FINAL_CODES = frozenset({"too_few_valid", "item_tie", "none_readable", "item_incomplete", "abstained"})
 """Codes that asking again cannot change: a method's own verdict, or an item's decision over its
 requests (it follows its requests: retry theirs, and the item's line is written again)."""
-NOT_FAILURES = frozenset({"self_preference", "item_tie", "abstained"})
-"""Unscored on purpose, or as the method's answer: held back by ``self_preference: forbid``; an
-item whose requests split evenly (its confidence, 0.5, is the finding); an item a cascade
-abstained on (no stage was sure enough: the guarantee working)."""
-"""Reason codes that are a method's verdict about the answer, not a failure to get one."""
 PROGRESS_EVERY_S = 30.0
 """Seconds between progress lines when there is no live display."""
 
@@ -201,7 +197,7 @@ def exit_code(result: RunResult, *, allow_unscored: bool) -> int:
 
 def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int:
     from judge_engine.cli.display import command, path_line, summary
-    from judge_engine.rundir.records import DEMO_NOTE
+    from judge_engine.rundir.records import DEMO_NOTE, DEMO_TOKENS_NOTE
 
     if result.already_complete:
         if result.started_by == "run":
@@ -215,6 +211,7 @@ def _report(result: RunResult, console: Console, *, allow_unscored: bool) -> int
         console.print(f"[red]{_escape(message)}[/red]")
     if result.demo:
         console.print(f"[yellow]{DEMO_NOTE}[/yellow]")
+        console.print(f"[yellow]{DEMO_TOKENS_NOTE}[/yellow]")
     if result.cache_problem and result.disk is None:  # (a disk stop says it all: the same disk, usually)
         console.print(f"[yellow]{_escape(sentence(result.cache_problem))}[/yellow]", highlight=False)
     path_line(console, "Run directory", result.run_dir)

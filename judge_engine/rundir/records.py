@@ -748,6 +748,12 @@ DEMO_NOTE = ("DEMO RUN: answers come from judge-engine's built-in fake server; t
              "not a model's judgments.")
 """What a demo run says about itself: in its manifest (``synthetic``), and first in what the run,
 ``show``, ``stats`` and ``meta`` print."""
+DEMO_TOKENS_NOTE = ("Demo tokens: the demo's fake server counts tokens as one per 4 characters, plus 4 per "
+                    "message, not with the model's tokenizer as plan does, so a demo run's token counts, and "
+                    "the costs priced on them, are not plan's.")
+"""Where a demo run's tokens or costs are shown beside what ``plan`` estimated (the run's
+summary, ``status``, the cascade's cost in ``stats``, the viewer): why they differ
+(:mod:`judge_engine.fake.answers` counts so; ``plan`` counts an OpenAI model's prompts exactly)."""
 
 
 @dataclass(slots=True)

@@ -245,6 +245,9 @@ class RunProgress:
     """Finished tasks this session judges again (``--retry``)."""
     warnings: list[str] = field(default_factory=list)
     """What the display says before the first task (an endpoint whose certificate is not checked)."""
+    stages: tuple[str, ...] = ()
+    """A cascaded session's asked stages, in order: :attr:`total` counts the first one's tasks
+    and what has escalated so far; the later stages' tasks are added as items escalate."""
     stop_requested_at: float | None = None
     """``time.monotonic()`` of the first Ctrl-C, when there was one."""
     finished: bool = False

@@ -473,6 +473,7 @@ async def execute(prepared: PreparedRun, where: Mapping[str, Endpoint | Sequence
                     for judge in prepared.config.judges]
         if cascade is not None:
             cascade.attach(runtimes)
+            progress.stages = tuple(cascade.plan.stages[i].name for i in cascade.plan.asked)
         engine = Engine(runtimes, dataset=prepared.config.dataset, store=store, cache=cache, resumptions=resumed,
                         sources=cascade.sources() if cascade is not None else None,
                         finished=cascade.finished if cascade is not None else None)

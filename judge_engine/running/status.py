@@ -8,8 +8,11 @@ into the run, which another process may hold).
 What the run has spent is the manifest's spend brought up to the transcript's last line (as a
 resume counts it), against its budgets as run.json records them: the run's (``--budget``
 included) and each judge's, in dollars and in hours of judging. Under a cost budget, the open
-batches are committed at the estimate the batch driver held them at (their prompt tokens and a
-typical answer per request, at the batch price), so what is left is what a resume may still send.
+batches are committed at the estimate the batch driver holds them at (their prompt tokens and a
+typical answer per request, at the batch price), so what is left is what a resume may still send;
+a batch that has ended (completed, expired, cancelled) but is not collected yet is held only for
+the requests it answered (:attr:`Chunk.charged <judge_engine.running.batch.ledger.Chunk.charged>`),
+which the provider charges, and its tasks are counted apart from those in open batches.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ from judge_engine.providers.catalog import batch_cost_per_token
 from judge_engine.rundir.records import Manifest, Spend, total_spend
 from judge_engine.rundir.store import iter_transcript, open_index, read_manifest, writer_active
 from judge_engine.running.batch.board import ChunkView, chunk_views
-from judge_engine.running.batch.ledger import Ledger, read_ledgers
+from judge_engine.running.batch.ledger import Chunk, Ledger, read_ledgers
 from judge_engine.running.budget import hours_judged
 from judge_engine.running.demo import demo_endpoint, demo_server, demo_servers
 from judge_engine.trust.cascade.report import refreshed
-from judge_engine.util.money import dollars
+from judge_engine.util.money import dollars, dollars_left
 
 if TYPE_CHECKING:
     from judge_engine.inputs.config import JudgeConfig
@@ -57,13 +60,21 @@ class Money:
     hours: float = 0.0
     """Hours judged, summed over sessions (a session killed before it ended counts none, as for
     the budget)."""
+    owed: float | None = None
+    """Dollars of the answers in its ended batches not collected yet (a cancelled batch's
+    answered requests): charged, not in the transcript yet (None: none, or no cost budget)."""
 
     @property
     def cost_left(self) -> float | None:
         """Dollars a resume may still commit (None: no cost budget)."""
         if self.max_cost_usd is None:
             return None
-        return self.max_cost_usd - self.spend.cost - (self.committed or 0.0)
+        return self.max_cost_usd - self.used
+
+    @property
+    def used(self) -> float:
+        """Spent, held for open batches, and owed for ended batches' answers."""
+        return self.spend.cost + (self.committed or 0.0) + (self.owed or 0.0)
 
     @property
     def hours_left(self) -> float | None:
@@ -76,9 +87,11 @@ class Money:
         parts = [f"{dollars(spend.cost)} spent" + (f" + {spend.unpriced:,} unpriced calls" if spend.unpriced else "")]
         if self.committed is not None:
             parts.append(f"~{dollars(self.committed)} held for open batches")
+        if self.owed is not None:
+            parts.append(f"~{dollars(self.owed)} for answers in ended batches, not collected yet")
         if (left := self.cost_left) is not None:
-            parts.append(f"budget ${self.max_cost_usd:g}: " + (f"{dollars(left)} left" if left >= 0 else
-                                                                f"passed by {dollars(-left)}"))
+            parts.append(f"budget ${self.max_cost_usd:g}: " + (f"{dollars_left(left, self.used)} left" if left >= 0
+                                                                else f"passed by {dollars(-left)}"))
         if (hours := self.hours_left) is not None:
             parts.append(f"{self.hours:.2f} of {self.max_hours:g} h judged: {max(hours, 0.0):.2f} h left")
         return parts
@@ -96,13 +109,16 @@ class JudgeStatus:
     scored: int
     unscored: int
     in_batches: int
-    """Tasks in batches that are not collected yet."""
+    """Tasks in open batches (the provider may still answer them)."""
     waiting: int
     """Tasks waiting for their next request (a later batch round, or online)."""
     chunks: list[ChunkView] = field(default_factory=list)
     unscored_by_code: dict[str, int] = field(default_factory=dict)
     """Why those tasks are unscored: reason code -> tasks."""
     money: Money = field(default_factory=lambda: Money(Spend()))
+    to_collect: int = 0
+    """Tasks in batches that have ended (completed, expired, cancelled) but are not collected
+    yet: a resume keeps what they answered and sends the rest again."""
 
     @property
     def done(self) -> int:
@@ -111,7 +127,7 @@ class JudgeStatus:
     @property
     def not_sent(self) -> int:
         """Tasks neither done nor held by a batch or a carry: sent when the run goes on."""
-        return max(0, self.tasks - self.done - self.in_batches - self.waiting)
+        return max(0, self.tasks - self.done - self.in_batches - self.to_collect - self.waiting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,13 +164,14 @@ def run_status(run_dir: Path, *, poll: bool = False) -> RunStatusReport:
     for entry in manifest.judges:
         ledger = ledgers.get(entry.name, Ledger())
         done = finished.get(entry.name, set())
-        held = {t for c in ledger.open_chunks() for t in c.tasks if "b2:" + t not in done}
+        held = {t for c in ledger.open_chunks() if not c.ended for t in c.tasks if "b2:" + t not in done}
+        ended = {t for c in ledger.open_chunks() if c.ended for t in c.tasks if "b2:" + t not in done}
         waiting = [c for c in ledger.pending.values() if c.task_id not in done]
         judges.append(JudgeStatus(
             name=entry.name, model=entry.model, mode=modes.get(entry.name, "online"),
             tasks=manifest.planned_tasks(entry.name) or 0, scored=counts.get((entry.name, "scored", None), 0),
             unscored=sum(n for (judge, status, _code), n in counts.items() if judge == entry.name and status == "unscored"),
-            in_batches=len(held), waiting=len(waiting), chunks=chunk_views(ledger),
+            in_batches=len(held), to_collect=len(ended), waiting=len(waiting), chunks=chunk_views(ledger),
             unscored_by_code={str(code): n for (judge, status, code), n in sorted(counts.items(), key=str)
                               if judge == entry.name and status == "unscored"}, money=money[entry.name]))
     return RunStatusReport(run_dir, manifest, writing, judges, notes, money[None])
@@ -172,13 +189,17 @@ def _money(run_dir: Path, manifest: Manifest, ledgers: dict[str, Ledger], writin
         hours += (time.time() - datetime.fromisoformat(last["started_at"]).timestamp()) / 3600
     budgets = _budgets(manifest)
     held = any(b[0] is not None for b in budgets.values())
-    committed = {name: _committed(manifest, name, ledger) for name, ledger in ledgers.items()
-                 if held and ledger.open_chunks()}
+    committed = {name: _committed(manifest, name, [c for c in ledger.open_chunks() if not c.ended])
+                 for name, ledger in ledgers.items() if held and any(not c.ended for c in ledger.open_chunks())}
+    owed = {name: _committed(manifest, name, [c for c in ledger.open_chunks() if c.ended])
+            for name, ledger in ledgers.items() if held and any(c.ended for c in ledger.open_chunks())}
     money: dict[str | None, Money] = {}
     for name in [None, *(entry.name for entry in manifest.judges)]:
         known = [c for judge, c in committed.items() if name in (None, judge) and c is not None]
+        answered = [c for judge, c in owed.items() if name in (None, judge) and c is not None]
         money[name] = Money(total_spend(spend) if name is None else spend.get(name, Spend()),
-                            sum(known) if known else None, *budgets.get(name, (None, None)), hours=hours)
+                            sum(known) if known else None, *budgets.get(name, (None, None)), hours=hours,
+                            owed=sum(answered) if answered else None)
     return money
 
 
@@ -198,9 +219,10 @@ def _budgets(manifest: Manifest) -> dict[str | None, tuple[float | None, float |
     return budgets
 
 
-def _committed(manifest: Manifest, name: str, ledger: Ledger) -> float | None:
-    """Dollars ``name``'s open batches are held at (as :meth:`BatchDriver._commit` holds them),
-    or None when its model has no known price."""
+def _committed(manifest: Manifest, name: str, chunks: list[Chunk]) -> float | None:
+    """Dollars ``name``'s ``chunks`` (not collected yet) are held at, as
+    :meth:`BatchDriver._commit` holds them: each for the share of its requests the provider
+    charges (:attr:`Chunk.charged`); None when its model has no known price."""
     entry = manifest.judge(name)
     config = next((j for j in manifest.config.get("judges") or [] if isinstance(j, dict) and j.get("name") == name), {})
     price = batch_cost_per_token(entry.model) if entry is not None else None
@@ -211,7 +233,8 @@ def _committed(manifest: Manifest, name: str, ledger: Ledger) -> float | None:
     except ConfigError:  # a custom judge: the base protocol's typical answer
         typical = Protocol.typical_completion_tokens
     answer = min(typical, int(config.get("max_tokens") or typical))
-    return sum(c.tokens * price[0] + c.requests * answer * price[1] for c in ledger.open_chunks())
+    return sum(round(c.tokens * c.charged) * price[0] + round(c.requests * c.charged) * answer * price[1]
+               for c in chunks)
 
 
 def _modes(manifest: Manifest) -> dict[str, str]:

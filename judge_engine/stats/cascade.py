@@ -7,10 +7,11 @@ prediction, and every stage asked), the manifest's ``cascade`` section (the stag
 and which are asked) and each judge's spend.
 
 Per stage: ``reached`` (items asked of it), ``answered`` and its ``share`` of all the items,
-``escalated`` (sent on: to the next asked stage, or abstained after the last), ``held`` (an
-outage at the stage: no verdict, waiting for ``resume --retry``), its ``cost`` (its judges'
-spend; a jury's, its jurors') and, with human labels, ``agreement`` on the items it answered
-(``labelled`` of them had a label). A last row, ``cascade``, holds the whole: ``coverage`` =
+``escalated`` (sent on to the next asked stage), ``abstained`` (not sure enough, and no stage
+after it is asked: the item ends unanswered), ``held`` (an outage at the stage: no verdict,
+waiting for ``resume --retry``), so that reached = answered + escalated + abstained + held; its
+``cost`` (its judges' spend; a jury's, its jurors') and, with human labels, ``agreement`` on
+the items it answered (``labelled`` of them had a label). A last row, ``cascade``, holds the whole: ``coverage`` =
 answered / items, overall agreement, the cascade's cost and the estimate of the last stage
 asked about every item (its cost per item reached x items), and their ratio.
 """
@@ -21,16 +22,17 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from judge_engine.rundir.records import DEMO_TOKENS_NOTE
 from judge_engine.stats.risk_control import agreement_key
 from judge_engine.stats.runs import Outcome, Run
-from judge_engine.stats.sections import Section
+from judge_engine.stats.sections import CASCADE_PROTOCOL, Section
 from judge_engine.util.money import dollars
 from judge_engine.util.naming import cascade_title
 
-CASCADE_PROTOCOL = "cascade"
-COLUMNS = ["stage", "threshold", "reached", "answered", "share", "escalated", "held", "agreement", "cost"]
+COLUMNS = ["stage", "threshold", "reached", "answered", "share", "escalated", "abstained", "held", "agreement",
+           "cost"]
 """Shown as a table; the rows (JSON, CSV) also hold ``labelled``, ``cost_per_item`` and, in the
-``cascade`` row, ``abstained``, ``alone`` and ``ratio``."""
+``cascade`` row, ``alone`` and ``ratio``."""
 
 
 def cascade_sections(run: Run, spend: Mapping[str, float], *, human: Mapping[str, Any] | None = None,
@@ -53,6 +55,11 @@ def cascade_sections(run: Run, spend: Mapping[str, float], *, human: Mapping[str
     rows = [_stage_row(stage, lines, items, spend, judged, human) for stage in stages]
     _escalated(rows, stages, lines)
     total, notes = _total_row(rows, stages, lines, items, human, fallback_cost, judged)
+    if not math.isnan(total["alone"]):  # plan prints its own figure for the last stage alone
+        notes.append(f"{rows[-1]['stage']} alone differs from plan's: plan's figure prices its token counts before "
+                     f"the run; this one is what {rows[-1]['stage']} cost per item")
+        if run.manifest is not None and run.manifest.demo:
+            notes.append(DEMO_TOKENS_NOTE)
     title = f"{cascade_title(str(section.get('name')))}: {section.get('guarantee') or ''}".rstrip(": ")
     if human is None:
         notes.append("agreement with humans: give --human-table FILE --key ID --label COLUMN")
@@ -79,15 +86,22 @@ def _stage_row(stage: Mapping[str, Any], lines: list[Outcome], items: int, spend
     agreement, labelled = _agreement(answered, human)
     return {"stage": name, "threshold": stage.get("threshold") if stage.get("asked") else "not asked",
             "reached": reached, "answered": len(answered), "share": len(answered) / items if items else math.nan,
-            "escalated": 0, "held": sum(1 for o in lines if o.verdict.get("held_at") == name),
+            "escalated": 0, "abstained": 0, "held": sum(1 for o in lines if o.verdict.get("held_at") == name),
             "agreement": agreement, "labelled": labelled, "cost": cost, "cost_per_item": per_item}
 
 
 def _escalated(rows: list[dict[str, Any]], stages: list[dict[str, Any]], lines: list[Outcome]) -> None:
-    """Per stage, the items it sent on: asked there and routed on (the cascade lines say so)."""
-    for row in rows:
-        row["escalated"] = sum(1 for o in lines for a in o.verdict.get("asked") or []
-                               if a.get("stage") == row["stage"] and a.get("route") == "escalate")
+    """Per stage, the items it sent on to a later stage, and those it abstained on: routed on
+    from the last stage the item was asked (its line is ``abstained``: no stage came after)."""
+    by_stage = {row["stage"]: row for row in rows}
+    for o in lines:
+        asked = [a for a in o.verdict.get("asked") or [] if isinstance(a, dict)]
+        for position, step in enumerate(asked):
+            row = by_stage.get(step.get("stage"))
+            if row is None or step.get("route") != "escalate":
+                continue
+            last = position == len(asked) - 1 and o.reason_code == "abstained"
+            row["abstained" if last else "escalated"] += 1
 
 
 def _agreement(answered: list[Outcome], human: Mapping[str, Any] | None) -> tuple[float, int]:

@@ -78,18 +78,51 @@ def _by(outcomes: list[Outcome], *keys: str) -> dict[tuple[Any, ...], list[Outco
     return dict(sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))))
 
 
+CASCADE_PROTOCOL = "cascade"
+"""The protocol of a cascade's outcome lines (one per item: its answering stage's verdict)."""
+
+
+def cascades(run: Run) -> set[str]:
+    """The run's cascades: judges whose lines are a cascade's. A line holds the verdict of the
+    stage that answered, at that stage's temperature: a cascade has none of its own (its
+    line's ``temperature`` field is a placeholder), so tables show it ``-``."""
+    return {o.judge for o in run.outcomes if o.protocol == CASCADE_PROTOCOL}
+
+
+def _temperature(judge: str, temperature: float, cascaded: set[str]) -> float | None:
+    return None if judge in cascaded else temperature
+
+
+def cascade_temperature_note(run: Run) -> list[str]:
+    """What a cascade's ``-`` temperature means, with its asked stages' temperatures."""
+    if not cascades(run):
+        return []
+    section = (run.manifest.cascade if run.manifest is not None else None) or {}
+    stages = [s for s in section.get("stages") or [] if s.get("asked")]
+    temperatures = []
+    for stage in stages:
+        judges = set(stage.get("judges") or [])
+        found = sorted({o.temperature for o in run.outcomes if o.judge in judges})
+        if found:
+            temperatures.append(f"{stage.get('stage')} {', '.join(f'{t:g}' for t in found)}")
+    name = str(section.get("name") or "cascade")
+    at = f" ({', '.join(temperatures)})" if temperatures else ""
+    return [f"{name}: temperature -: each item's verdict is at the temperature of the stage that answered it{at}"]
+
+
 def unscored_section(run: Run) -> Section:
     """Unscored rate per judge and temperature, with a Wilson interval, the count per reason code
     (the machine-readable why; ``unrecorded`` for lines written before codes existed) and the
-    commonest human reason."""
+    commonest human reason. A cascade's temperature is ``None`` (:func:`cascades`)."""
     rows = []
+    cascaded = cascades(run)
     for (judge, temp), group in _by(run.outcomes, "judge", "temperature").items():
         bad = [o for o in group if o.status != "scored"]
         low, high = wilson_interval(len(bad), len(group))
         codes = Counter(o.reason_code or "unrecorded" for o in bad)
         reasons = Counter(o.reason for o in bad if o.reason).most_common(1)
         rows.append({
-            "judge": judge, "temperature": temp, "n": len(group), "unscored": len(bad),
+            "judge": judge, "temperature": _temperature(judge, temp, cascaded), "n": len(group), "unscored": len(bad),
             "rate": len(bad) / len(group), "ci_low": low, "ci_high": high,
             # code=n, no space: a narrow table wraps between codes, never between a code and its count
             "by_code": ", ".join(f"{code}={n}" for code, n in sorted(codes.items(), key=lambda c: (-c[1], c[0]))),
@@ -104,8 +137,10 @@ SAMPLE_SD_NOTE = "sd: the sample standard deviation (n - 1 in the denominator), 
 
 def distribution_section(run: Run) -> Section:
     """Score distribution (count, mean, SD, quartiles) per judge and temperature. The SD is the
-    sample SD (ddof = 1), as ``frame.groupby(...)["score"].std()`` gives it (NaN for one score)."""
+    sample SD (ddof = 1), as ``frame.groupby(...)["score"].std()`` gives it (NaN for one score).
+    A cascade's temperature is ``None``, and a note gives its stages' (:func:`cascades`)."""
     rows = []
+    cascaded = cascades(run)
     skipped: dict[str, list[str]] = defaultdict(list)
     for (judge, temp), group in _by(run.outcomes, "judge", "temperature").items():
         v = np.array([o.score for o in group if o.status == "scored" and math.isfinite(o.score)])
@@ -115,10 +150,12 @@ def distribution_section(run: Run) -> Section:
         q = np.percentile(v, [0, 25, 50, 75, 100])
         stats = dict(zip(["min", "q25", "median", "q75", "max"], map(float, q), strict=True))
         stats |= {"mean": float(v.mean()), "sd": float(v.std(ddof=1)) if v.size > 1 else math.nan}
-        rows.append({"judge": judge, "temperature": temp, "n": int(v.size), **stats})
+        rows.append({"judge": judge, "temperature": _temperature(judge, temp, cascaded), "n": int(v.size), **stats})
     cols = ["judge", "temperature", "n", "mean", "sd", "min", "q25", "median", "q75", "max"]
     absent, notes = left_out(skipped, rows, "")
-    return Section("distribution", "Score distribution", cols, rows, absent, [*notes, SAMPLE_SD_NOTE] if rows else notes)
+    if rows:
+        notes = [*notes, SAMPLE_SD_NOTE, *cascade_temperature_note(run)]
+    return Section("distribution", "Score distribution", cols, rows, absent, notes)
 
 
 def _labels(run: Run, verdict_field: str | None) -> dict[tuple[str, float, str], list[list[Any]]]:
@@ -225,6 +262,10 @@ def judge_agreement_section(run: Run) -> Section:
     # agreement (the "all judges" row most), so juries are compared with their jurors in
     # their own section (stats/jury.py).
     juries = {o.judge for o in run.outcomes if o.protocol == "jury"}
+    # A cascade's verdicts are its stages' own (strong's answers beside strong agree perfectly):
+    # it is left out too; its agreement with humans is in its own section.
+    cascaded = cascades(run)
+    juries |= cascaded
     judged = [j for j in run.judges if j not in juries]
     if len(judged) < 2:
         why = f"needs 2+ judges on the same items (this run has {len(judged)}: {', '.join(judged)})"
@@ -251,6 +292,8 @@ def judge_agreement_section(run: Run) -> Section:
             at_temp = [o for o in run.outcomes if o.temperature == temp]
             skipped[_no_score_reason(at_temp)].append(f"T={temp:g}")
     absent, notes = left_out(skipped, rows, "needs 2+ judges scoring the same items: ")
+    notes += [f"not shown: {name} (a cascade: its verdicts are its stages' own; its agreement with humans is in "
+              "its own section)" for name in sorted(cascaded)]
     return Section("judge_agreement", title, cols, rows, absent, notes)
 
 

@@ -12,9 +12,16 @@ from typing import Any
 from judge_engine.errors import RunDirError
 from judge_engine.protocols.base import REASK_MARKER
 from judge_engine.rundir.blocks import decode_request
-from judge_engine.rundir.records import OUTCOMES, TRANSCRIPTS, AttemptRecord, transcript_record
+from judge_engine.rundir.records import (
+    DEMO_TOKENS_NOTE,
+    OUTCOMES,
+    TRANSCRIPTS,
+    AttemptRecord,
+    transcript_record,
+)
 from judge_engine.trust.estimate_rows import HumanLabels, judge_estimates
 from judge_engine.util.jsonio import loads
+from judge_engine.viewer.cascade import cascade_card, decisions_of, stage_place
 from judge_engine.viewer.catalog import Catalog, Judge, OpenRun
 from judge_engine.viewer.composed import parts
 from judge_engine.viewer.derived import Builder, RunState
@@ -78,6 +85,7 @@ class Pages:
                 "updated_at": manifest.updated_at, "package_version": manifest.package_version,
                 "dataset": {k: manifest.dataset.get(k) for k in ("path", "items")},
                 "rescored_from": manifest.rescored_from, "failures": manifest.failures,
+                "tokens_note": DEMO_TOKENS_NOTE if manifest.demo else None,
                 "sessions": len(manifest.sessions),
                 "derived": {"indexed": state.indexed, "attempts": state.attempts_share, "items": state.items,
                             "items_done": state.items_done, "items_origin": state.items_origin,
@@ -106,7 +114,27 @@ class Pages:
                 "attempts": None if state.attempts is None else state.attempts.get(name, {}),
                 "attempts_share": state.attempts_share,
                 "histogram": (state.histograms or {}).get(name),
-                "consistency": ((state.consistency or {}).get("judges") or {}).get(name)}
+                "consistency": ((state.consistency or {}).get("judges") or {}).get(name),
+                **self._cascaded(run, name, counts)}
+
+    def _cascaded(self, run: OpenRun, name: str, counts: dict[str, Any] | None) -> dict[str, Any]:
+        """A cascaded run's judge: the cascade's card, a stage judge's place in it, or whose
+        decisions a ``<judge>:item`` line holds (:mod:`judge_engine.viewer.cascade`)."""
+        manifest = run.manifest
+        state = self.builder.states[run.number]
+
+        def cost_of(judge: str) -> float | None:
+            spend = _spend(state, manifest.spend, judge)
+            return 0.0 if spend is None else float(spend.get("cost") or 0.0)
+
+        found: dict[str, Any] = {}
+        if manifest.cascade and name == manifest.cascade.get("name"):
+            found["cascade"] = cascade_card(manifest.cascade, counts, cost_of)
+        elif (place := stage_place(manifest, name)) is not None:
+            found["stage"] = place
+        if (decisions := decisions_of(manifest, name, state.counts or {})) is not None:
+            found["decisions"] = decisions
+        return found
 
     # --- the task list -----------------------------------------------------------------------------
 
@@ -123,14 +151,33 @@ class Pages:
             self.ensure_spread()
         total, rows = self.tasks.page(f, searchable, [s.indexed for s in states])
         spreads = self.tasks.spreads(sorted({r.item_id for r in rows}))
+        cascades = {run.number: str(run.manifest.cascade.get("name")) for run in self.catalog.runs if run.manifest.cascade}
         return {"total": total, "page": f.page, "size": f.size, "pages": max(1, -(-total // f.size)), "sort": f.sort,
-                "spread_unit": self.tasks.spread_unit(), "notes": notes,
+                "spread_unit": self.tasks.spread_unit(), "notes": notes, "cascades": bool(cascades),
                 "synthetic": self.catalog.synthetic({r.run for r in rows}), "rows": [{
                     "run": r.run, "demo": self.catalog.runs[r.run].manifest.demo, "task_id": r.task_id,
                     "item_id": r.item_id,
-                    "judge": self.catalog.judge_of(r.run, r.judge).label, "temperature": r.temperature,
+                    "judge": self.catalog.judge_of(r.run, r.judge).label,
+                    # a cascade's line is its answering stage's verdict: no temperature of its own
+                    "temperature": None if cascades.get(r.run) == r.judge else r.temperature,
                     "repeat": r.repeat, "variant": r.variant or "", "status": r.status or "undone",
-                    "reason_code": r.reason_code, "score": r.score, "spread": spreads.get(r.item_id)} for r in rows]}
+                    "reason_code": r.reason_code, "score": r.score, "spread": spreads.get(r.item_id),
+                    "stage": self._answered_by(r.run, r.task_id) if cascades.get(r.run) == r.judge else None}
+                    for r in rows]}
+
+    def _answered_by(self, number: int, task_id: str) -> str | None:
+        """The stage that answered a cascade line, ``held at`` the stage that holds it, or
+        ``abstained``."""
+        run = self.catalog.runs[number]
+        row = self.catalog.db.execute(f"SELECT outcome_offset, outcome_length FROM {run.schema}.tasks WHERE task_id = ?",
+                                      (task_id,)).fetchone()
+        if row is None or row[0] is None or row[1] is None:
+            return None
+        outcome = run.outcome(row[0], row[1])
+        verdict = outcome.verdict if isinstance(outcome.verdict, dict) else {}
+        if verdict.get("stage"):
+            return str(verdict["stage"])
+        return f"held at {verdict['held_at']}" if verdict.get("held_at") else outcome.reason_code
 
     def ensure_spread(self) -> None:
         """Build the disagreement order if it is missing or in another unit (a jury, found late,
@@ -154,13 +201,16 @@ class Pages:
         fields, origin = self._fields(item_id)
         tasks = []
         for run in self.catalog.runs:
+            cascade = (run.manifest.cascade or {}).get("name")
             rows = self.catalog.db.execute(
                 f"SELECT task_id, judge, temperature, repeat, variant, status, score, outcome_offset, outcome_length "
                 f"FROM {run.schema}.tasks WHERE item_id = ? ORDER BY judge, temperature, repeat, variant", (item_id,))
             for task_id, judge, temperature, repeat, variant, status, score, offset, length in rows.fetchall():
                 task: dict[str, Any] = {"run": run.number, "run_id": run.run_id, "task_id": task_id,
                                         "judge": self.catalog.judge_of(run.number, judge).label,
-                                        "temperature": temperature, "repeat": repeat, "variant": variant or "",
+                                        # a cascade's verdict is its answering stage's: no temperature of its own
+                                        "temperature": None if judge == cascade else temperature,
+                                        "repeat": repeat, "variant": variant or "",
                                         "status": status or "undone", "score": score, "card": {"kind": "none"}}
                 if offset is not None and length is not None:
                     outcome = run.outcome(offset, length)

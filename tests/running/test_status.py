@@ -25,7 +25,7 @@ from judge_engine.fake.config import FakeBatchConfig
 from judge_engine.protocols import get_protocol
 from judge_engine.providers.catalog import batch_cost_per_token
 from judge_engine.running.budget import hours_judged
-from judge_engine.util.money import dollars
+from judge_engine.util.money import dollars, dollars_left
 from tests.cli.test_display import _judges, _render
 from tests.harness import TEST_KEY, TEST_KEY_ENV, make_job, read_transcripts
 from tests.running.batch.conftest import batch_job
@@ -93,8 +93,8 @@ def test_an_online_run_with_two_deployments_counts_every_call_once_everywhere(
     spent, hours = manifest["spend"]["total"]["cost"], hours_judged(manifest["sessions"])
     flat = " ".join(status.split())
     assert f"{dollars(spent)} spent" in flat
-    assert f"budget $2: {dollars(2 - spent)} left" in flat  # the run's (--budget)
-    assert f"budget $1: {dollars(1 - spent)} left" in flat  # the judge's own
+    assert f"budget $2: {dollars_left(2 - spent, spent)} left" in flat  # the run's (--budget)
+    assert f"budget $1: {dollars_left(1 - spent, spent)} left" in flat  # the judge's own
     assert f"{hours:.2f} of 1 h judged: {1 - hours:.2f} h left" in flat  # --budget-hours
     assert "held for open batches" not in flat  # nothing is held by a batch
 
@@ -137,7 +137,7 @@ def test_a_batch_runs_status_holds_its_open_batches_against_the_budget_and_its_c
         _at_80(status, run)
         flat = " ".join(status.split())
         assert f"whole run: 0 calls · 0 tokens · $0 spent · ~{dollars(held)} held for open batches" in flat
-        assert f"budget $1: {dollars(1 - held)} left" in flat
+        assert f"budget $1: {dollars_left(1 - held, held)} left" in flat
 
         assert main(["resume", str(run), "--no-live"]) == 0  # waits for the batch, collects it
         summary = capsys.readouterr().err

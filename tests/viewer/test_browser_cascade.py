@@ -1,9 +1,15 @@
-"""A cascaded run's item in the viewer, in headless Chromium: the cascade's card says which stage
+"""A cascaded run in the viewer, in headless Chromium: the cascade's card says which stage
 answered (or that it abstained) and shows every stage asked with its confidence against its
-threshold; each stage's item line shows its confidence."""
+threshold; each stage's item line shows its confidence. On the README's cascade demo (issue 34,
+point 5): the overview's cascade card shows its stages, thresholds, coverage and cost (the
+figures ``stats`` gives), a ``<judge>:item`` card says whose decisions it holds, a stage not
+asked says why it has no task, the task list names the stage that answered, the last stage's
+unsure item is abstained, not sent on; and money is written as the command line writes it."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,10 +19,13 @@ import pytest
 
 from judge_engine.cli import main
 from judge_engine.fake import FakeConfig, FakeServer
+from judge_engine.rundir.records import DEMO_TOKENS_NOTE
+from judge_engine.util.money import dollars
 from tests.harness import TEST_KEY, TEST_KEY_ENV
 from tests.trust.cascade.conftest import cascade_job, latest
+from tests.util.test_money import AMOUNTS
 from tests.viewer.browser import Watched, launch, watched
-from tests.viewer.conftest import ServedViewer
+from tests.viewer.conftest import REPO, ServedViewer, run_demo
 
 pytestmark = pytest.mark.slow  # see tests/conftest.py: python -m pytest --all runs it
 
@@ -35,7 +44,18 @@ def cascaded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser(cascaded: Path) -> Iterator[Any]:
+def example_cascade(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README's cascade demo (the example's shipped thresholds: cheap answers nothing, mid
+    at 0.7 and strong answer, one item abstained), with ``stats --json`` of it beside."""
+    folder = tmp_path_factory.mktemp("example-cascade") / "cascade"
+    shutil.copytree(REPO / "examples" / "cascade", folder, ignore=shutil.ignore_patterns("runs", ".judge_cache"))
+    run = run_demo(folder.parent, "cascade")
+    assert main(["stats", str(run), "--quiet", "--json", str(folder / "stats.json")]) == 0
+    return run
+
+
+@pytest.fixture(scope="module")
+def browser(cascaded: Path, example_cascade: Path) -> Iterator[Any]:
     yield from launch()
 
 
@@ -72,7 +92,7 @@ def test_a_cascade_card_shows_the_answering_stage_and_every_stage_asked(tab: Wat
         stages = card.locator("table.stages tbody tr td:first-child").all_inner_texts()
         assert stages == [a["stage"] for a in verdict["asked"]]
         thens = card.locator("table.stages tbody tr td:last-child").all_inner_texts()
-        assert thens[0] == "sent on" and thens[-1] in ("answered", "sent on")
+        assert thens[0] == "sent on" and thens[-1] == ("answered" if verdict["stage"] else "abstained")
         cheap = page.locator(".task-card", has=page.locator("header strong", has_text="cheap:item"))
         assert "confidence" in cheap.locator("p.small").first.inner_text()
         assert tab.errors == []
@@ -94,4 +114,92 @@ def test_an_items_decision_card_shows_each_requests_vote_and_links_its_transcrip
         assert links.count() == len(verdict["parts"]) >= 1
         links.first.click()
         page.wait_for_selector("section.attempt")  # the request's own transcript opens
+        assert tab.errors == []
+
+
+# --- the README's cascade demo (issue 34) ---------------------------------------------------------------
+
+
+def _stats_rows(run: Path) -> dict[str, dict[str, Any]]:
+    rows = json.loads((run.parents[1] / "stats.json").read_text())["sections"]["cascade"]["rows"]
+    return {row["stage"]: row for row in rows}
+
+
+def test_money_is_written_as_the_command_line_writes_it(tab: Watched, example_cascade: Path) -> None:
+    """The viewer's money() against util/money.py's dollars() (the viewer wrote $0.0043 where
+    the command line wrote $0.00429), and a judge's cost on the overview as the summary shows it."""
+    with ServedViewer([example_cascade]) as served:
+        _derived(served)
+        page = tab.open(served.url, ".panel.judge")
+        written = page.evaluate("async (xs) => { const dom = await import('/static/dom.js'); return xs.map(dom.money); }",
+                                list(AMOUNTS))
+        assert written == [dollars(a) for a in AMOUNTS]
+        spend = served.json("api/overview")["judges"]
+        strong = next(j for j in spend if j["label"] == "strong")
+        panel = page.locator('.panel.judge[data-judge="strong"]')
+        assert f"cost{dollars(strong['spend']['cost'])}" in panel.inner_text().replace("\n", "")
+        assert DEMO_TOKENS_NOTE in page.locator(".panel.run").inner_text()
+        assert tab.errors == []
+
+
+def test_the_overview_shows_the_cascade_its_stages_and_why_a_stage_has_no_task(
+        tab: Watched, example_cascade: Path) -> None:
+    stats = _stats_rows(example_cascade)
+    with ServedViewer([example_cascade]) as served:
+        _derived(served)
+        page = tab.open(served.url, '.panel.judge[data-judge="cascade"] table.stages')
+        text = page.locator("main").inner_text()
+        assert "not in the run's manifest" not in text
+        card = page.locator('.panel.judge[data-judge="cascade"]')
+        assert "agreement with humans >= 85%" in card.inner_text()
+        heads = card.locator("table.stages thead th").all_inner_texts()
+        rows = {r.locator("td").first.inner_text(): dict(zip(heads, r.locator("td").all_inner_texts(), strict=True))
+                for r in card.locator("table.stages tbody tr").all()}
+        assert list(rows) == ["cheap", "mid", "strong"]
+        assert rows["cheap"]["threshold"] == "not asked"
+        for stage in ("mid", "strong"):  # the figures stats gives, stage by stage
+            for column in ("reached", "answered", "escalated", "abstained", "held"):
+                assert rows[stage][column] == str(stats[stage][column]), (stage, column)
+            assert float(rows[stage]["threshold"]) == pytest.approx(stats[stage]["threshold"], abs=5e-4)
+            assert rows[stage]["cost"] == dollars(stats[stage]["cost"])
+        total = stats["cascade"]
+        said = " ".join(card.inner_text().split())
+        assert f"coverage {100 * total['share']:.1f}%: {total['answered']} of 20 items answered" in said
+        assert f"cost {dollars(total['cost'])}" in said
+        cheap = page.locator('.panel.judge[data-judge="cheap"]').inner_text()
+        assert "not asked" in cheap and "no threshold" in cheap  # why it has 0 tasks
+        strong = " ".join(page.locator('.panel.judge[data-judge="strong"]').inner_text().split())
+        assert f"a stage of cascade (3 of 3): asked about {stats['strong']['reached']} of 20 items" in strong
+        item = page.locator('.panel.judge[data-judge="mid:item"] .about').inner_text()
+        assert item.startswith("item decisions of mid: one per item from its 6 requests")
+        assert tab.errors == []
+
+
+def test_the_task_list_names_the_stage_that_answered(tab: Watched, example_cascade: Path) -> None:
+    lines = latest(example_cascade, "cascade")
+    with ServedViewer([example_cascade]) as served:
+        _derived(served)
+        page = tab.open(served.url + "#/tasks?judge=cascade&size=50", "table.tasks tbody tr")
+        heads = page.locator("table.tasks thead th").all_inner_texts()
+        assert "stage" in heads
+        shown = {r.locator("td").first.inner_text(): dict(zip(heads, r.locator("td").all_inner_texts(), strict=False))
+                 for r in page.locator("table.tasks tbody tr").all()}
+        assert len(shown) == 20
+        for item, record in lines.items():
+            stage = (record.verdict or {}).get("stage")
+            assert shown[item]["stage"] == (stage if stage else record.reason_code), item
+            assert shown[item]["T"] == "–"  # the cascade has no temperature of its own
+        assert tab.errors == []
+
+
+def test_the_last_stage_abstains_on_an_item_it_is_not_sure_of(tab: Watched, example_cascade: Path) -> None:
+    item, record = next((i, r) for i, r in latest(example_cascade, "cascade").items() if r.reason_code == "abstained")
+    with ServedViewer([example_cascade]) as served:
+        _derived(served)
+        page = tab.open(served.url + f"#/item?id={item}", ".task-card .cascade")
+        thens = page.locator(".task-card .cascade table.stages tbody tr td:last-child").all_inner_texts()
+        asked = (record.verdict or {})["asked"]
+        assert thens == ["sent on"] * (len(asked) - 1) + ["abstained"]
+        heads = page.locator("table.grid thead th").all_inner_texts()
+        assert "T – · r0" in heads and "T 0 · r0" in heads  # the cascade's own column, strong's at T 0
         assert tab.errors == []

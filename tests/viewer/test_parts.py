@@ -247,3 +247,25 @@ def test_a_histogram_is_drawn_on_the_declared_scale() -> None:
     assert not binned["exact"] and (binned["low"], binned["high"]) == (0, 10)
     assert binned["bars"][0] == {"low": 0, "high": 0.5, "n": 5} and sum(b["n"] for b in binned["bars"]) == 50
     assert histogram(db, "main", "c", (1.0, 5.0)) is None
+
+
+def test_the_cascade_card_adds_up_stage_by_stage_with_a_held_item_and_a_stage_not_asked() -> None:
+    """Worked by hand: 10 items; cheap not asked; mid reached all 10, answered 5, sent 4 on and
+    holds 1 (an outage); strong reached 4, answered 2, 1 waiting, abstained on 1."""
+    from judge_engine.viewer.cascade import cascade_card
+
+    section = {"name": "cascade", "items": 10, "guarantee": "g", "stages": [
+        {"stage": "cheap", "judges": ["cheap"], "asked": False, "threshold": None, "reached": 0},
+        {"stage": "mid", "judges": ["mid"], "asked": True, "threshold": 0.8, "reached": 10, "held": 1, "waiting": 0},
+        {"stage": "strong", "judges": ["strong"], "asked": True, "threshold": 0.7, "reached": 4, "held": 0,
+         "waiting": 1}]}
+    counts = {"scored": 7, "by_code": {"abstained": 1, "item_incomplete": 1}}
+    card = cascade_card(section, counts, {"cheap": 0.0, "mid": 0.25, "strong": 1.0}.get)
+    rows = {r["stage"]: r for r in card["stages"]}
+    assert [(rows[s]["reached"], rows[s]["answered"], rows[s]["escalated"], rows[s]["abstained"], rows[s]["held"],
+             rows[s]["waiting"]) for s in ("cheap", "mid", "strong")] == [
+        (0, 0, 0, 0, 0, 0), (10, 5, 4, 0, 1, 0), (4, 2, 0, 1, 0, 1)]
+    for row in card["stages"]:
+        assert row["reached"] == row["answered"] + row["escalated"] + row["abstained"] + row["held"] + row["waiting"]
+    assert (card["answered"], card["abstained"], card["held"], card["waiting"]) == (7, 1, 1, 1)
+    assert card["coverage"] == 0.7 and card["cost"] == 1.25

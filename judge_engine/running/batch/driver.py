@@ -125,8 +125,9 @@ class BatchDriver:
         self.ledger.drop_carries(self.resumption.again)  # judged again from the start: old carries are moot
         for chunk in self.ledger.chunks.values():
             self.board.track(chunk)
-        for chunk in self.ledger.open_chunks():  # sent (or about to be) by an earlier session
-            self._commit(chunk.chunk_id, chunk.tokens, chunk.requests, check=False)
+        for chunk in self.ledger.open_chunks():  # sent (or about to be) by an earlier session: what it is charged
+            share = chunk.charged
+            self._commit(chunk.chunk_id, round(chunk.tokens * share), round(chunk.requests * share), check=False)
         workers = judge.concurrency  # online fallback over every deployment
         self.queue = asyncio.Queue(maxsize=2 * workers)
         self._results = Results(self, api)

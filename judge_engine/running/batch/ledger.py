@@ -79,6 +79,15 @@ class Chunk:
         """A batch holds the chunk (waiting for its results)."""
         return self.batch_id is not None and not self.collected
 
+    @property
+    def charged(self) -> float:
+        """The share of the chunk's requests the provider charges, as last known: all of them
+        while its batch may still answer them; once it has ended (completed, expired,
+        cancelled), only those it answered (the rest are sent again, and held again then)."""
+        if not self.ended or not self.requests:
+            return 1.0
+        return min(1.0, int(self.counts.get("completed") or 0) / self.requests)
+
 
 @dataclass(slots=True)
 class Ledger:

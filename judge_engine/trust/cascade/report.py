@@ -82,7 +82,8 @@ def plan_lines(plan: CascadePlan, costs: Mapping[str, tuple[float, float] | None
     if costs is not None and priced and last is not None:
         ratio = f" ({_percent(low / last[0])})" if last[0] else ""
         lines.append(f"  expected cost ${_range(low, high)} against ${_range(*last)} for {plan.stages[-1].name} on every "
-                     f"item{ratio}; the table shows each stage's expected share of the items")
+                     f"item{ratio}, both at plan's token counts (stats measures them in the run); the table shows "
+                     "each stage's expected share of the items")
     return lines
 
 

@@ -66,8 +66,59 @@ export const SPREAD_TITLE = {
   share: "the judges' scales differ: max − min of the item's scores, each as a share of its judge's range",
 };
 
+// Dollars as the command line writes them (judge_engine/util/money.py's dollars(), held equal by
+// a browser test): $0; under a dollar three significant digits written out in full (never an
+// exponent), rounded half up as the amount is written (its shortest decimal form), at least
+// cents; from a dollar on, cents with thousands separators, rounded as Python's format() rounds
+// the binary value (half to even on an exact tie); a negative amount keeps its sign.
 export function money(value) {
-  return value === null || value === undefined ? "–" : "$" + Number(value).toFixed(value < 1 ? 4 : 2);
+  if (value === null || value === undefined) return "–";
+  const amount = Number(value);
+  if (!Number.isFinite(amount)) return "$" + (Number.isNaN(amount) ? "nan" : amount > 0 ? "inf" : "-inf");
+  if (amount < 0) return "-" + money(-amount);
+  if (amount === 0) return "$0";
+  const cents = rounded(exactDecimal(amount), 2, true);
+  if (cents >= 100n) {
+    const [whole, fraction] = decimalText(cents, 2);
+    return "$" + whole.replace(/\B(?=(\d{3})+(?!\d))/g, ",") + "." + fraction;
+  }
+  const decimals = 2 - Math.floor(Math.log10(amount));
+  const [whole, fraction] = decimalText(rounded(shortestDecimal(amount), decimals, false), decimals);
+  return "$" + whole + "." + fraction.replace(/0+$/, "").padEnd(2, "0");
+}
+
+// x > 0 as [digits, scale] (x = digits / 10^scale): its exact binary value ...
+function exactDecimal(x) {
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, x);
+  const bits = view.getBigUint64(0);
+  const exponent = Number((bits >> 52n) & 0x7ffn);
+  const mantissa = (bits & ((1n << 52n) - 1n)) | (exponent ? 1n << 52n : 0n);
+  const power = (exponent || 1) - 1075;
+  return power >= 0 ? [mantissa << BigInt(power), 0] : [mantissa * 5n ** BigInt(-power), -power];
+}
+
+// ... or the shortest decimal that reads back as x (String(x), as Python's repr).
+function shortestDecimal(x) {
+  const [, whole, fraction = "", exponent = "0"] = String(x).match(/^(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?$/);
+  const scale = fraction.length - Number(exponent);
+  const digits = BigInt(whole + fraction);
+  return scale >= 0 ? [digits, scale] : [digits * 10n ** BigInt(-scale), 0];
+}
+
+// [digits, scale] rounded to `decimals` places, as a whole number of 10^-decimals.
+function rounded([digits, scale], decimals, halfEven) {
+  if (scale <= decimals) return digits * 10n ** BigInt(decimals - scale);
+  const unit = 10n ** BigInt(scale - decimals);
+  const quotient = digits / unit;
+  const twice = 2n * (digits % unit);
+  const up = twice > unit || (twice === unit && (!halfEven || quotient % 2n === 1n));
+  return up ? quotient + 1n : quotient;
+}
+
+function decimalText(units, decimals) {
+  const text = units.toString().padStart(decimals + 1, "0");
+  return [text.slice(0, text.length - decimals), text.slice(text.length - decimals)];
 }
 
 // A link to a page of the viewer with these parameters (empty ones left out).

@@ -44,6 +44,7 @@ function runPanel(run) {
       run.rescored_from ? fact("rescored from", run.rescored_from) : null,
       derived.items_origin === "request" ? fact("items", "the dataset is gone: item text is the prompt as sent") : null,
       building.length ? fact("preparing", building.join(" · ")) : null),
+    run.tokens_note ? el("p", {class: "muted small tokens-note"}, run.tokens_note) : null,
     // Each message names its judge ("mqm-mini (openai/gpt-4o-mini) stopped: ..."): shown as it is.
     Object.values(run.failures || {}).map((why) => el("p", {class: "error"}, why)),
     derived.problems.map((problem) => el("p", {class: "error"}, problem)));
@@ -59,9 +60,11 @@ function judgePanel(judge) {
   const attempts = judge.attempts;
   const codes = Object.entries(counts.by_code || {}).sort((a, b) => b[1] - a[1]);
   const list = (params) => link("tasks", {judge: judge.label, ...params});
-  return el("section", {class: "panel judge", "data-judge": judge.label},
+  return el("section", {class: "panel judge" + (judge.cascade ? " cascaded" : ""), "data-judge": judge.label},
     el("h2", {}, judge.label),
     el("p", {class: "muted about"}, about(judge)),
+    judge.stage ? el("p", {class: "muted stage"}, stagePlace(judge.stage)) : null,
+    judge.cascade ? cascadeCard(judge.cascade) : null,
     el("div", {class: "counts"},
       count("tasks", counts.tasks, list({})), count("scored", counts.scored, list({status: "scored"})),
       count("unscored", counts.unscored, list({status: "unscored"})),
@@ -72,7 +75,7 @@ function judgePanel(judge) {
     counts.recorded ? el("p", {class: "muted"}, "as run.json last recorded them (counting…)") : null,
     codes.length ? table(codes, [["reason code", ([code]) => el("a", {href: list({reason: code})}, code)],
                                  ["tasks", ([, n]) => fmt(n)]], {class: "codes"}) : null,
-    judge.jury ? null : el("dl", {class: "facts attempts"},
+    judge.jury || judge.cascade || judge.decisions ? null : el("dl", {class: "facts attempts"},
       fact("calls", fmt(spend.calls)), fact("tokens", `${fmt(spend.prompt_tokens)} in · ${fmt(spend.completion_tokens)} out`),
       fact("cost", money(spend.cost)), fact("cache hits", fmt(spend.cache_hits)),
       attempts ? [fact("429s", fmt(attempts.rate_limited || 0)), fact("retries", fmt(attempts.retries || 0)),
@@ -112,14 +115,56 @@ function estimate(judge) {
 }
 
 // The judge's model, protocol, temperatures, repeats and scale; a jury's jurors and how it
-// aggregates them. Only what is known (a judge found only in the index has no manifest entry).
+// aggregates them; a cascade's stages; whose requests an item decision decides. Only what is
+// known (a judge found only in the index has no manifest entry).
 function about(judge) {
+  if (judge.cascade) {
+    const asked = judge.cascade.stages.filter((s) => s.asked).map((s) => s.stage);
+    const silent = judge.cascade.stages.filter((s) => !s.asked).map((s) => s.stage);
+    return `cascade of ${asked.join(", ")}` + (silent.length ? ` (${silent.join(", ")} not asked)` : "")
+      + ": each item asked of its stages in turn, cheapest first, until one is sure enough";
+  }
+  if (judge.decisions) {
+    const d = judge.decisions;
+    return `item decisions of ${d.judge}: one per item from its ${d.requests ? fmt(d.requests) + " " : ""}requests`
+      + ` · ${d.model} · ${d.protocol}` + (d.confidence ? ` · confidence: ${d.confidence}` : "");
+  }
   const parts = judge.jury ? [`jury: ${judge.jury.aggregate || "aggregate"} of ${judge.jury.jurors.join(", ")}`]
     : [judge.model, judge.protocol ? judge.protocol + (judge.protocol_version ? ` v${judge.protocol_version}` : "") : "",
        judge.temperatures?.length ? `T ${judge.temperatures.join(", ")}` : "",
        judge.repeats ? `${fmt(judge.repeats)} repeat${judge.repeats === 1 ? "" : "s"}` : ""];
   if (judge.score_range) parts.push(`scale ${judge.score_range.join("..")}`);
   return parts.filter(Boolean).join(" · ") || "not in the run's manifest";
+}
+
+// A stage judge's place in its cascade: how many of the items reached it (a later stage's
+// tasks are the items escalated to it, not the dataset), or why it was never asked.
+function stagePlace(stage) {
+  const where = `a stage of ${stage.cascade} (${fmt(stage.position)} of ${fmt(stage.stages)})`;
+  if (!stage.asked) return `${where}, ${stage.why}`;
+  return `${where}: asked about ${fmt(stage.reached)} of ${fmt(stage.items)} items (those that reached it); `
+    + `answers at confidence ≥ ${fmt(stage.threshold, 4)}`;
+}
+
+// The cascade: its guarantee, each stage (threshold, items reached, answered, sent on,
+// abstained, held, what its judges cost), the coverage and what the cascade cost.
+function cascadeCard(data) {
+  const number = (key) => (s) => (s.asked ? fmt(s[key]) : "–");
+  const pct = data.coverage === null ? "–" : (data.coverage * 100).toFixed(1) + "%";
+  return el("div", {class: "cascade-card"},
+    data.guarantee ? el("p", {}, el("strong", {}, "guaranteed: "), data.guarantee) : null,
+    table(data.stages, [
+      ["stage", (s) => s.stage], ["judges", (s) => s.judges.join(", ")],
+      ["threshold", (s) => (s.asked ? fmt(s.threshold, 4) : "not asked")],
+      ["reached", number("reached")], ["answered", number("answered")], ["escalated", number("escalated")],
+      ["abstained", number("abstained")], ["held", number("held")], ["cost", (s) => money(s.cost)]],
+    {class: "stages"}),
+    el("p", {}, `coverage ${pct}: ${fmt(data.answered)} of ${fmt(data.items)} items answered, `
+      + `${fmt(data.abstained)} abstained (no stage sure enough), ${fmt(data.held)} held (an outage at a stage)`
+      + (data.waiting ? `, ${fmt(data.waiting)} waiting` : "") + ` · cost ${money(data.cost)} (its stages' judges)`),
+    el("p", {class: "muted small"}, "reached: items asked of the stage; escalated: sent on to the next stage asked; "
+      + "abstained: not sure enough, with no stage after it; held: no verdict for a reason outside the answers "
+      + "(resume --retry asks again)."));
 }
 
 function count(name, value, href) {

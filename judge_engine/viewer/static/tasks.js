@@ -86,12 +86,15 @@ function draw() {
   el("td", {}, el("a", {href: itemLink(row)}, row.item_id)), el("td", {}, row.judge, row.demo && mixed() ? el("span", {class: "badge demo-badge"}, "demo") : null), el("td", {}, fmt(row.temperature)),
   el("td", {}, fmt(row.repeat)), el("td", {}, row.variant || ""),
   el("td", {class: "status-" + row.status}, row.status + (row.reason_code ? ": " + row.reason_code : "")),
+  page.cascades ? el("td", {class: "stage"}, row.stage ?? "") : null,
   el("td", {class: "num " + shadeClass(row.judge, row.score)}, fmt(row.score)), el("td", {class: "num"}, spread(row.spread, page.spread_unit))));
   replace(view.results,
     page.notes.map((note) => el("p", {class: "note"}, note)),
     pager(page),
     el("table", {class: "tasks"},
-      el("thead", {}, el("tr", {}, ["item", "judge", "T", "repeat", "variant", "status", "score"].map((h) => el("th", {}, h)),
+      el("thead", {}, el("tr", {}, ["item", "judge", "T", "repeat", "variant", "status"].map((h) => el("th", {}, h)),
+        page.cascades ? el("th", {title: "a cascade's line: the stage that answered the item (or abstained, held at a stage)"}, "stage") : null,
+        el("th", {}, "score"),
         el("th", {title: SPREAD_TITLE[page.spread_unit]}, page.spread_unit === "share" ? "spread (% of scale)" : "spread"))),
       el("tbody", {}, rows)),
     page.rows.length ? null : el("p", {class: "muted"}, "No task matches these filters."));

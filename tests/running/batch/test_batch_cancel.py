@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -147,3 +148,41 @@ def test_cancel_finds_a_batch_created_but_never_recorded_and_cancels_it(
         server.update(batch={"processing_s": 0.2, "create_delay_s": 0.0})
         assert session.resume(run).counts.scored == 6
         assert Counter(o["task_id"] for o in read_lines(run / "outcomes.jsonl")).most_common(1)[0][1] == 1
+
+
+@pytest.mark.timeout(300)
+def test_status_after_a_killed_runs_batch_is_cancelled_says_it_is_not_running_and_holds_only_its_answers(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's overnight flow (issue 34): the run killed (-9) once its batch is submitted,
+    its batch cancelled. ``status`` then said "running", "20 in batches" and held the whole
+    batch "for open batches". The run is not running; no batch is open: the cancelled one
+    waits to be collected, and what it holds against the budget is the requests it answered
+    (charged), the rest to be sent again; what is left of the budget shows what was used."""
+    with FakeServer(FakeConfig(batch=FakeBatchConfig(processing_s=20.0))) as server:
+        job = batch_job(tmp_path, server, items=20, judge={"budget": {"max_cost_usd": 5.0}})
+        env = {**os.environ, TEST_KEY_ENV: TEST_KEY, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+        process = subprocess.Popen([sys.executable, "-m", "judge_engine.cli", "run", str(job.config), "--no-live"],
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        run = _started(job.run_dirs, submitted=1)
+        _wait(lambda: _answered(run) >= 3)  # some requests answered, most not
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+        assert main(["cancel", str(run)]) == 0
+        capsys.readouterr()
+        assert main(["status", str(run)]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+    answered = _answered(run)
+    assert 3 <= answered < 20
+    assert ": running ·" not in out and "not running (its process ended without closing it" in out
+    assert "0 in batches" in out and "20 in ended batches, to collect" in out
+    assert "held for open batches" not in out
+    owed = re.search(r"~\$([0-9.]+) for answers in ended batches, not collected yet", out)
+    left = re.search(r"budget \$5: \$([0-9.]+) left", out)
+    assert owed is not None and left is not None, out
+    assert float(left.group(1)) < 5 and float(left.group(1)) + float(owed.group(1)) == pytest.approx(5, abs=1e-5)
+
+
+def _answered(run: Path) -> int:
+    """Requests the run's one batch had answered when last polled (or cancelled)."""
+    states = [e for e in _events(run) if e["event"] == "state"]
+    return int(states[-1].get("counts", {}).get("completed", 0)) if states else 0  # type: ignore[union-attr]

@@ -123,8 +123,11 @@ def test_stats_shows_coverage_shares_agreement_and_cost_against_the_last_stage_a
                  "--json", str(tmp_path / "stats.json")]) == 0
     section = json.loads((tmp_path / "stats.json").read_text())["sections"]["cascade"]
     rows = {r["stage"]: r for r in section["rows"]}
-    assert [(rows[s]["reached"], rows[s]["answered"], rows[s]["escalated"], rows[s]["held"]) for s in STAGES] == [
-        (10, 5, 5, 0), (5, 2, 2, 1), (2, 1, 1, 0)]
+    # i8 is abstained after strong, the last stage: not sent on (issue 34: it read "escalated 1")
+    assert [(rows[s]["reached"], rows[s]["answered"], rows[s]["escalated"], rows[s]["abstained"], rows[s]["held"])
+            for s in STAGES] == [(10, 5, 5, 0, 0), (5, 2, 2, 0, 1), (2, 1, 0, 1, 0)]
+    assert all(rows[s]["reached"] == rows[s]["answered"] + rows[s]["escalated"] + rows[s]["abstained"]
+               + rows[s]["held"] for s in STAGES)
     assert [rows[s]["share"] for s in STAGES] == [0.5, 0.2, 0.1]
     assert rows["cheap"]["agreement"] == 0.8 and rows["mid"]["agreement"] == 0.5 and rows["strong"]["agreement"] == 1.0
     total = rows["cascade"]
