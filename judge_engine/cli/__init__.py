@@ -26,7 +26,7 @@ and a handler that imports what it needs when it runs, so ``judge-engine --help`
 Exit codes: 0 done, every task scored; 1 a judge stopped (auth, bad request, an endpoint that
 cannot be reached or keeps failing: resume it); 2 bad input (config, dataset, template, run
 directory, a missing API key); 3 the run completed with unscored tasks (``--allow-unscored``
-makes it 0); 4 stopped before passing a budget (``resume --budget`` continues); 5 a disk refused
+makes it 0), or ``calibrate`` completed with nothing to show (no stage answers); 4 stopped before passing a budget (``resume --budget`` continues); 5 a disk refused
 a write (full, read-only, over quota: the message names the path; make room, then resume it);
 130 cancelled (resume it).
 """
@@ -48,7 +48,7 @@ _DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
 """Errors only a write meets (a refused read is a permission, exit 2)."""
 EPILOG = ("exit codes: 0 done, every task scored; 1 a judge stopped (provider error, unreachable or "
           "failing endpoint: resume it); 2 bad input or a missing API key; 3 completed with unscored "
-          "tasks (see --allow-unscored); 4 stopped at a budget (resume it with --budget); 5 a disk full, "
+          "tasks (see --allow-unscored), or a calibration in which no stage answers; 4 stopped at a budget (resume it with --budget); 5 a disk full, "
           "read-only or over quota (make room, then resume it); 130 cancelled (resume it)")
 
 
