@@ -802,7 +802,7 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
             console.print(f"{s.title}: [yellow]not shown[/]: {s.absent}", highlight=False)
             continue
         console.print(FitTable(section_columns(s.columns), [[_cell(r.get(c), small=c in s.small_values,
-                                                                   money=c in s.dollar_values)
+                                                                   money=c in s.dollar_values, shown=s.formats.get(c))
                                                              for c in s.columns] for r in s.rows],
                                title=s.title, title_justify="left"))
         for note in s.notes:
@@ -831,16 +831,18 @@ def section_columns(names: Sequence[str]) -> list[Column]:
                    key=i < leading, fold_long_words=name in PROSE) for i, name in enumerate(names)]
 
 
-def _cell(value: Any, *, small: bool = False, money: bool = False) -> str:
+def _cell(value: Any, *, small: bool = False, money: bool = False, shown: Callable[[float], str] | None = None) -> str:
     """A value as a table shows it: three decimals, or with ``small`` (p-values) two significant
     digits below 0.01, since a p of 3e-06 is not 0.000, nor 0.0013 0.001; with ``money``, as
-    dollars (:func:`~judge_engine.util.money.dollars`)."""
+    dollars (:func:`~judge_engine.util.money.dollars`); with ``shown``, a number as it writes it."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if money and isinstance(value, int | float):
         return dollars(float(value))
+    if shown is not None and isinstance(value, int | float):
+        return shown(float(value))
     if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
         return f"{_cell(value[0])}..{_cell(value[1])}"  # an interval
     if isinstance(value, float):

@@ -132,8 +132,10 @@ function words(data) {
       + (data.lexicon ? ` · lexicon ${data.lexicon}` : "")));
 }
 
+// The words and numbers are the command line's (judge_engine/util/cascade_words.py, sent as
+// `then` and `*_text`): thresholds with 4 decimals, "escalated" as stats and show say it.
 function cascade(data) {
-  const head = data.stage ? `Answered by ${data.stage}: ${data.prediction} (confidence ${fmt(data.confidence)} ≥ ${fmt(data.threshold)})`
+  const head = data.stage ? `Answered by ${data.stage}: ${data.prediction} (confidence ${data.confidence_text} ≥ ${data.threshold_text})`
     : data.held_at ? `Held at ${data.held_at} (${data.code}: an outage there; resume --retry asks again)`
     : "Abstained: no stage was sure enough";
   return el("div", {class: "cascade"},
@@ -141,8 +143,8 @@ function cascade(data) {
     el("table", {class: "stages"},
       el("thead", {}, el("tr", {}, ["stage", "prediction", "confidence", "threshold", "then"].map((h) => el("th", {}, h)))),
       el("tbody", {}, data.asked.map((a) => el("tr", {class: a.route === "answer" ? "chosen" : ""},
-        el("td", {}, a.stage), el("td", {}, a.prediction ?? "–"), el("td", {class: "num"}, fmt(a.confidence)),
-        el("td", {class: "num"}, fmt(a.threshold)),
-        el("td", {}, a.code ? `${a.route} (${a.code})` : {answer: "answered", escalate: "sent on", hold: "held"}[a.route] ?? a.route))))),
-    data.not_asked.length ? el("p", {class: "muted"}, "not asked (no threshold): ", data.not_asked.join(", ")) : null);
+        el("td", {}, a.stage), el("td", {}, a.prediction ?? "–"), el("td", {class: "num"}, a.confidence_text),
+        el("td", {class: "num"}, a.threshold_text),
+        el("td", {}, a.code ? `${a.then} (${a.code})` : a.then))))),
+    data.not_asked.length ? el("p", {class: "muted"}, `${data.not_asked_word} (no threshold): `, data.not_asked.join(", ")) : null);
 }
