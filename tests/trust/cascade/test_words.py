@@ -136,6 +136,11 @@ def test_plan_stats_show_status_and_the_viewer_say_the_same_words(
     assert "cascade: abstained (no stage was sure enough); asked: mid " in show
     assert "< 0.8333 (escalated), strong " in show and "< 0.9900 (escalated); not asked: cheap" in show
 
+    answered = next(item for item, r in sorted(lines.items()) if r.scored)
+    assert main(["show", str(run), "--item", answered, "--judge", "cascade"]) == 0
+    show = _said(capsys)
+    assert re.search(r"confidence: \d\.\d{4} \(cascade\)", show) and " (answered)" in show
+
     assert main(["status", str(run)]) == 0
     status = _said(capsys)
     assert re.search(r"cascade: 12 items; answered by mid \d+, strong \d+ \(cheap not asked: no threshold\); \d+ "
