@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -76,6 +77,80 @@ name) folds there rather than pushing the whole table into its long layout."""
 Cell: TypeAlias = "str | Text"
 """A table cell: a ``str`` is shown literally (never read as markup); a ``Text`` keeps its styles."""
 
+# --- prose: a figure stays with its name -----------------------------------------------------------
+
+COMPARISONS = frozenset({"<", ">", "<=", ">=", "=", "==", "!=", "≤", "≥", "≠"})
+_FIGURE = re.compile(r"[(\[~$±+-]*[\d.]*\d")
+"""A word that is a figure: 0.254, $0.01, ~34,786, (0.5), 95.0%, -25."""
+_CLOSED = (",", ";", ":", ")", ".")
+_WORD = re.compile(r"\S+")
+UNIT_LEAST = 32
+"""Widest a run of words that must stay together (``strong 0.6060 < 0.6145``) asks of a prose
+column: a longer one is broken between its words there, as a last resort."""
+
+
+def _joined(before: str, after: str) -> bool:
+    """Whether two neighbouring words must stay on one line: a figure and the word before it
+    (``bound 0.254``), a figure and the word after it (``20 items``, ``0 held``) unless
+    punctuation closes the figure, and either side of a comparison (``0.254 > 0.15``)."""
+    if before in COMPARISONS or after in COMPARISONS:
+        return True
+    if _FIGURE.match(after) and not before.endswith((",", ";", ":")):
+        return True
+    return bool(_FIGURE.match(before)) and not before.endswith(_CLOSED)
+
+
+def _units(line: str) -> list[list[re.Match[str]]]:
+    """A line's words grouped into the runs that stay together (:func:`_joined`)."""
+    units: list[list[re.Match[str]]] = []
+    for word in _WORD.finditer(line):
+        if units and _joined(units[-1][-1].group(), word.group()):
+            units[-1].append(word)
+        else:
+            units.append([word])
+    return units
+
+
+def _line_spans(line: str, width: int) -> list[tuple[int, int]]:
+    """Where to cut ``line`` (no newline in it) into lines of at most ``width`` cells, between
+    words and never inside a run that stays together unless that run is wider than ``width``."""
+    if cell_len(line) <= width:
+        return [(0, len(line))]
+    pieces: list[tuple[int, int]] = []
+    for unit in _units(line):
+        start, end = unit[0].start(), unit[-1].end()
+        if cell_len(line[start:end]) > width and len(unit) > 1:  # too wide even alone: its words, as a last resort
+            pieces += [(w.start(), w.end()) for w in unit]
+        else:
+            pieces.append((start, end))
+    spans: list[tuple[int, int]] = []
+    first, last = 0, None  # the current line keeps its leading blanks
+    for start, end in pieces:
+        if last is not None and cell_len(line[first:end]) > width:
+            spans.append((first, last))
+            first = start
+        last = end
+    spans.append((first, last if last is not None else len(line)))
+    return spans
+
+
+def glued(text: Text | str, width: int) -> Text:
+    """``text`` broken into lines of at most ``width`` cells between words, never between a
+    figure and its name nor across a comparison (:func:`_joined`), its styles kept; a word wider
+    than ``width`` is left for the console to fold."""
+    text = text if isinstance(text, Text) else Text(text)
+    plain, offset, pieces = text.plain, 0, []
+    for line in plain.split("\n"):
+        pieces += [text[offset + a:offset + b] for a, b in _line_spans(line, max(1, width))]
+        offset += len(line) + 1
+    return Text("\n").join(pieces)
+
+
+def _longest_unit(cell: Text) -> int:
+    return max((cell_len(line[u[0].start():u[-1].end()]) for line in cell.plain.split("\n") for u in _units(line)),
+               default=0)
+
+
 
 @dataclass(frozen=True, slots=True)
 class Column:
@@ -124,7 +199,8 @@ class FitTable:
             return self._natural[index]
         header = max((len(word) for word in column.header.split()), default=0)
         words = max((_longest_word(row[index]) for row in self.rows), default=0)
-        return max(1, header, min(words, WRAP_LEAST) if column.fold_long_words else words)
+        units = max((_longest_unit(row[index]) for row in self.rows), default=0)
+        return max(1, header, min(words, WRAP_LEAST) if column.fold_long_words else words, min(units, UNIT_LEAST))
 
     def _width(self, console: Console, indexes: Sequence[int], widths: Sequence[int]) -> int:
         """The drawn width of these columns at these cell widths (borders and padding added)."""
@@ -137,7 +213,10 @@ class FitTable:
         return sum(widths[i] for i in indexes) + self._frames[len(indexes)]
 
     def _table(self, console: Console, indexes: Sequence[int], widths: Sequence[int] | None, *, title: str) -> Table:
-        table = Table(title=Text(title, style="table.title") if title else None, title_justify=self.title_justify,
+        drawn = self._width(console, indexes, self._natural) if widths is None else \
+            self._width(console, range(len(indexes)), widths)  # widths: one per shown column
+        heading = glued(Text(title, style="table.title"), drawn) if title else None
+        table = Table(title=heading, title_justify=self.title_justify,
                       show_lines=self.show_lines, box=HEAVY_HEAD if self.box else None)
         for position, i in enumerate(indexes):
             column = self.columns[i]
@@ -145,8 +224,9 @@ class FitTable:
             wrapped = widths is not None and column.wrap and widths[position] < self._natural[i]
             table.add_column(column.header, justify="left" if wrapped else column.justify, no_wrap=not column.wrap,
                              overflow="fold", width=None if widths is None else widths[position])
-        for row in self.rows:
-            table.add_row(*(row[i] for i in indexes))
+        for row in self.rows:  # prose cut here, so that a figure stays with its name
+            table.add_row(*(glued(row[i], widths[position]) if widths is not None and self.columns[i].wrap else row[i]
+                            for position, i in enumerate(indexes)))
         return table
 
     def _fitted(self, console: Console, indexes: Sequence[int], width: int, *, title: str) -> Table | None:
@@ -204,21 +284,23 @@ class FitTable:
             tables.append(table)
         return tables
 
-    def _blocks(self, shown: Sequence[int]) -> list[RenderableType]:
+    def _blocks(self, shown: Sequence[int], width: int) -> list[RenderableType]:
         """One block per row: a ``column  value`` line per column, the row's keys first."""
         grid = Table.grid(padding=(0, 2), pad_edge=True)  # indented under the title
         grid.add_column(no_wrap=True)
         grid.add_column(overflow="fold")
         order = sorted(shown, key=lambda i: not self.columns[i].key)
+        headers = {i: " ".join(self.columns[i].header.split()) for i in order}
+        room = width - max(cell_len(h) for h in headers.values()) - 8  # the grid's padding: 2 + 4 + 2
         for n, row in enumerate(self.rows):
             if n:
                 grid.add_row("", "")
             for i in order:
-                value = row[i].copy()
+                value = glued(row[i], room) if self.columns[i].wrap else row[i].copy()
                 if self.columns[i].key:
                     value.stylize("bold")
-                grid.add_row(Text(" ".join(self.columns[i].header.split())), value)
-        title = [Text(self.title, style="table.title")] if self.title else []
+                grid.add_row(Text(headers[i]), value)
+        title = [glued(Text(self.title, style="table.title"), width)] if self.title else []
         return [*title, grid]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -231,7 +313,7 @@ class FitTable:
         if whole is not None:
             yield whole
             return
-        layouts: list[list[RenderableType]] = [self._blocks(shown)]
+        layouts: list[list[RenderableType]] = [self._blocks(shown, width)]
         groups = self._groups(console, shown, width)
         if groups is not None:
             layouts.insert(0, list(groups))
@@ -714,14 +796,14 @@ def plan_table(plans: Sequence[JudgePlan]) -> FitTable:
     say why). Names and figures are never broken: a long model name draws it long."""
     columns = [Column("judge\nmodel\nprotocol", key=True),
                *(Column(name, justify="right") for name in
-                 ("tasks", "prompt\ntokens", "completion\ntokens", "cost", "wall\ntime"))]
+                 ("tasks", "prompt\ntokens", "completion\ntokens", "cost", "wall time\nbound by"))]
     rows: list[list[Cell]] = []
     for plan in plans:
         mark = "" if plan.tokens_exact else "~"
         tasks = f"{plan.tasks:,}" + (f"\n{plan.cached:,} cached" if plan.cached else "")
         paid = plan.batch.cost if plan.batch is not None and plan.batch.in_use else plan.cost
-        # latency-bound, concurrency-bound: after the hyphen, so the column stays as narrow as TPM-bound
-        bound = plan.bound_by.replace("-bound", "-\nbound") if len(plan.bound_by) > 9 else plan.bound_by
+        # The limit's name alone ("concurrency", under "bound by"): whole, and as narrow as the column was.
+        bound = plan.bound_by.removesuffix("-bound")
         cost = Text("no price", style="yellow") if paid is None else _span(paid, dollars)
         rows.append([f"{plan.judge}\n{plan.model}\n{plan.protocol}", tasks,
                      _span(plan.prompt_tokens, mark + "{:,}"), _span(plan.completion_tokens, "{:,}"),
@@ -796,21 +878,21 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
     if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         console = Console(width=240)
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        say(console, f"[yellow]note:[/] {escape(note)}")
     for s in sections:
         if s.absent:  # one line saying why, instead of an empty table
-            console.print(f"{s.title}: [yellow]not shown[/]: {s.absent}", highlight=False)
+            say(console, f"{escape(s.title)}: [yellow]not shown[/]: {escape(s.absent)}")
             continue
         console.print(FitTable(section_columns(s.columns), [[_cell(r.get(c), small=c in s.small_values,
                                                                    money=c in s.dollar_values, shown=s.formats.get(c))
                                                              for c in s.columns] for r in s.rows],
                                title=s.title, title_justify="left"))
         for note in s.notes:
-            console.print(f"  {note}", highlight=False)
+            say(console, escape(f"  {note}"))
 
 
 LABELS = frozenset({"group", "judge", "human", "judges", "point", "statistic", "dimension", "field", "length_of",
-                    "family", "own_systems", "system", "reference", "beaten_by", "by_code"})
+                    "family", "own_systems", "system", "reference", "beaten_by", "by_code", "stage"})
 """Section columns of names and labels (left-justified); the others hold figures."""
 ROW_NAMES = LABELS | {"temperature", "variant", "level", "t1", "t2", "jury", "juror", "candidate", "position",
                       "metric", "versus"}
@@ -863,9 +945,42 @@ def rule(console: Console, text: str) -> None:
     console.print(Text(packed(text.split(" · "), console.width - 1)), highlight=False)
 
 
-def panel(console: Console, text: str, *, title: str, style: str = "none") -> None:
-    """Text in a titled box; the text is shown literally (never read as markup)."""
-    console.print(Panel(Text(text), title=title, title_align="left", border_style=style))
+CONTINUED = "↳ "
+"""Marks a line that continues the one above it in a box of :func:`panel` with ``marked``."""
+
+
+def panel(console: Console, text: str, *, title: str, style: str = "none", marked: bool = False) -> None:
+    """Text in a titled box; the text is shown literally (never read as markup). With
+    ``marked``, a line of the text wider than the box is broken between words and each of its
+    continuations starts with :data:`CONTINUED`, so the text's own lines (a template's) read as
+    written."""
+    body = Text(text)
+    if marked:
+        body = Text("\n").join(_marked(line, console.width - 4) for line in text.split("\n"))
+    console.print(Panel(body, title=title, title_align="left", border_style=style))
+
+
+def _marked(line: str, width: int) -> Text:
+    """One line of a :func:`panel` with ``marked``: whole when it fits, else broken between words
+    (a word wider than the box folds), each continuation after :data:`CONTINUED`."""
+    if cell_len(line) <= width:
+        return Text(line)
+    parts: list[str] = []
+    rest = line
+    while cell_len(rest) > width - (len(CONTINUED) if parts else 0):
+        room = width - (len(CONTINUED) if parts else 0)
+        cut = rest.rfind(" ", 0, room + 1)
+        if cut <= len(rest) - len(rest.lstrip(" ")):  # no blank to break at: fold the word
+            cut = room
+        parts.append(rest[:cut].rstrip(" "))
+        rest = rest[cut:].lstrip(" ")
+    parts.append(rest)
+    text = Text(parts[0])
+    for part in parts[1:]:
+        text.append("\n")
+        text.append(CONTINUED, style="dim")
+        text.append(part)
+    return text
 
 
 def escape(text: str) -> str:
@@ -876,5 +991,6 @@ def escape(text: str) -> str:
 
 
 def say(console: Console, markup: str) -> None:
-    """A line with rich markup (for our own words only: never for run text)."""
-    console.print(markup, highlight=False)
+    """A line with rich markup (for our own words only: never for run text), broken to the
+    console's width between words, never between a figure and its name (:func:`glued`)."""
+    console.print(glued(Text.from_markup(markup), console.width), highlight=False)
