@@ -118,6 +118,8 @@ def _report(args: argparse.Namespace, document: Mapping[str, Any], notes: list[s
     if args.json == "-":
         for note in notes:
             print(f"judge-engine calibrate: {note}", file=sys.stderr)
+        if code == EXIT_UNSCORED:  # the exit code's reason, where a person reads it
+            print(f"judge-engine calibrate: {NOTHING_ANSWERED.format(items=document['items'])}", file=sys.stderr)
         sys.stdout.write(text)
         return code
     console = make_console()
@@ -130,6 +132,10 @@ def _report(args: argparse.Namespace, document: Mapping[str, Any], notes: list[s
         if not document["answered"]:
             say(console, "[yellow]a cascade refuses this thresholds file: no stage in it answers[/]")
     return code
+
+
+NOTHING_ANSWERED = ("nothing answered: no stage answers any of the {items:,} calibration items, so a cascade with "
+                    "these thresholds would abstain on every item")
 
 
 def _costs(text: str) -> dict[str, float] | str:
@@ -160,8 +166,8 @@ def render_calibration(document: Mapping[str, Any], console: Terminal, *, notes:
 
     answered, items = document["answered"], document["items"]
     if not answered:
-        say(console, f"[bold yellow]nothing answered:[/] no stage answers any of the {items:,} calibration items, so "
-                     "a cascade with these thresholds would abstain on every item")
+        head, _, rest = NOTHING_ANSWERED.format(items=items).partition(": ")
+        say(console, f"[bold yellow]{head}:[/] {escape(rest)}")
         for line in answering_advice(document):
             say(console, escape(f"  {line}"))
     for note in notes:

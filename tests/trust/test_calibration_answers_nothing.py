@@ -86,8 +86,10 @@ def test_a_lower_min_items_that_would_answer_is_named(tmp_path: Path, capsys: py
 def test_the_json_report_exits_3_too_and_has_no_ratio(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["calibrate", "--rows", str(_first_rows(tmp_path)), *SETTINGS,
                  "--costs", "mini=0.0002,small=0.001,large=0.01", "--json"])
-    document = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
     assert code == 3 and document["coverage"] == 0.0 and document["cost"]["ratio"] is None
+    assert "judge-engine calibrate: nothing answered: no stage answers any of the 20 calibration items" in captured.err
 
 
 def test_a_calibration_that_answers_something_still_exits_0(tmp_path: Path) -> None:
