@@ -751,8 +751,9 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
              for judge in result.judges if judge.deployments]
     from judge_engine.trust.cascade.report import summary_lines
 
-    lines += summary_lines(manifest.cascade, manifest.counts)
+    cascade_lines = summary_lines(manifest.cascade, manifest.counts)  # sentences: a figure stays with its name
     return Group(table, *(Text(packed(line.split(", "), width - 1, separator=", ")) for line in lines),
+                 *(glued(line, width - 1) for line in cascade_lines),
                  *(Text(line) for line in totals_lines(result, width=width)))
 
 

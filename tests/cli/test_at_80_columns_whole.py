@@ -151,6 +151,18 @@ def test_plan_and_status_of_a_cascade_keep_figures_with_their_names(
         assert _split_figures("\n".join(lines)) == [] and _fits("\n".join(lines))
 
 
+def test_the_run_summary_writes_a_cascades_sentence_as_a_sentence(
+        tmp_path: Path, fake_server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """'answered by mid 6, strong 0 (cheap not asked...)' was cut after each ', ' that did not fit:
+    'mid 6' on one line, 'strong 0 (...' on the next; it wraps as a sentence now."""
+    job = cascade_job(tmp_path, fake_server, thresholds={"cheap": None, "mid": 0.9, "strong": 0.99}, items=12)
+    assert main(["run", str(job.config), "--no-live"]) == 0
+    err = capsys.readouterr().err
+    said = err[err.index("cascade: 12 items"):err.index("this session:")]
+    assert re.match(r"cascade: 12 items; answered by mid \d+, strong \d+ ", said), said
+    assert _split_figures(said) == [] and _fits(said)
+
+
 # --- protocols --check ----------------------------------------------------------------------------
 
 
