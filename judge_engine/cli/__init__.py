@@ -17,6 +17,7 @@
 ``cli/cdat.py``           ``cdat-baselines``: CDAT's Random (or a run's Common) baseline file
 ``cli/view.py``           ``view``: runs audited in the browser (:mod:`judge_engine.viewer`)
 ``cli/display.py``        everything drawn on a terminal: the one module that imports rich
+``cli/line_breaks.py``    where a line of prose may break (never between a figure and its name)
 ``cli/process.py``        process tuning for a run (garbage collector, GIL switch interval)
 ========================  ===============================================================
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import threading
 import time
 from collections import deque
@@ -38,6 +37,13 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from judge_engine.cli.line_breaks import (
+    CONTINUED,
+    UNIT_LEAST,
+    line_spans,
+    longest_unit,
+    marked_lines,
+)
 from judge_engine.rundir.records import DEMO_NOTE
 from judge_engine.running.runtime import JudgeRuntime, RunProgress
 from judge_engine.util.money import dollars
@@ -77,78 +83,19 @@ name) folds there rather than pushing the whole table into its long layout."""
 Cell: TypeAlias = "str | Text"
 """A table cell: a ``str`` is shown literally (never read as markup); a ``Text`` keeps its styles."""
 
-# --- prose: a figure stays with its name -----------------------------------------------------------
-
-COMPARISONS = frozenset({"<", ">", "<=", ">=", "=", "==", "!=", "≤", "≥", "≠"})
-_FIGURE = re.compile(r"[(\[~$±+-]*[\d.]*\d")
-"""A word that is a figure: 0.254, $0.01, ~34,786, (0.5), 95.0%, -25."""
-_CLOSED = (",", ";", ":", ")", ".")
-_WORD = re.compile(r"\S+")
-UNIT_LEAST = 32
-"""Widest a run of words that must stay together (``strong 0.6060 < 0.6145``) asks of a prose
-column: a longer one is broken between its words there, as a last resort."""
-
-
-def _joined(before: str, after: str) -> bool:
-    """Whether two neighbouring words must stay on one line: a figure and the word before it
-    (``bound 0.254``), a figure and the word after it (``20 items``, ``0 held``) unless
-    punctuation closes the figure, and either side of a comparison (``0.254 > 0.15``)."""
-    if before in COMPARISONS or after in COMPARISONS:
-        return True
-    if _FIGURE.match(after) and not before.endswith((",", ";", ":")):
-        return True
-    return bool(_FIGURE.match(before)) and not before.endswith(_CLOSED)
-
-
-def _units(line: str) -> list[list[re.Match[str]]]:
-    """A line's words grouped into the runs that stay together (:func:`_joined`)."""
-    units: list[list[re.Match[str]]] = []
-    for word in _WORD.finditer(line):
-        if units and _joined(units[-1][-1].group(), word.group()):
-            units[-1].append(word)
-        else:
-            units.append([word])
-    return units
-
-
-def _line_spans(line: str, width: int) -> list[tuple[int, int]]:
-    """Where to cut ``line`` (no newline in it) into lines of at most ``width`` cells, between
-    words and never inside a run that stays together unless that run is wider than ``width``."""
-    if cell_len(line) <= width:
-        return [(0, len(line))]
-    pieces: list[tuple[int, int]] = []
-    for unit in _units(line):
-        start, end = unit[0].start(), unit[-1].end()
-        if cell_len(line[start:end]) > width and len(unit) > 1:  # too wide even alone: its words, as a last resort
-            pieces += [(w.start(), w.end()) for w in unit]
-        else:
-            pieces.append((start, end))
-    spans: list[tuple[int, int]] = []
-    first, last = 0, None  # the current line keeps its leading blanks
-    for start, end in pieces:
-        if last is not None and cell_len(line[first:end]) > width:
-            spans.append((first, last))
-            first = start
-        last = end
-    spans.append((first, last if last is not None else len(line)))
-    return spans
+# --- prose: a figure stays with its name (where: cli/line_breaks.py) -----------------------------
 
 
 def glued(text: Text | str, width: int) -> Text:
     """``text`` broken into lines of at most ``width`` cells between words, never between a
-    figure and its name nor across a comparison (:func:`_joined`), its styles kept; a word wider
+    figure and its name nor across a comparison (:func:`~judge_engine.cli.line_breaks.joined`), its styles kept; a word wider
     than ``width`` is left for the console to fold."""
     text = text if isinstance(text, Text) else Text(text)
     plain, offset, pieces = text.plain, 0, []
     for line in plain.split("\n"):
-        pieces += [text[offset + a:offset + b] for a, b in _line_spans(line, max(1, width))]
+        pieces += [text[offset + a:offset + b] for a, b in line_spans(line, max(1, width), cell_len)]
         offset += len(line) + 1
     return Text("\n").join(pieces)
-
-
-def _longest_unit(cell: Text) -> int:
-    return max((cell_len(line[u[0].start():u[-1].end()]) for line in cell.plain.split("\n") for u in _units(line)),
-               default=0)
 
 
 
@@ -199,7 +146,7 @@ class FitTable:
             return self._natural[index]
         header = max((len(word) for word in column.header.split()), default=0)
         words = max((_longest_word(row[index]) for row in self.rows), default=0)
-        units = max((_longest_unit(row[index]) for row in self.rows), default=0)
+        units = max((longest_unit(row[index].plain, cell_len) for row in self.rows), default=0)
         return max(1, header, min(words, WRAP_LEAST) if column.fold_long_words else words, min(units, UNIT_LEAST))
 
     def _width(self, console: Console, indexes: Sequence[int], widths: Sequence[int]) -> int:
@@ -946,42 +893,19 @@ def rule(console: Console, text: str) -> None:
     console.print(Text(packed(text.split(" · "), console.width - 1)), highlight=False)
 
 
-CONTINUED = "↳ "
-"""Marks a line that continues the one above it in a box of :func:`panel` with ``marked``."""
-
-
 def panel(console: Console, text: str, *, title: str, style: str = "none", marked: bool = False) -> None:
     """Text in a titled box; the text is shown literally (never read as markup). With
     ``marked``, a line of the text wider than the box is broken between words and each of its
-    continuations starts with :data:`CONTINUED`, so the text's own lines (a template's) read as
-    written."""
+    continuations starts with a dim ``↳`` (:func:`~judge_engine.cli.line_breaks.marked_lines`),
+    so the text's own lines (a template's) read as written."""
     body = Text(text)
     if marked:
-        body = Text("\n").join(_marked(line, console.width - 4) for line in text.split("\n"))
+        lines = []
+        for line in text.split("\n"):
+            first, *more = marked_lines(line, console.width - 4, cell_len)  # inside the borders and padding
+            lines.append(Text(first) + Text("").join(Text("\n") + Text(CONTINUED, style="dim") + Text(m) for m in more))
+        body = Text("\n").join(lines)
     console.print(Panel(body, title=title, title_align="left", border_style=style))
-
-
-def _marked(line: str, width: int) -> Text:
-    """One line of a :func:`panel` with ``marked``: whole when it fits, else broken between words
-    (a word wider than the box folds), each continuation after :data:`CONTINUED`."""
-    if cell_len(line) <= width:
-        return Text(line)
-    parts: list[str] = []
-    rest = line
-    while cell_len(rest) > width - (len(CONTINUED) if parts else 0):
-        room = width - (len(CONTINUED) if parts else 0)
-        cut = rest.rfind(" ", 0, room + 1)
-        if cut <= len(rest) - len(rest.lstrip(" ")):  # no blank to break at: fold the word
-            cut = room
-        parts.append(rest[:cut].rstrip(" "))
-        rest = rest[cut:].lstrip(" ")
-    parts.append(rest)
-    text = Text(parts[0])
-    for part in parts[1:]:
-        text.append("\n")
-        text.append(CONTINUED, style="dim")
-        text.append(part)
-    return text
 
 
 def escape(text: str) -> str:
