@@ -10,6 +10,8 @@
 * the end-of-run summary, the plan table, the ``stats``/``meta`` tables, the protocols table;
 * suggested commands and paths, each on a line of its own that no terminal width breaks
   (:func:`command`);
+* prose (:func:`say`, notes, table titles and prose cells) broken where
+  :mod:`judge_engine.cli.line_breaks` says: never between a figure and its name (:func:`glued`);
 * the primitives ``show`` prints transcripts with (:func:`panel`, :func:`rule`).
 
 The engine never calls into this module (that would cost CPU on the hot path, and would make the
@@ -88,15 +90,14 @@ Cell: TypeAlias = "str | Text"
 
 def glued(text: Text | str, width: int) -> Text:
     """``text`` broken into lines of at most ``width`` cells between words, never between a
-    figure and its name nor across a comparison (:func:`~judge_engine.cli.line_breaks.joined`), its styles kept; a word wider
-    than ``width`` is left for the console to fold."""
+    figure and its name nor across a comparison (:func:`~judge_engine.cli.line_breaks.joined`),
+    its styles kept; a word wider than ``width`` is left for the console to fold."""
     text = text if isinstance(text, Text) else Text(text)
     plain, offset, pieces = text.plain, 0, []
     for line in plain.split("\n"):
         pieces += [text[offset + a:offset + b] for a, b in line_spans(line, max(1, width), cell_len)]
         offset += len(line) + 1
     return Text("\n").join(pieces)
-
 
 
 @dataclass(frozen=True, slots=True)
