@@ -9,6 +9,7 @@ A page asks for one with a marker line, replaced here:
     <!-- reference: protocol NAME -->       one protocol's facts (version, fields, score, options)
     <!-- reference: contract -->            the import contract of pyproject.toml, drawn
     <!-- reference: moved -->               the module paths that moved (judge_engine/_moved.py)
+    <!-- reference: cascade-words -->       the cascade's glossary (judge_engine/util/cascade_words.py)
 
 A marker this hook does not know, a config key without an example, or an example the model
 refuses fails the build: under ``mkdocs build --strict`` in CI, the docs cannot drift from the
@@ -478,6 +479,16 @@ def moved_reference(*, page: Any = None) -> str:
     return "\n".join(out) + "\n"
 
 
+def cascade_words_reference(*, page: Any = None) -> str:
+    """The cascade's glossary, from judge_engine/util/cascade_words.py: the words every command and
+    the viewer use."""
+    from judge_engine.util.cascade_words import GLOSSARY
+
+    out = ["| word | what it means |", "|---|---|"]
+    out += [f"| **{word}** | {_cell(meaning)} |" for word, meaning in GLOSSARY.items()]
+    return "\n".join(out) + "\n"
+
+
 REFERENCES: dict[str, Callable[..., str]] = {
     "cli": cli_reference,
     "config": config_reference,
@@ -485,4 +496,5 @@ REFERENCES: dict[str, Callable[..., str]] = {
     "protocol": protocol_reference,
     "contract": contract_reference,
     "moved": moved_reference,
+    "cascade-words": cascade_words_reference,
 }

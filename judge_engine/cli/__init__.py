@@ -17,6 +17,7 @@
 ``cli/cdat.py``           ``cdat-baselines``: CDAT's Random (or a run's Common) baseline file
 ``cli/view.py``           ``view``: runs audited in the browser (:mod:`judge_engine.viewer`)
 ``cli/display.py``        everything drawn on a terminal: the one module that imports rich
+``cli/line_breaks.py``    where a line of prose may break (never between a figure and its name)
 ``cli/process.py``        process tuning for a run (garbage collector, GIL switch interval)
 ========================  ===============================================================
 
@@ -26,7 +27,8 @@ and a handler that imports what it needs when it runs, so ``judge-engine --help`
 Exit codes: 0 done, every task scored; 1 a judge stopped (auth, bad request, an endpoint that
 cannot be reached or keeps failing: resume it); 2 bad input (config, dataset, template, run
 directory, a missing API key); 3 the run completed with tasks unscored by a failure
-(:data:`NOT_FAILURES` are not one; ``--allow-unscored`` makes it 0); 4 stopped before passing a budget (``resume --budget`` continues); 5 a disk refused
+(:data:`NOT_FAILURES` are not one; ``--allow-unscored`` makes it 0), or ``calibrate`` completed with
+nothing to show (no stage answers); 4 stopped before passing a budget (``resume --budget`` continues); 5 a disk refused
 a write (full, read-only, over quota: the message names the path; make room, then resume it);
 130 cancelled (resume it).
 """
@@ -53,9 +55,9 @@ _DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT})
 """Errors only a write meets (a refused read is a permission, exit 2)."""
 EPILOG = ("exit codes: 0 done, every task scored (or left unscored by item_tie, abstained, self_preference: "
           "no failure); 1 a judge stopped (provider error, unreachable or failing endpoint: resume it); 2 bad "
-          "input or a missing API key; 3 completed with tasks unscored by a failure (see --allow-unscored); 4 "
-          "stopped at a budget (resume it with --budget); 5 a disk full, read-only or over quota (make room, then "
-          "resume it); 130 cancelled (resume it)")
+          "input or a missing API key; 3 completed with tasks unscored by a failure (see --allow-unscored), or a "
+          "calibration in which no stage answers; 4 stopped at a budget (resume it with --budget); 5 a disk full, "
+          "read-only or over quota (make room, then resume it); 130 cancelled (resume it)")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -22,11 +22,11 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judge_engine.cli import EXIT_OK, EXIT_USAGE
+from judge_engine.cli import EXIT_OK, EXIT_UNSCORED, EXIT_USAGE
 
 if TYPE_CHECKING:
     from judge_engine.cli.display import Terminal
@@ -109,24 +109,33 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace, document: Mapping[str, Any], notes: list[str]) -> int:
+    """Print (or write) the report; 3 when no stage answers: the calibration completed with
+    nothing to show, as a run with unscored tasks does."""
     from judge_engine.cli.display import escape, make_console, path_line, say
 
+    code = EXIT_OK if document["answered"] else EXIT_UNSCORED
     text = json.dumps(document, indent=2) + "\n"
     if args.json == "-":
         for note in notes:
             print(f"judge-engine calibrate: {note}", file=sys.stderr)
+        if code == EXIT_UNSCORED:  # the exit code's reason, where a person reads it
+            print(f"judge-engine calibrate: {NOTHING_ANSWERED.format(items=document['items'])}", file=sys.stderr)
         sys.stdout.write(text)
-        return EXIT_OK
+        return code
     console = make_console()
-    for note in notes:
-        say(console, f"[yellow]{escape(note)}[/]")
-    render_calibration(document, console)
+    render_calibration(document, console, notes=[f"[yellow]{escape(note)}[/]" for note in notes])
     if args.json:
         Path(args.json).write_text(text, encoding="utf-8")
         path_line(console, "json", args.json)
     if args.output:
         path_line(console, "thresholds", args.output)
-    return EXIT_OK
+        if not document["answered"]:
+            say(console, "[yellow]a cascade refuses this thresholds file: no stage in it answers[/]")
+    return code
+
+
+NOTHING_ANSWERED = ("nothing answered: no stage answers any of the {items:,} calibration items, so a cascade with "
+                    "these thresholds would abstain on every item")
 
 
 def _costs(text: str) -> dict[str, float] | str:
@@ -144,49 +153,64 @@ def _costs(text: str) -> dict[str, float] | str:
 # --- the report ---------------------------------------------------------------------------------
 
 
-def render_calibration(document: Mapping[str, Any], console: Terminal) -> None:
-    """Print a :func:`~judge_engine.trust.calibration.calibrate` document: the guarantee in words, a
-    table per stage, why each stage that answers nothing does (with the items it would need),
-    coverage and cost."""
+def render_calibration(document: Mapping[str, Any], console: Terminal, *, notes: Sequence[str] = ()) -> None:
+    """Print a :func:`~judge_engine.trust.calibration.calibrate` document: first, when no stage
+    answers, that nothing is answered and what would let a stage answer; the ``notes`` (markup);
+    the guarantee in words; a table per stage in the cascade's words
+    (:mod:`judge_engine.util.cascade_words`) and what its bound is; why each stage that answers
+    nothing does (with the items it would need); coverage and, when something is answered, cost."""
     from judge_engine.cli.display import Column, escape, print_table, say
+    from judge_engine.trust.calibration import answering_advice
+    from judge_engine.util import cascade_words as words
     from judge_engine.util.money import dollars
 
+    answered, items = document["answered"], document["items"]
+    if not answered:
+        head, _, rest = NOTHING_ANSWERED.format(items=items).partition(": ")
+        say(console, f"[bold yellow]{head}:[/] {escape(rest)}")
+        for line in answering_advice(document):
+            say(console, escape(f"  {line}"))
+    for note in notes:
+        say(console, note)
     say(console, f"[bold]guaranteed:[/] {escape(document['guarantee'])}")
     stages = document["stages"]
-    costs = any("cost_per_item" in s for s in stages)
-    columns = [Column("stage", key=True), *(Column(h, justify="right") for h in (
-        "threshold", "offered", "answered", "errors", "agreed", "bound"))]
-    if costs:
-        columns.append(Column("cost", justify="right"))
-    rows = [[s["stage"], "-" if s["threshold"] is None else f"{s['threshold']:.4g}", str(s["offered"]),
-             str(s["answered"]), str(s["errors"]), _share(1 - s["errors"] / s["answered"]) if s["answered"] else "-",
-             _number(s["bound"]), *([dollars(s["cost_per_item"])] if costs else [])] for s in stages]
+    # Each stage's cost is on the cost line: without a column of its own the table fits 80 columns.
+    columns = [Column(words.STAGE, key=True), *(Column(h, justify="right") for h in (
+        words.THRESHOLD, words.REACHED, words.ANSWERED, words.ERRORS, words.AGREEMENT, words.BOUND))]
+    rows = [[s["stage"], words.threshold_text(s["threshold"]), str(s["offered"]), str(s["answered"]), str(s["errors"]),
+             words.percent(1 - s["errors"] / s["answered"]) if s["answered"] else "-", _number(s["bound"])]
+            for s in stages]
     level = stages[0]["delta"]
     rule = f" ({level:.3g} per stage, Bonferroni)" if document["delta_rule"] == "bonferroni" else " per stage"
     print_table(f"calibration: risk {document['risk']:g}, delta {document['delta']:g}{rule}", columns, rows,
                 console=console, title_justify="left")
+    say(console, escape(f"  {words.bound_line(document['delta'], len(stages), document['delta_rule'])}"))
     for stage in stages:
         if stage["threshold"] is None:
             say(console, escape(f"  {stage['stage']}: {silent_reason(stage, document['risk'])}"))
-    answered, items = document["answered"], document["items"]
-    agreement = f"; observed agreement {_share(document['agreement'])}" if answered else ""
-    say(console, escape(f"coverage {_share(document['coverage'])} ({answered:,} of {items:,} items answered)"
-                        f"{agreement}"))
-    if document.get("cost"):
+    agreement = f"; observed {words.AGREEMENT} {words.percent(document['agreement'])}" if answered else ""
+    say(console, escape(f"{words.COVERAGE} {words.percent(document['coverage'])} ({answered:,} of {items:,} items "
+                        f"{words.ANSWERED}){agreement}"))
+    if document.get("cost") and answered:  # nothing answered is no saving: no cost against the last stage
         cost = document["cost"]
-        ratio = f" ({_share(cost['ratio'])})" if cost["ratio"] is not None else ""
+        ratio = f" ({words.percent(cost['ratio'])})" if cost["ratio"] is not None else ""
+        each = ", ".join(f"{s['stage']} {dollars(s['cost_per_item'])}" + ("" if s["threshold"] is not None else
+                                                                          f" ({words.NOT_ASKED})") for s in stages)
         say(console, escape(f"cost per item {dollars(cost['per_item'])} against "
-                            f"{dollars(cost['last_stage_alone'])} for {stages[-1]['stage']} alone{ratio}"))
+                            f"{dollars(cost['last_stage_alone'])} for {stages[-1]['stage']} alone{ratio}; "
+                            f"each stage's: {each}"))
 
 
 def silent_reason(stage: Mapping[str, Any], risk: float) -> str:
     """Why a stage answers nothing, and what would let it answer, in one sentence."""
+    from judge_engine.util.cascade_words import percent, threshold_text
+
     needed, tested = stage.get("needed"), stage.get("stopped_at")
     if not stage["judged"]:
         return "answers nothing: no item reached it with a judgment"
     if needed is None:
         return "answers nothing"
-    where = f"at confidence >= {needed['confidence']:.3g}"
+    where = f"at confidence >= {threshold_text(needed['confidence'])}"
     if tested is not None:
         errors = f"{tested['errors']} error{'' if tested['errors'] == 1 else 's'}"
         head = f"answers nothing: {where}, {errors} in {tested['items']} items, bound {tested['bound']:.3f} > {risk:g}"
@@ -194,15 +218,11 @@ def silent_reason(stage: Mapping[str, Any], risk: float) -> str:
         head = (f"answers nothing: {stage['judged']} items reached it with a judgment, fewer than the "
                 f"{stage['start']} a threshold is tested with")
     if needed["items"] is None:
-        return (f"{head}; its error rate there, {_share(needed['error_rate'])}, is at or above the risk: no "
+        return (f"{head}; its error rate there, {percent(needed['error_rate'])}, is at or above the risk: no "
                 f"number of calibration items lets it answer")
-    return (f"{head}; at its error rate there ({_share(needed['error_rate'])}) it needs {needed['items']:,} "
+    return (f"{head}; at its error rate there ({percent(needed['error_rate'])}) it needs {needed['items']:,} "
             f"items {where}, about {needed['calibration_items']:,} calibration items")
 
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}" if not math.isnan(value) else "-"
-
-
-def _share(value: float | None) -> str:
-    return "-" if value is None or math.isnan(value) else f"{100 * value:.1f}%"

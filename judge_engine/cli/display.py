@@ -10,6 +10,8 @@
 * the end-of-run summary, the plan table, the ``stats``/``meta`` tables, the protocols table;
 * suggested commands and paths, each on a line of its own that no terminal width breaks
   (:func:`command`);
+* prose (:func:`say`, notes, table titles and prose cells) broken where
+  :mod:`judge_engine.cli.line_breaks` says: never between a figure and its name (:func:`glued`);
 * the primitives ``show`` prints transcripts with (:func:`panel`, :func:`rule`).
 
 The engine never calls into this module (that would cost CPU on the hot path, and would make the
@@ -37,6 +39,13 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
+from judge_engine.cli.line_breaks import (
+    CONTINUED,
+    UNIT_LEAST,
+    line_spans,
+    longest_unit,
+    marked_lines,
+)
 from judge_engine.rundir.records import DEMO_NOTE, DEMO_TOKENS_NOTE
 from judge_engine.running.runtime import JudgeRuntime, RunProgress
 from judge_engine.util.money import dollars
@@ -75,6 +84,20 @@ name) folds there rather than pushing the whole table into its long layout."""
 
 Cell: TypeAlias = "str | Text"
 """A table cell: a ``str`` is shown literally (never read as markup); a ``Text`` keeps its styles."""
+
+# --- prose: a figure stays with its name (where: cli/line_breaks.py) -----------------------------
+
+
+def glued(text: Text | str, width: int) -> Text:
+    """``text`` broken into lines of at most ``width`` cells between words, never between a
+    figure and its name nor across a comparison (:func:`~judge_engine.cli.line_breaks.joined`),
+    its styles kept; a word wider than ``width`` is left for the console to fold."""
+    text = text if isinstance(text, Text) else Text(text)
+    plain, offset, pieces = text.plain, 0, []
+    for line in plain.split("\n"):
+        pieces += [text[offset + a:offset + b] for a, b in line_spans(line, max(1, width), cell_len)]
+        offset += len(line) + 1
+    return Text("\n").join(pieces)
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +147,8 @@ class FitTable:
             return self._natural[index]
         header = max((len(word) for word in column.header.split()), default=0)
         words = max((_longest_word(row[index]) for row in self.rows), default=0)
-        return max(1, header, min(words, WRAP_LEAST) if column.fold_long_words else words)
+        units = max((longest_unit(row[index].plain, cell_len) for row in self.rows), default=0)
+        return max(1, header, min(words, WRAP_LEAST) if column.fold_long_words else words, min(units, UNIT_LEAST))
 
     def _width(self, console: Console, indexes: Sequence[int], widths: Sequence[int]) -> int:
         """The drawn width of these columns at these cell widths (borders and padding added)."""
@@ -137,7 +161,10 @@ class FitTable:
         return sum(widths[i] for i in indexes) + self._frames[len(indexes)]
 
     def _table(self, console: Console, indexes: Sequence[int], widths: Sequence[int] | None, *, title: str) -> Table:
-        table = Table(title=Text(title, style="table.title") if title else None, title_justify=self.title_justify,
+        drawn = self._width(console, indexes, self._natural) if widths is None else \
+            self._width(console, range(len(indexes)), widths)  # widths: one per shown column
+        heading = glued(Text(title, style="table.title"), drawn) if title else None
+        table = Table(title=heading, title_justify=self.title_justify,
                       show_lines=self.show_lines, box=HEAVY_HEAD if self.box else None)
         for position, i in enumerate(indexes):
             column = self.columns[i]
@@ -145,8 +172,9 @@ class FitTable:
             wrapped = widths is not None and column.wrap and widths[position] < self._natural[i]
             table.add_column(column.header, justify="left" if wrapped else column.justify, no_wrap=not column.wrap,
                              overflow="fold", width=None if widths is None else widths[position])
-        for row in self.rows:
-            table.add_row(*(row[i] for i in indexes))
+        for row in self.rows:  # prose cut here, so that a figure stays with its name
+            table.add_row(*(glued(row[i], widths[position]) if widths is not None and self.columns[i].wrap else row[i]
+                            for position, i in enumerate(indexes)))
         return table
 
     def _fitted(self, console: Console, indexes: Sequence[int], width: int, *, title: str) -> Table | None:
@@ -204,21 +232,23 @@ class FitTable:
             tables.append(table)
         return tables
 
-    def _blocks(self, shown: Sequence[int]) -> list[RenderableType]:
+    def _blocks(self, shown: Sequence[int], width: int) -> list[RenderableType]:
         """One block per row: a ``column  value`` line per column, the row's keys first."""
         grid = Table.grid(padding=(0, 2), pad_edge=True)  # indented under the title
         grid.add_column(no_wrap=True)
         grid.add_column(overflow="fold")
         order = sorted(shown, key=lambda i: not self.columns[i].key)
+        headers = {i: " ".join(self.columns[i].header.split()) for i in order}
+        room = width - max(cell_len(h) for h in headers.values()) - 8  # the grid's padding: 2 + 4 + 2
         for n, row in enumerate(self.rows):
             if n:
                 grid.add_row("", "")
             for i in order:
-                value = row[i].copy()
+                value = glued(row[i], room) if self.columns[i].wrap else row[i].copy()
                 if self.columns[i].key:
                     value.stylize("bold")
-                grid.add_row(Text(" ".join(self.columns[i].header.split())), value)
-        title = [Text(self.title, style="table.title")] if self.title else []
+                grid.add_row(Text(headers[i]), value)
+        title = [glued(Text(self.title, style="table.title"), width)] if self.title else []
         return [*title, grid]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
@@ -231,7 +261,7 @@ class FitTable:
         if whole is not None:
             yield whole
             return
-        layouts: list[list[RenderableType]] = [self._blocks(shown)]
+        layouts: list[list[RenderableType]] = [self._blocks(shown, width)]
         groups = self._groups(console, shown, width)
         if groups is not None:
             layouts.insert(0, list(groups))
@@ -684,8 +714,9 @@ def summary(result: RunResult, *, width: int = 80) -> Group:
              for judge in result.judges if judge.deployments]
     from judge_engine.trust.cascade.report import summary_lines
 
-    lines += summary_lines(manifest.cascade, manifest.counts)
+    cascade_lines = summary_lines(manifest.cascade, manifest.counts)  # sentences: a figure stays with its name
     return Group(table, *(Text(packed(line.split(", "), width - 1, separator=", ")) for line in lines),
+                 *(glued(line, width - 1) for line in cascade_lines),
                  *(Text(line) for line in totals_lines(result, width=width)))
 
 
@@ -746,14 +777,14 @@ def plan_table(plans: Sequence[JudgePlan]) -> FitTable:
     say why). Names and figures are never broken: a long model name draws it long."""
     columns = [Column("judge\nmodel\nprotocol", key=True),
                *(Column(name, justify="right") for name in
-                 ("tasks", "prompt\ntokens", "completion\ntokens", "cost", "wall\ntime"))]
+                 ("tasks", "prompt\ntokens", "completion\ntokens", "cost", "wall time\nbound by"))]
     rows: list[list[Cell]] = []
     for plan in plans:
         mark = "" if plan.tokens_exact else "~"
         tasks = f"{plan.tasks:,}" + (f"\n{plan.cached:,} cached" if plan.cached else "")
         paid = plan.batch.cost if plan.batch is not None and plan.batch.in_use else plan.cost
-        # latency-bound, concurrency-bound: after the hyphen, so the column stays as narrow as TPM-bound
-        bound = plan.bound_by.replace("-bound", "-\nbound") if len(plan.bound_by) > 9 else plan.bound_by
+        # The limit's name alone ("concurrency", under "bound by"): whole, and as narrow as the column was.
+        bound = plan.bound_by.removesuffix("-bound")
         cost = Text("no price", style="yellow") if paid is None else _span(paid, dollars)
         rows.append([f"{plan.judge}\n{plan.model}\n{plan.protocol}", tasks,
                      _span(plan.prompt_tokens, mark + "{:,}"), _span(plan.completion_tokens, "{:,}"),
@@ -828,21 +859,21 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
     if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         console = Console(width=240)
     for note in notes:
-        console.print(f"[yellow]note:[/] {note}", highlight=False)
+        say(console, f"[yellow]note:[/] {escape(note)}")
     for s in sections:
         if s.absent:  # one line saying why, instead of an empty table
-            console.print(f"{s.title}: [yellow]not shown[/]: {s.absent}", highlight=False)
+            say(console, f"{escape(s.title)}: [yellow]not shown[/]: {escape(s.absent)}")
             continue
         console.print(FitTable(section_columns(s.columns), [[_cell(r.get(c), small=c in s.small_values,
-                                                                   money=c in s.dollar_values)
+                                                                   money=c in s.dollar_values, shown=s.formats.get(c))
                                                              for c in s.columns] for r in s.rows],
                                title=s.title, title_justify="left"))
         for note in s.notes:
-            console.print(f"  {note}", highlight=False)
+            say(console, escape(f"  {note}"))
 
 
 LABELS = frozenset({"group", "judge", "human", "judges", "point", "statistic", "dimension", "field", "length_of",
-                    "family", "own_systems", "system", "reference", "beaten_by", "by_code"})
+                    "family", "own_systems", "system", "reference", "beaten_by", "by_code", "stage"})
 """Section columns of names and labels (left-justified); the others hold figures."""
 ROW_NAMES = LABELS | {"temperature", "variant", "level", "t1", "t2", "jury", "juror", "candidate", "position",
                       "metric", "versus"}
@@ -863,16 +894,18 @@ def section_columns(names: Sequence[str]) -> list[Column]:
                    key=i < leading, fold_long_words=name in PROSE) for i, name in enumerate(names)]
 
 
-def _cell(value: Any, *, small: bool = False, money: bool = False) -> str:
+def _cell(value: Any, *, small: bool = False, money: bool = False, shown: Callable[[float], str] | None = None) -> str:
     """A value as a table shows it: three decimals, or with ``small`` (p-values) two significant
     digits below 0.01, since a p of 3e-06 is not 0.000, nor 0.0013 0.001; with ``money``, as
-    dollars (:func:`~judge_engine.util.money.dollars`)."""
+    dollars (:func:`~judge_engine.util.money.dollars`); with ``shown``, a number as it writes it."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if money and isinstance(value, int | float):
         return dollars(float(value))
+    if shown is not None and isinstance(value, int | float):
+        return shown(float(value))
     if isinstance(value, list) and len(value) == 2 and all(isinstance(v, int | float) for v in value):
         return f"{_cell(value[0])}..{_cell(value[1])}"  # an interval
     if isinstance(value, float):
@@ -893,9 +926,19 @@ def rule(console: Console, text: str) -> None:
     console.print(Text(packed(text.split(" · "), console.width - 1)), highlight=False)
 
 
-def panel(console: Console, text: str, *, title: str, style: str = "none") -> None:
-    """Text in a titled box; the text is shown literally (never read as markup)."""
-    console.print(Panel(Text(text), title=title, title_align="left", border_style=style))
+def panel(console: Console, text: str, *, title: str, style: str = "none", marked: bool = False) -> None:
+    """Text in a titled box; the text is shown literally (never read as markup). With
+    ``marked``, a line of the text wider than the box is broken between words and each of its
+    continuations starts with a dim ``↳`` (:func:`~judge_engine.cli.line_breaks.marked_lines`),
+    so the text's own lines (a template's) read as written."""
+    body = Text(text)
+    if marked:
+        lines = []
+        for line in text.split("\n"):
+            first, *more = marked_lines(line, console.width - 4, cell_len)  # inside the borders and padding
+            lines.append(Text(first) + Text("").join(Text("\n") + Text(CONTINUED, style="dim") + Text(m) for m in more))
+        body = Text("\n").join(lines)
+    console.print(Panel(body, title=title, title_align="left", border_style=style))
 
 
 def escape(text: str) -> str:
@@ -906,5 +949,6 @@ def escape(text: str) -> str:
 
 
 def say(console: Console, markup: str) -> None:
-    """A line with rich markup (for our own words only: never for run text)."""
-    console.print(markup, highlight=False)
+    """A line with rich markup (for our own words only: never for run text), broken to the
+    console's width between words, never between a figure and its name (:func:`glued`)."""
+    console.print(glued(Text.from_markup(markup), console.width), highlight=False)

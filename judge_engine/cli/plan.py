@@ -31,7 +31,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def plan_command(args: argparse.Namespace) -> int:
     """Prepare the run as ``run`` would (nothing sent, no key needed), then estimate it."""
-    from judge_engine.cli.display import escape, make_console, path_line, plan_lines, plan_table
+    from judge_engine.cli.display import (
+        escape,
+        make_console,
+        path_line,
+        plan_lines,
+        plan_table,
+        say,
+    )
     from judge_engine.cli.run import override_values
     from judge_engine.providers import insecure_endpoints
     from judge_engine.running.estimate import (
@@ -56,20 +63,20 @@ def plan_command(args: argparse.Namespace) -> int:
     console = make_console()
     console.print(plan_table(plans))
     for line in plan_lines(plans, items=prepared.dataset.items):
-        console.print(line, highlight=False)
+        say(console, line)
     path_line(console, "run directory", prepared.run_dir)
     for warning in budget_warnings(plans, prepared.config):
-        console.print(f"[yellow]budget: {escape(warning)}[/yellow]", highlight=False)
+        say(console, f"[yellow]budget: {escape(warning)}[/yellow]")
     for line in self_preference_lines(plans, items=prepared.dataset.items):
-        console.print(f"[yellow]{escape(line)}[/yellow]", highlight=False)
+        say(console, f"[yellow]{escape(line)}[/yellow]")
     for line in jury_lines(prepared.config, prepared.protocols):
-        console.print(escape(line), highlight=False)
+        say(console, escape(line))
     for line in item_lines(prepared.config, prepared.protocols):
-        console.print(escape(line), highlight=False)
+        say(console, escape(line))
     for line in cascade:
-        console.print(escape(line), highlight=False)
+        say(console, escape(line))
     for warning in insecure_endpoints(prepared.config):
-        console.print(f"[yellow]warning: {escape(warning)}[/yellow]", highlight=False)
+        say(console, f"[yellow]warning: {escape(warning)}[/yellow]")
     if args.check_endpoints and not _endpoints_answer(prepared.config, console):
         return EXIT_FAILED
     if args.strict and any(p.warnings for p in plans):

@@ -135,7 +135,7 @@ def _show_first_prompt(console: Console, config: JobConfig, judge: JudgeConfig, 
                           + f"{len(variants)} variant(s) per item"))
     for message in protocol.render(item, variants[0]):
         panel(console, message["content"], title=f"item {item['id']}{f' [{variants[0]}]' if variants[0] else ''} · "
-                                                 f"{message['role']}")
+                                                 f"{message['role']}", marked=True)  # the template's own lines
     response_format = protocol.response_format()
     if response_format is not None:
         panel(console, pretty(response_format["json_schema"]["schema"]), title="JSON schema sent", style="cyan")

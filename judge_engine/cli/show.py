@@ -194,8 +194,13 @@ def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[Tran
 
 def confidence_line(confidence: Mapping[str, Any]) -> str:
     """``confidence: 0.83 (logprobs) · A 0.83, B 0.12 · weighted 3.9``."""
+    from judge_engine.util.cascade_words import threshold_text
+
     value = confidence.get("value")
-    line = f"confidence: {'unread' if value is None else f'{value:.3g}'} ({confidence.get('method')})"
+    # A cascade's confidence is compared with a threshold: written as thresholds are (4 decimals).
+    shown = "unread" if value is None else threshold_text(value) if confidence.get("method") == "cascade" else \
+        f"{value:.3g}"
+    line = f"confidence: {shown} ({confidence.get('method')})"
     if probs := confidence.get("probs"):
         line += " · " + ", ".join(f"{key} {p:.3g}" for key, p in sorted(probs.items(), key=lambda kv: -kv[1]))
     if confidence.get("weighted") is not None:

@@ -32,7 +32,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def status_command(args: argparse.Namespace) -> int:
-    from judge_engine.cli.display import make_console, status_report
+    from judge_engine.cli.display import escape, make_console, say, status_report
     from judge_engine.running.status import run_status
 
     report = run_status(args.run_dir, poll=args.poll)
@@ -41,7 +41,7 @@ def status_command(args: argparse.Namespace) -> int:
     from judge_engine.trust.cascade.report import summary_lines
 
     for line in summary_lines(report.manifest.cascade, report.manifest.counts):
-        console.print(line, highlight=False)
+        say(console, escape(line))
     what_next(report, console)
     return EXIT_OK
 

@@ -26,13 +26,17 @@ from judge_engine.rundir.records import DEMO_TOKENS_NOTE
 from judge_engine.stats.risk_control import agreement_key
 from judge_engine.stats.runs import Outcome, Run
 from judge_engine.stats.sections import CASCADE_PROTOCOL, Section
+from judge_engine.util import cascade_words as words
 from judge_engine.util.money import dollars
 from judge_engine.util.naming import cascade_title
 
-COLUMNS = ["stage", "threshold", "reached", "answered", "share", "escalated", "abstained", "held", "agreement",
-           "cost"]
-"""Shown as a table; the rows (JSON, CSV) also hold ``labelled``, ``cost_per_item`` and, in the
-``cascade`` row, ``alone`` and ``ratio``."""
+COLUMNS = [words.STAGE, words.THRESHOLD, words.REACHED, words.ANSWERED, words.SHARE, words.ESCALATED,
+           words.ABSTAINED, words.HELD, words.AGREEMENT, "cost"]
+"""Shown as a table, in the cascade's words (:mod:`judge_engine.util.cascade_words`); the rows
+(JSON, CSV) also hold ``labelled``, ``cost_per_item`` and, in the ``cascade`` row, ``alone``
+and ``ratio``."""
+FORMATS = {words.THRESHOLD: words.threshold_text, words.SHARE: words.percent, words.AGREEMENT: words.percent}
+"""Thresholds and shares as ``calibrate`` writes them."""
 
 
 def cascade_sections(run: Run, spend: Mapping[str, float], *, human: Mapping[str, Any] | None = None,
@@ -63,7 +67,8 @@ def cascade_sections(run: Run, spend: Mapping[str, float], *, human: Mapping[str
     title = f"{cascade_title(str(section.get('name')))}: {section.get('guarantee') or ''}".rstrip(": ")
     if human is None:
         notes.append("agreement with humans: give --human-table FILE --key ID --label COLUMN")
-    return [Section("cascade", title, COLUMNS, [*rows, total], notes=notes, dollar_values=("cost",))]
+    return [Section("cascade", title, COLUMNS, [*rows, total], notes=notes, dollar_values=("cost",),
+                    formats=FORMATS)]
 
 
 def _items_judged(run: Run, judges: set[str]) -> dict[str, int]:
@@ -84,7 +89,7 @@ def _stage_row(stage: Mapping[str, Any], lines: list[Outcome], items: int, spend
     per_item = sum(float(spend.get(j, 0.0)) / judged[j] for j in stage.get("judges") or [] if judged.get(j)) \
         if reached else math.nan
     agreement, labelled = _agreement(answered, human)
-    return {"stage": name, "threshold": stage.get("threshold") if stage.get("asked") else "not asked",
+    return {"stage": name, "threshold": stage.get("threshold") if stage.get("asked") else words.NOT_ASKED,
             "reached": reached, "answered": len(answered), "share": len(answered) / items if items else math.nan,
             "escalated": 0, "abstained": 0, "held": sum(1 for o in lines if o.verdict.get("held_at") == name),
             "agreement": agreement, "labelled": labelled, "cost": cost, "cost_per_item": per_item}

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +46,9 @@ class Section:
     dollar_values: tuple[str, ...] = ()
     """Columns of dollars: shown as :func:`judge_engine.util.money.dollars` writes them ($0.0002),
     numbers still in JSON and CSV."""
+    formats: Mapping[str, Callable[[float], str]] = field(default_factory=dict)
+    """Columns whose numbers are written by a rule of their own (a cascade's thresholds with 4
+    decimals, its shares as percentages), numbers still in JSON and CSV."""
 
 
 def left_out(

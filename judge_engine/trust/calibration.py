@@ -16,7 +16,7 @@ answered by that stage and goes on to the next. :class:`~judge_engine.errors.Cal
      "stages": [{"stage", "threshold", "answered", "errors", "bound", "delta", "offered",
                  "judged", "start", "escalated", "escalation_rate", "stopped_at", "needed",
                  "cost_per_item"}, ...],
-     "cost", "calibration": {"items", "rows", "digest"}}
+     "cost", "calibration": {"items", "rows", "digest"}, "nothing_answered"}
 
 ``threshold`` is null when the stage answers nothing (an item is answered by a stage when its
 confidence is >= the threshold); ``bound`` is the Clopper-Pearson bound of the error rate at it;
@@ -30,7 +30,12 @@ confidence and error rate with which the bound would pass (``items`` null: none 
 rate is at or above risk). ``coverage`` is the share of the items some stage answered and
 ``agreement`` the observed agreement on them. With per-item ``costs``: each stage's, and
 ``cost`` = ``{"per_item", "last_stage_alone", "ratio"}`` (a stage that answers nothing is not
-asked, so costs nothing). ``calibration.digest`` hashes the rows used.
+asked, so costs nothing; when no stage answers, ``ratio`` is null: nothing answered is no
+saving). ``calibration.digest`` hashes the rows used. ``nothing_answered`` is null when some stage
+answers; else ``{"least_min_items", "answered_with_least"}``: the least ``min_items`` that
+changes anything at this risk and delta (a threshold needs that many items even with no error)
+and how many items the cascade would answer with it (null when ``min_items`` is already that
+low); :func:`answering_advice` says it in words.
 
 ``calibrate(..., output=PATH)`` writes the document as a thresholds file
 (:mod:`judge_engine.trust.thresholds`). The statistics are :mod:`judge_engine.stats.risk_control`.
@@ -60,6 +65,8 @@ from judge_engine.stats.risk_control import (
     calibrate_cascade,
     cascade_cost,
     guarantee,
+    stage_delta,
+    start_size,
 )
 from judge_engine.trust.thresholds import write_thresholds
 from judge_engine.util import jsonio
@@ -111,6 +118,8 @@ def calibrate_rows(rows: Iterable[Mapping[str, Any]], *, stages: Sequence[str], 
     fit = calibrate_cascade(table.confidence, table.error, risk=risk, delta=delta, min_items=min_items,
                             rule=delta_rule)
     document = _document(fit, names, stage_costs, table)
+    if not fit.answered:
+        document["nothing_answered"] = _with_least_min_items(table, fit)
     if output is not None:
         write_thresholds(document, output)
     return document
@@ -282,15 +291,69 @@ def _document(fit: CascadeFit, names: list[str], costs: list[float] | None, tabl
         "guarantee": guarantee(fit.risk, fit.delta, fit.rule, len(names)), "min_items": fit.min_items,
         "items": fit.items, "coverage": fit.coverage, "answered": fit.answered, "errors": fit.errors,
         "agreement": 1 - fit.errors / fit.answered if fit.answered else None, "stages": stages, "cost": None,
-        "calibration": {"items": fit.items, "rows": table.rows, "digest": table.digest},
+        "calibration": {"items": fit.items, "rows": table.rows, "digest": table.digest}, "nothing_answered": None,
     }
     if costs is not None:
         cost = cascade_cost(fit, costs)
         for entry, value in zip(stages, costs, strict=True):
             entry["cost_per_item"] = value
+        # A cascade that answers nothing asks no stage: $0 against the last stage is no saving.
         document["cost"] = {"per_item": cost.per_item, "last_stage_alone": cost.last_stage_alone,
-                            "ratio": None if math.isnan(cost.ratio) else cost.ratio}
+                            "ratio": None if math.isnan(cost.ratio) or not fit.answered else cost.ratio}
     return document
+
+
+def _with_least_min_items(table: _Table, fit: CascadeFit) -> dict[str, Any]:
+    """For a calibration that answers nothing: the least ``min_items`` that changes anything
+    at this risk and delta (below it a threshold still needs that many items with no error), and
+    what the cascade would answer with it (None when ``min_items`` is already that low)."""
+    least = start_size(fit.risk, stage_delta(fit.delta, len(fit.stages), fit.rule), 1)
+    answered = None
+    if least < fit.min_items:
+        answered = calibrate_cascade(table.confidence, table.error, risk=fit.risk, delta=fit.delta, min_items=least,
+                                     rule=fit.rule).answered
+    return {"least_min_items": least, "answered_with_least": answered}
+
+
+def answering_advice(document: Mapping[str, Any]) -> list[str]:
+    """What would let a stage of a calibration that answers nothing answer, in two sentences:
+    the calibration items each stage would need at its error rate (fewest first), and what a
+    lower ``--min-items`` would do (a file written before 0.2 has no word on it). Empty when some
+    stage answers."""
+    if document.get("answered") or any(s.get("threshold") is not None for s in document["stages"]):
+        return []
+    risk, delta = document["risk"], document["delta"]
+    could, cannot, unjudged = [], [], []
+    for stage in document["stages"]:
+        needed = stage.get("needed")
+        if needed is None:
+            unjudged.append(stage["stage"])
+        elif needed.get("calibration_items") is None:
+            cannot.append(stage["stage"])
+        else:
+            could.append((needed["calibration_items"], stage["stage"], needed["error_rate"]))
+    parts = [f"{name} would answer with about {items:,} calibration items at its error rate ({100 * rate:.1f}%)"
+             for items, name, rate in sorted(could)]
+    if cannot:
+        parts.append(f"{', '.join(cannot)}: no number of calibration items (error rate"
+                     f"{'s' if len(cannot) > 1 else ''} at or above the risk {risk:g})")
+    if unjudged:
+        parts.append(f"{', '.join(unjudged)}: no item reached {'them' if len(unjudged) > 1 else 'it'} with a judgment")
+    nothing = document.get("nothing_answered")
+    if not isinstance(nothing, Mapping):
+        return ["; ".join(parts)]
+    least, answered = nothing["least_min_items"], nothing["answered_with_least"]
+    if answered is None:
+        lower = (f"--min-items cannot go lower: at risk {risk:g} and delta {delta:g} a threshold needs {least} items "
+                 "even with no error")
+    elif answered:
+        lower = (f"--min-items {least} (the least risk {risk:g} and delta {delta:g} allow; now {document['min_items']}) "
+                 f"would answer {answered:,} of these {document['items']:,} items; choose it before calibrating and "
+                 "calibrate on other items: a value picked to make these pass has no guarantee")
+    else:
+        lower = (f"a lower --min-items would not help: even at {least}, the least risk {risk:g} and delta {delta:g} "
+                 "allow, no stage answers")
+    return ["; ".join(parts), lower]
 
 
 # --- reading a table of rows (a rows file, a human table) ------------------------------------

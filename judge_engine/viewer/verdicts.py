@@ -39,6 +39,7 @@ from judge_engine.protocols.bws import LABELS, candidates_of
 from judge_engine.protocols.prometheus_rubrics import coerce_rubric
 from judge_engine.protocols.ttct import DIMENSIONS, REVERSED, TTCTVerdict
 from judge_engine.rundir.records import JudgeEntry, OutcomeRecord
+from judge_engine.util import cascade_words
 from judge_engine.util.jsonio import pretty
 from judge_engine.viewer.composed import COMPOSED
 from judge_engine.viewer.custom_card import custom
@@ -64,14 +65,31 @@ def card(outcome: OutcomeRecord, item: Mapping[str, Any], entry: JudgeEntry | No
 
 def cascade(verdict: Mapping[str, Any], code: str | None) -> dict[str, Any]:
     """A cascade's line: the stage that answered (or why none did), and every stage asked, its
-    confidence against its threshold (:mod:`judge_engine.trust.cascade.outcome`)."""
-    asked = [{"stage": str(a.get("stage")), "route": str(a.get("route")), "prediction": a.get("prediction"),
-              "confidence": a.get("confidence"), "threshold": a.get("threshold"), "code": a.get("code")}
-             for a in verdict.get("asked") or [] if isinstance(a, Mapping)]
+    confidence against its threshold (:mod:`judge_engine.trust.cascade.outcome`), with what
+    happened there (``then``) and the numbers as the command line writes them (``*_text``), in
+    the cascade's words (:mod:`judge_engine.util.cascade_words`)."""
+    asked = [_asked(a) for a in verdict.get("asked") or [] if isinstance(a, Mapping)]
+    if code == "abstained" and asked and asked[-1]["route"] == "escalate":
+        asked[-1]["then"] = cascade_words.ABSTAINED  # the last stage asked: nothing came after it
+    confidence, threshold = cascade_words.compared(_number(verdict.get("confidence")), _number(verdict.get("threshold")))
     return {"kind": "cascade", "stage": verdict.get("stage"), "prediction": verdict.get("prediction"),
             "confidence": verdict.get("confidence"), "threshold": verdict.get("threshold"),
+            "confidence_text": confidence, "threshold_text": threshold,
             "held_at": verdict.get("held_at"), "code": code, "asked": asked,
-            "not_asked": [str(s) for s in verdict.get("not_asked") or []]}
+            "not_asked": [str(s) for s in verdict.get("not_asked") or []], "not_asked_word": cascade_words.NOT_ASKED}
+
+
+def _asked(step: Mapping[str, Any]) -> dict[str, Any]:
+    confidence, threshold = cascade_words.compared(_number(step.get("confidence")), _number(step.get("threshold")))
+    route = str(step.get("route"))
+    return {"stage": str(step.get("stage")), "route": route, "then": cascade_words.ROUTE_WORDS.get(route, route),
+            "prediction": step.get("prediction"), "confidence": step.get("confidence"),
+            "threshold": step.get("threshold"), "confidence_text": confidence, "threshold_text": threshold,
+            "code": step.get("code")}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def _text(item: Mapping[str, Any], name: str) -> str:

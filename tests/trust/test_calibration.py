@@ -279,8 +279,9 @@ def test_cli_table_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFixture[s
     flat = " ".join(text.split())
     assert ("guaranteed: agreement with humans >= 90% on answered items, with probability >= 90%, over the whole "
             "cascade (Bonferroni)") in flat
-    assert "│ cheap │ 0.9 │ 100 │ 40 │ 0 │ 100.0% │ 0.072 │ $1.00 │" in " ".join(text.split())
-    assert "strong: answers nothing: at confidence >= 0.99, 5 errors in 55 items, bound 0.182 > 0.1" in flat
+    assert "┃ stage ┃ threshold ┃ reached ┃ answered ┃ errors ┃ agreement ┃ bound ┃" in flat  # the cascade's words
+    assert "│ cheap │ 0.9000 │ 100 │ 40 │ 0 │ 100.0% │ 0.072 │" in flat
+    assert "strong: answers nothing: at confidence >= 0.9900, 5 errors in 55 items, bound 0.182 > 0.1" in flat
     assert "calibration items" in flat
     assert "coverage 40.0% (40 of 100 items answered)" in flat
     assert f"thresholds: {out}" in flat and read_thresholds(out).stage("strong").threshold is None
@@ -288,17 +289,17 @@ def test_cli_table_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_cli_costs_are_written_as_dollars(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """``--costs`` are dollars per item: the table's cost column and the cost line write them as
-    money.dollars does ($0.0002, not 0.0002). Expected cost per item: cheap answers 40 of the 100
-    items and strong answers 55 of the other 60, so every item is asked of cheap ($0.0002) and 60
-    of strong (0.6 x $0.01 = $0.006): $0.0062 against $0.01 for strong alone, 62.0%."""
+    """``--costs`` are dollars per item: the cost line writes them as money.dollars does ($0.0002,
+    not 0.0002), each stage's after the cascade's. Expected cost per item: cheap answers 40 of the
+    100 items and strong answers 55 of the other 60, so every item is asked of cheap ($0.0002) and
+    60 of strong (0.6 x $0.01 = $0.006): $0.0062 against $0.01 for strong alone, 62.0%."""
     monkeypatch.setenv("COLUMNS", "80")
     assert main(["calibrate", "--rows", str(_rows_file(tmp_path, "jsonl")), "--stages", "cheap,strong",
                  "--risk", "0.1", "--delta", "0.1", "--costs", "cheap=0.0002,strong=0.01"]) == 0
     flat = " ".join(capsys.readouterr().out.split())
-    assert "│ cheap │ 0.9 │ 100 │ 40 │ 0 │ 100.0% │ 0.072 │ $0.0002 │" in flat
-    assert "│ 0.053 │ $0.01 │" in flat  # strong's row
-    assert "cost per item $0.0062 against $0.01 for strong alone (62.0%)" in flat
+    assert "│ cheap │ 0.9000 │ 100 │ 40 │ 0 │ 100.0% │ 0.072 │" in flat
+    assert ("cost per item $0.0062 against $0.01 for strong alone (62.0%); each stage's: cheap $0.0002, strong "
+            "$0.01") in flat
 
 
 def test_cli_errors_name_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

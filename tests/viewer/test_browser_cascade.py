@@ -92,7 +92,7 @@ def test_a_cascade_card_shows_the_answering_stage_and_every_stage_asked(tab: Wat
         stages = card.locator("table.stages tbody tr td:first-child").all_inner_texts()
         assert stages == [a["stage"] for a in verdict["asked"]]
         thens = card.locator("table.stages tbody tr td:last-child").all_inner_texts()
-        assert thens[0] == "sent on" and thens[-1] == ("answered" if verdict["stage"] else "abstained")
+        assert thens[0] == "escalated" and thens[-1] == ("answered" if verdict["stage"] else "abstained")
         cheap = page.locator(".task-card", has=page.locator("header strong", has_text="cheap:item"))
         assert "confidence" in cheap.locator("p.small").first.inner_text()
         assert tab.errors == []
@@ -199,7 +199,7 @@ def test_the_last_stage_abstains_on_an_item_it_is_not_sure_of(tab: Watched, exam
         page = tab.open(served.url + f"#/item?id={item}", ".task-card .cascade")
         thens = page.locator(".task-card .cascade table.stages tbody tr td:last-child").all_inner_texts()
         asked = (record.verdict or {})["asked"]
-        assert thens == ["sent on"] * (len(asked) - 1) + ["abstained"]
+        assert thens == ["escalated"] * (len(asked) - 1) + ["abstained"]
         heads = page.locator("table.grid thead th").all_inner_texts()
         assert "T – · r0" in heads and "T 0 · r0" in heads  # the cascade's own column, strong's at T 0
         assert tab.errors == []

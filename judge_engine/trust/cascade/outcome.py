@@ -31,6 +31,8 @@ from judge_engine.errors import ReasonCode
 from judge_engine.rundir.records import OutcomeRecord
 from judge_engine.rundir.store import utc_now
 from judge_engine.trust.cascade.stages import CascadePlan, StageDecision
+from judge_engine.util import cascade_words as words
+from judge_engine.util.cascade_words import compared
 from judge_engine.util.jsonio import content_hash
 
 CASCADE_PROTOCOL = "cascade"
@@ -79,7 +81,8 @@ def cascade_record(plan: CascadePlan, item_id: str, row: int | None, asked: Sequ
 def _why(decision: StageDecision) -> str:
     if decision.code is not None:
         return f"{decision.stage} gave no decision ({decision.code})"
-    return f"{decision.stage} {decision.confidence:.3g} < {decision.threshold:.3g}"
+    confidence, threshold = compared(decision.confidence, decision.threshold)
+    return f"{decision.stage} {confidence} < {threshold}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,27 +126,29 @@ def _float(value: Any) -> float | None:
 
 
 def describe(record: OutcomeRecord) -> str:
-    """A cascade line in one sentence (``show``): ``answered by mid at confidence 0.97 >=
-    0.9; asked: cheap 0.82 < 0.95 (on), mid 0.97 >= 0.9``."""
+    """A cascade line in one sentence (``show``), in the cascade's words: ``cascade: answered by
+    mid: A at confidence 0.9700 >= 0.9000; asked: cheap 0.8200 < 0.9500 (escalated), mid 0.9700
+    >= 0.9000 (answered)``."""
     line = CascadeLine.read(record)
     if line.stage is not None:
-        head = f"cascade: answered by {line.stage}: {line.prediction} at confidence {_shown(line.confidence)} >= " \
-               f"{_shown(line.threshold)}"
+        confidence, threshold = compared(line.confidence, line.threshold)
+        head = f"cascade: {words.ANSWERED} by {line.stage}: {line.prediction} at confidence {confidence} >= {threshold}"
     elif line.held:
-        head = f"cascade: held at {line.held_at} ({line.code}: an outage there; resume --retry asks again)"
+        head = f"cascade: {words.HELD} at {line.held_at} ({line.code}: an outage there; resume --retry asks again)"
     else:
-        head = "cascade: abstained (no stage was sure enough)"
+        head = f"cascade: {words.ABSTAINED} (no stage was sure enough)"
     steps = []
-    for step in line.asked:
+    abstained = line.stage is None and not line.held
+    for position, step in enumerate(line.asked):
+        then = words.ROUTE_WORDS.get(step.route, step.route)
+        if abstained and position == len(line.asked) - 1 and step.route == "escalate":
+            then = words.ABSTAINED  # the last stage asked: nothing came after it
         if step.code is not None:
-            steps.append(f"{step.stage} no decision ({step.code}, {step.route})")
+            steps.append(f"{step.stage} no decision ({step.code}: {then})")
         else:
+            confidence, threshold = compared(step.confidence, step.threshold)
             sign = ">=" if step.route == "answer" else "<"
-            steps.append(f"{step.stage} {_shown(step.confidence)} {sign} {_shown(step.threshold)}")
+            steps.append(f"{step.stage} {confidence} {sign} {threshold} ({then})")
     not_asked = (record.verdict or {}).get("not_asked") or []
-    tail = f"; not asked: {', '.join(map(str, not_asked))}" if not_asked else ""
+    tail = f"; {words.NOT_ASKED}: {', '.join(map(str, not_asked))}" if not_asked else ""
     return f"{head}; asked: {', '.join(steps)}{tail}"
-
-
-def _shown(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g}"

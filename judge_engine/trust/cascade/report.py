@@ -16,6 +16,7 @@ from judge_engine.rundir.records import Counts
 from judge_engine.rundir.store import LineReader, open_index, writer_active
 from judge_engine.trust.cascade.stages import CascadePlan, cascade_plan
 from judge_engine.trust.cascade.state import answered_per_stage, rebuild
+from judge_engine.util import cascade_words as words
 from judge_engine.util.naming import cascade_title
 
 if TYPE_CHECKING:
@@ -44,31 +45,32 @@ def summary_lines(manifest_cascade: Mapping[str, Any] | None, counts: Mapping[st
     held = sum(int(stage.get("held") or 0) for stage in stages)
     waiting = sum(int(stage.get("waiting") or 0) for stage in stages)
     undecided = items - answered - abstained - held - waiting
-    line = (f"{cascade_title(str(name))}: {items:,} items; answered by " + ", ".join(parts)
-            + (f" ({', '.join(silent)} not asked: no threshold)" if silent else "")
-            + f"; {abstained:,} abstained (no stage sure enough: not a failure)")
+    line = (f"{cascade_title(str(name))}: {items:,} items; {words.ANSWERED} by " + ", ".join(parts)
+            + (f" ({', '.join(silent)} {words.NOT_ASKED}: no threshold)" if silent else "")
+            + f"; {abstained:,} {words.ABSTAINED} (no stage sure enough: not a failure)")
     if held:
-        line += f"; {held:,} held at a stage (an outage there: resume --retry asks again)"
+        line += f"; {held:,} {words.HELD} at a stage (an outage there: resume --retry asks again)"
     if waiting or undecided > 0:
         line += f"; {waiting + max(0, undecided):,} not decided yet"
     return [line]
 
 
 def plan_lines(plan: CascadePlan, costs: Mapping[str, tuple[float, float] | None] | None) -> list[str]:
-    """``plan``'s lines: per stage whether it is asked, at what threshold, the share of items
-    the calibration sent it, and the cascade's expected cost (each stage's cost over every item
-    times that share) against the last stage on every item. ``costs``: each stage's cost over
-    every item (low, high), None when unpriced; None: no costs (``protocols --check``)."""
+    """``plan``'s lines: per stage whether it is asked, at what threshold, the share of the
+    calibration items that reached it and that it escalated, and the cascade's expected cost
+    (each stage's cost over every item times the share reached) against the last stage on every
+    item. ``costs``: each stage's cost over every item (low, high), None when unpriced; None: no
+    costs (``protocols --check``)."""
     lines = [f"{cascade_title(plan.name)}: {plan.thresholds.guarantee} (calibrated on {plan.thresholds.items:,} items)"]
     low = high = 0.0
     priced = True
     for stage in plan.stages:
         cost = (costs or {}).get(stage.name)
         if not stage.asked:
-            lines.append(f"  {stage.name}: not asked (its calibration found no threshold: it answers nothing)")
+            lines.append(f"  {stage.name}: {words.NOT_ASKED} (its calibration found no threshold: it answers nothing)")
             continue
-        rate = "" if stage.escalation_rate is None else f", sends on {_percent(stage.escalation_rate)} of them"
-        share = f"asked about {_percent(stage.reach)} of the items (the calibration's share)"
+        rate = "" if stage.escalation_rate is None else f", {words.ESCALATED} {_percent(stage.escalation_rate)} of them"
+        share = f"{words.REACHED} by {_percent(stage.reach)} of the calibration items"
         if costs is None:
             spent = ""
         elif cost is None:
@@ -77,7 +79,8 @@ def plan_lines(plan: CascadePlan, costs: Mapping[str, tuple[float, float] | None
         else:
             low, high = low + cost[0] * stage.reach, high + cost[1] * stage.reach
             spent = f"; expected ${_range(cost[0] * stage.reach, cost[1] * stage.reach)}"
-        lines.append(f"  {stage.name}: answers at confidence >= {stage.threshold:.4g}; {share}{rate}{spent}")
+        lines.append(f"  {stage.name}: answers at confidence >= {words.threshold_text(stage.threshold)}; "
+                     f"{share}{rate}{spent}")
     last = (costs or {}).get(plan.stages[-1].name)
     if costs is not None and priced and last is not None:
         ratio = f" ({_percent(low / last[0])})" if last[0] else ""

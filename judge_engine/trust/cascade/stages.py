@@ -25,6 +25,7 @@ from judge_engine.errors import CalibrationError, ConfigError, ReasonCode
 from judge_engine.inputs.config import CascadeConfig, JobConfig, JudgeConfig
 from judge_engine.protocols import Protocol, VoteScale
 from judge_engine.rundir.records import OutcomeRecord
+from judge_engine.trust.calibration import answering_advice
 from judge_engine.trust.decisions import (
     LEFT_OUT_CODES,
     ItemRule,
@@ -212,9 +213,10 @@ def _thresholds(cascade: CascadeConfig) -> Thresholds:
                           f"{', '.join(calibrated)}; the config's are {', '.join(cascade.stages)}: calibrate "
                           f"again with --stages {','.join(cascade.stages)}")
     if all(s.threshold is None for s in thresholds.stages):
+        advice = "; ".join(answering_advice(thresholds.document)) or "its report says how many each stage needs"
         raise ConfigError(f"cascade.thresholds: in {cascade.thresholds} no stage answers anything (no threshold "
-                          "passed its test), so the cascade would abstain on every item; calibrate on more items "
-                          "(its report says how many each stage needs)")
+                          f"passed its test), so the cascade would abstain on every item; calibrate on more items: "
+                          f"{advice}")
     return thresholds
 
 

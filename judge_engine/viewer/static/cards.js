@@ -132,29 +132,19 @@ function words(data) {
       + (data.lexicon ? ` · lexicon ${data.lexicon}` : "")));
 }
 
-// What became of the item at a stage: answered, sent on to the next stage, held, or (the last
-// stage asked of an abstained item) abstained: nothing came after it.
-function then(step, abstained) {
-  const said = abstained && step.route === "escalate" ? "abstained"
-    : {answer: "answered", escalate: "sent on", hold: "held"}[step.route] ?? step.route;
-  return step.code ? `${said} (${step.code})` : said;
-}
-
-function abstainedAt(data, index) {
-  return data.code === "abstained" && index === data.asked.length - 1;
-}
-
+// The words and numbers are the command line's (judge_engine/util/cascade_words.py, sent as
+// `then` and `*_text`): thresholds with 4 decimals, "escalated" as stats and show say it.
 function cascade(data) {
-  const head = data.stage ? `Answered by ${data.stage}: ${data.prediction} (confidence ${fmt(data.confidence)} ≥ ${fmt(data.threshold)})`
+  const head = data.stage ? `Answered by ${data.stage}: ${data.prediction} (confidence ${data.confidence_text} ≥ ${data.threshold_text})`
     : data.held_at ? `Held at ${data.held_at} (${data.code}: an outage there; resume --retry asks again)`
     : "Abstained: no stage was sure enough";
   return el("div", {class: "cascade"},
     el("p", {}, el("strong", {}, head)),
     el("table", {class: "stages"},
       el("thead", {}, el("tr", {}, ["stage", "prediction", "confidence", "threshold", "then"].map((h) => el("th", {}, h)))),
-      el("tbody", {}, data.asked.map((a, i) => el("tr", {class: a.route === "answer" ? "chosen" : ""},
-        el("td", {}, a.stage), el("td", {}, a.prediction ?? "–"), el("td", {class: "num"}, fmt(a.confidence)),
-        el("td", {class: "num"}, fmt(a.threshold)),
-        el("td", {}, then(a, abstainedAt(data, i))))))),
-    data.not_asked.length ? el("p", {class: "muted"}, "not asked (no threshold): ", data.not_asked.join(", ")) : null);
+      el("tbody", {}, data.asked.map((a) => el("tr", {class: a.route === "answer" ? "chosen" : ""},
+        el("td", {}, a.stage), el("td", {}, a.prediction ?? "–"), el("td", {class: "num"}, a.confidence_text),
+        el("td", {class: "num"}, a.threshold_text),
+        el("td", {}, a.code ? `${a.then} (${a.code})` : a.then))))),
+    data.not_asked.length ? el("p", {class: "muted"}, `${data.not_asked_word} (no threshold): `, data.not_asked.join(", ")) : null);
 }

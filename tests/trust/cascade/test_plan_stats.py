@@ -42,7 +42,7 @@ def test_plan_estimates_each_stage_from_the_calibrations_share_of_items(
     capsys.readouterr()
     assert main(["plan", str(job.config)]) == 0
     said = " ".join(capsys.readouterr().out.split())
-    assert "mid: answers at confidence >= 0.8; asked about 40% of the items (the calibration's share)" in said
+    assert "mid: answers at confidence >= 0.8000; reached by 40% of the calibration items" in said
     found = re.search(r"expected cost \$([0-9.]+)(?:-[0-9.]+)? against \$([0-9.]+)(?:-[0-9.]+)? for strong", said)
     assert found is not None, said
     assert float(found.group(1)) == pytest.approx(low, abs=5e-5)
