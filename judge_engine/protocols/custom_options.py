@@ -77,6 +77,9 @@ class CustomOptions(ProtocolOptions):
 
     _text: str = PrivateAttr(default="")
     _variables: frozenset[str] = PrivateAttr(default=frozenset())
+    _lines: dict[str, int] = PrivateAttr(default_factory=dict)
+    """Where the template first reads each variable it reads (line from 1)."""
+    _system_lines: dict[str, int] = PrivateAttr(default_factory=dict)
     _rule: ScoreRule | None = PrivateAttr(default=None)
 
     @field_validator("fields", mode="before")
@@ -118,9 +121,11 @@ class CustomOptions(ProtocolOptions):
             variables = templating.check_source(text, name=self.template_name)
             if self.system is not None:
                 variables |= templating.check_source(self.system, name="system")
+                self._system_lines = templating.variable_lines(self.system)
         except TemplateError as exc:
             raise ValueError(str(exc)) from None
         self._text, self._variables = text, frozenset(variables)
+        self._lines = templating.variable_lines(text)
 
     def _check_text_reading(self) -> None:
         if self.output == "json":
@@ -157,6 +162,23 @@ class CustomOptions(ProtocolOptions):
         if self.template_file is not None:
             return f"protocol_options.template_file ({self.template_file})"
         return "protocol_options.template"
+
+    def reader(self, field: str) -> str | None:
+        """Which option reads item field ``field`` and where (``protocol_options.template_file:
+        rubric.j2:14 reads the variable 'question'``), for a message about a field the items
+        lack; None when no option names it."""
+        if (line := self._lines.get(field)) is not None:
+            where = (f"protocol_options.template_file: {self.template_file}:{line}" if self.template_file is not None
+                     else f"protocol_options.template, line {line},")
+            return f"{where} reads the variable {field!r}"
+        if (line := self._system_lines.get(field)) is not None:
+            return f"protocol_options.system, line {line}, reads the variable {field!r}"
+        if field == self.candidates:
+            return f"protocol_options.candidates reads the item field {field!r}"
+        for name, spec in self.fields.items():
+            if isinstance(spec, SpansField) and spec.of == field:
+                return f"protocol_options.fields.{name}.of reads the item field {field!r}"
+        return None
 
     @property
     def layout(self) -> Literal["json", "marker", "lines"]:

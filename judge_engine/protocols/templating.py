@@ -339,6 +339,19 @@ def check_source(source: str, *, name: str = "template") -> set[str]:
         raise TemplateError(f"{name}: line {exc.lineno}: {exc.message}") from None
 
 
+def variable_lines(source: str) -> dict[str, int]:
+    """The line (from 1) where template text first reads each variable it does not set itself,
+    for a message that names where to fix a variable the items lack. The text must compile
+    (:func:`check_source` first)."""
+    tree = _source_environment().parse(source)
+    undeclared = jinja2.meta.find_undeclared_variables(tree)
+    lines: dict[str, int] = {}
+    for node in tree.find_all(jinja2.nodes.Name):
+        if node.ctx == "load" and node.name in undeclared:
+            lines[node.name] = min(node.lineno, lines.get(node.name, node.lineno))
+    return lines
+
+
 def render_source(source: str, /, *, name: str = "template", **variables: Any) -> str:
     """Render template text from a config (a custom judge's) with ``variables``, in a sandbox
     with the same rules as :func:`render` (strict undefined, no autoescape, newlines kept,
