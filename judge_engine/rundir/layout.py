@@ -55,6 +55,7 @@ from judge_engine.rundir.records import OUTCOMES, AttemptRecord, OutcomeRecord, 
 from judge_engine.rundir.store import (
     LatestOutcomeLines,
     iter_transcript,
+    judge_order,
     latest_outcome_lines,
     read_manifest,
 )
@@ -284,20 +285,11 @@ def _latest(run_dir: Path, notes: list[str] | None) -> LatestOutcomeLines:
     """The run's latest outcome lines in dataset order (the judges as its config lists them)."""
     if not (run_dir / OUTCOMES).is_file():
         raise RunDirError(f"{run_dir / OUTCOMES}: not found (is {run_dir} a run directory?)")
-    return latest_outcome_lines(run_dir, notes=notes, judges=_judge_order(run_dir))
-
-
-def _judge_order(run_dir: Path) -> list[str]:
-    """The run's judges, juries and cascade in its config's order (none without a manifest)."""
     try:
-        config = read_manifest(run_dir).config
-    except RunDirError:
-        return []
-    cascade = config.get("cascade") or {}
-    names = [entry.get("name") for key in ("judges", "juries") for entry in config.get(key) or ()
-             if isinstance(entry, dict)]
-    names.append(cascade.get("name") if isinstance(cascade, dict) else None)
-    return [str(name) for name in names if name]
+        judges = judge_order(read_manifest(run_dir))
+    except RunDirError:  # no manifest: the judges in the order they first appear
+        judges = []
+    return latest_outcome_lines(run_dir, notes=notes, judges=judges)
 
 
 # --- the wide form ----------------------------------------------------------------------------

@@ -279,6 +279,17 @@ class _OrderKeys:
         return kept_of(self.starts)[order]
 
 
+def judge_order(manifest: Manifest) -> list[str]:
+    """The run's judges, juries and cascade in its config's order: the ``judges`` of
+    :func:`latest_outcome_lines` for dataset order."""
+    config = manifest.config
+    cascade = config.get("cascade") or {}
+    names = [entry.get("name") for key in ("judges", "juries") for entry in config.get(key) or ()
+             if isinstance(entry, Mapping)]
+    names.append(cascade.get("name") if isinstance(cascade, Mapping) else None)
+    return [str(name) for name in names if name]
+
+
 def dataset_judge_rank(name: str, judges: Sequence[str]) -> int:
     """Where a judge's lines come among an item's in dataset order: the config's judges (then
     juries and the cascade) in the order ``judges`` lists them, a judge's derived lines (its
