@@ -264,7 +264,8 @@ class _OrderKeys:
         """The offsets of the ``kept`` lines in dataset order."""
         import numpy as np
 
-        judge_rank = np.array([dataset_judge_rank(name, judges) for name in self.judge_names], dtype=np.int64)
+        judge_rank = np.array([dataset_judge_rank(name, judges, first_seen=index)
+                               for index, name in enumerate(self.judge_names)], dtype=np.int64)
         names = list(self.variant_names)
         by_name = sorted(range(len(names)), key=lambda i: (len(names[i]), names[i]))  # order2 before order10
         variant_rank = np.empty(len(names), dtype=np.int64)
@@ -290,14 +291,15 @@ def judge_order(manifest: Manifest) -> list[str]:
     return [str(name) for name in names if name]
 
 
-def dataset_judge_rank(name: str, judges: Sequence[str]) -> int:
+def dataset_judge_rank(name: str, judges: Sequence[str], *, first_seen: int = 0) -> int:
     """Where a judge's lines come among an item's in dataset order: the config's judges (then
     juries and the cascade) in the order ``judges`` lists them, a judge's derived lines (its
-    item decisions, ``<judge>:item``) right after its own, any other name last."""
+    item decisions, ``<judge>:item``) right after its own, any other name after them all, in
+    the order names were ``first_seen``."""
     base, _, derived = name.partition(":")
     if base in judges:
         return 2 * judges.index(base) + (1 if derived else 0)
-    return 2 * len(judges)
+    return 2 * len(judges) + first_seen
 
 
 def read_blocks(run_dir: Path) -> dict[str, Any]:
