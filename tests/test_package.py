@@ -80,11 +80,12 @@ SOFT_LIMIT = 400
 """Lines past which a module is read again before it grows: size is a smell, not a rule."""
 REVIEWED: dict[str, int] = {
     # module: lines it may reach, after a read found it one concern (say why when you raise one)
-    "cli/display.py": 960,  # everything drawn with rich (batches, status, and the one table printer every table goes
-    # through, with its long layouts); splitting it would give rich two homes. 921 since issue 34: every line and
-    # table cell it draws is broken where cli/line_breaks.py says (that rule, pure strings, lives there); 954 with issue 34's one figure everywhere (the demo's token note, a cascade's start line)
-    "rundir/records.py": 965,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury, an outcome's confidence, a cascade's stages, the demo's token-count note): one definition
-    "fake/app.py": 530,  # the fake server's whole HTTP surface (chat, files, both batch APIs, basic auth, a gateway echoing credentials, log-probs): aiohttp.web's one home
+    "cli/display.py": 990,  # everything drawn with rich (batches, status, and the one table printer every table goes
+    # through, with its long layouts, and the judges --model swapped shown with their model); splitting it would give
+    # rich two homes. Grown with issue 34: every line and table cell it draws is broken where cli/line_breaks.py says
+    # (that rule, pure strings, lives there), the demo's token note and a cascade's start line
+    "rundir/records.py": 975,  # every persisted format and its readers of past versions (now batches.jsonl, unpriced calls, the plan a manifest implies per judge and jury, an outcome's confidence, a cascade's stages, the judges --model swapped, the demo's token-count note): one definition
+    "fake/app.py": 540,  # the fake server's whole HTTP surface (chat, files, both batch APIs, basic auth, a gateway echoing credentials, log-probs, the sample a demo's request names): aiohttp.web's one home
     "fake/batches.py": 420,  # both batch APIs' state: one schedule, one quota, one submission counter (formats: batch_wire)
     "running/session.py": 710,  # one lifecycle (prepare, resume selection, endpoints, execute, signals, item decisions as
     # requests finish, a cascade's hooks, the end a disk that refuses gets: stopped, written in the room the store held) top to bottom;
@@ -92,16 +93,22 @@ REVIEWED: dict[str, int] = {
     # and the network's checks before anything is sent (proxies, certificates) and its warning (verify: false)
     "rundir/index.py": 640,  # the index's schema, its batched writer, catch-up, every query, and where it is opened
     # (in place, read-only, or built in a temporary directory; corrupt rebuilt, busy never): one file's life
-    "rundir/store.py": 625,  # the run directory's one writer (its lines whole or not at all, its lock, its reserve, the
-    # watcher that writes item decisions) and every reader of it (by stream or by offset)
+    "rundir/store.py": 715,  # the run directory's one writer (its lines whole or not at all, its lock, its reserve, the
+    # watcher that writes item decisions) and every reader of it (by stream or by offset, the latest lines in
+    # the file's order or the dataset's, sorted by key and offset only)
     "trust/decisions.py": 480,  # one concern: an item's decision over its requests (the rule, the pure decision, its outcome
     # line, made as requests finish and caught up at a session's end, and what a judge's confidence needs up front)
     "protocols/custom.py": 420,  # a config-defined judge: render, read, score, and where its closed fields are
-    "inputs/config.py": 730,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence, the cascade), beside the one merge and its errors naming the flag a value came from (also for a config read back from run.json), what an api_base and a proxy may be, the network keys a judge and a deployment take (proxy, ca_bundle, verify), and the check that its two directories can be made (reading the YAML is config_file.py)
+    "inputs/config.py": 740,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence, the cascade), beside the one merge and its errors naming the flag a value came from (also for a config read back from run.json), what an api_base, a proxy and a model string may be, the network keys a judge and a deployment take (proxy, ca_bundle, verify), and the check that its two directories can be made (reading the YAML is config_file.py)
     "providers/catalog.py": 480,  # litellm's one home for what a model is (whether it names a provider, routes, params, prices, tokens, keys and a placeholder key, batch bodies, log-probs, the URL that shows an endpoint answers) and how litellm is set up (REQUESTS_CA_BUNDLE given to its clients)
     "trust/calibration.py": 420,  # rows -> the calibration document, its checks, and what it says when no stage
     # answers (answering_advice: calibrate's report and a cascade's refusal of the thresholds file give the same advice)
     "running/batch/driver.py": 470,  # one batch-mode judge's lifecycle: feeder (from the dataset, or a cascade's escalations), rounds, polls, the budget's commits per chunk, and a resume holding an ended batch only for what it answered
+    "inputs/dataset.py": 500,  # the three readers, the field mapping, and the validating scan with what it finds: bad rows
+    # named together, and a field no row has (a template's typo, a column spelt wrong) said once by what reads it
+    "protocols/templating.py": 415,  # jinja2's one home: both sandboxes, the bounded render, and a config template read
+    # (compiled, its variables and the lines they are on, refused when nested past reading)
+    "rundir/layout.py": 415,  # a run's tables: the long and wide layouts, their row streams in dataset order, transcripts
 }
 
 

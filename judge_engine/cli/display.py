@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import threading
 import time
 from collections import deque
@@ -852,8 +853,11 @@ def _batch_plan_line(plan: JudgePlan) -> str:
 # --- stats and meta -------------------------------------------------------------------------------
 
 
-def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
-    """Print report sections as tables (a section that does not apply: one line saying why)."""
+def render_sections(sections: Sequence[Section], notes: Sequence[str],
+                    labels: Mapping[str, str] | None = None) -> None:
+    """Print report sections as tables (a section that does not apply: one line saying why).
+    ``labels``: how to show some judges' names (a judge ``--model`` swapped: its name with the
+    model it ran, :func:`~judge_engine.util.naming.with_model`), in every column of names."""
     # Piped output has no terminal width; wide tables would otherwise be cut to 80 columns.
     console = Console()
     if not console.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
@@ -864,12 +868,33 @@ def render_sections(sections: Sequence[Section], notes: Sequence[str]) -> None:
         if s.absent:  # one line saying why, instead of an empty table
             say(console, f"{escape(s.title)}: [yellow]not shown[/]: {escape(s.absent)}")
             continue
-        console.print(FitTable(section_columns(s.columns), [[_cell(r.get(c), small=c in s.small_values,
+        rows = [{c: _labelled(r.get(c), labels) if c in JUDGE_NAMES and labels else r.get(c) for c in s.columns}
+                for r in s.rows]
+        console.print(FitTable(section_columns(s.columns), [[_cell(r[c], small=c in s.small_values,
                                                                    money=c in s.dollar_values, shown=s.formats.get(c))
-                                                             for c in s.columns] for r in s.rows],
+                                                             for c in s.columns] for r in rows],
                                title=s.title, title_justify="left"))
         for note in s.notes:
             say(console, escape(f"  {note}"))
+
+
+JUDGE_NAMES = frozenset({"judge", "jury", "juror", "jurors", "judges", "stage", "group"})
+"""Section columns that hold judges' names (one, or a list; an estimate's group is its judge,
+or ``judge / group``)."""
+
+
+def _labelled(value: Any, labels: Mapping[str, str]) -> Any:
+    """A cell of judges' names with each shown as ``labels`` says: one name, a list, or names
+    joined by ``, ``, `` ~ `` (a pair of judges) or `` / `` (a judge's group)."""
+    if isinstance(value, str):
+        return "".join(labels.get(part, part) for part in _NAME_PARTS.split(value))
+    if isinstance(value, list | tuple):
+        return [labels.get(v, v) if isinstance(v, str) else v for v in value]
+    return value
+
+
+_NAME_PARTS = re.compile(r"(, | ~ | / )")
+"""What joins several judges' names in one cell (kept when the cell is split)."""
 
 
 LABELS = frozenset({"group", "judge", "human", "judges", "point", "statistic", "dimension", "field", "length_of",

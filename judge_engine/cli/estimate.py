@@ -120,7 +120,11 @@ def handle_estimate(args: argparse.Namespace) -> int:
             sections.append(differences_section(result))
         if args.target_width is not None:
             sections.append(needed_section(result))
-        render_sections(sections, [])
+        from judge_engine.cli.stats import swapped_labels
+        from judge_engine.rundir.store import read_manifest
+
+        labels, notes = swapped_labels(read_manifest(args.run_dir).swapped_models(), [])
+        render_sections(sections, notes, labels)
     return EXIT_OK if all(g["estimate"] is not None for g in result["groups"]) else EXIT_FAILED
 
 

@@ -77,7 +77,8 @@ def check_command(config_path: Path) -> int:
     from judge_engine.cli.display import make_console, path_line, say
     from judge_engine.errors import ConfigError, DatasetError, TemplateError
     from judge_engine.inputs.config import load_config
-    from judge_engine.planning.plan import build_protocol, with_protocol_defaults
+    from judge_engine.inputs.dataset import check_first_row
+    from judge_engine.planning.plan import build_protocol, field_readers, with_protocol_defaults
     from judge_engine.trust.cascade.report import plan_lines
     from judge_engine.trust.cascade.stages import cascade_plan, check_stages
     from judge_engine.trust.jury import check_juries, jury_lines
@@ -99,6 +100,14 @@ def check_command(config_path: Path) -> int:
             cascade = cascade_plan(with_defaults, protocols)
         except ConfigError as exc:
             problems.append(str(exc))
+    if not problems:
+        try:  # a template's typo, said once by its line rather than as each judge's missing field
+            check_first_row(config.dataset, sorted({f for p in protocols.values() for f in p.required_fields}),
+                            field_readers(config, protocols))
+        except ConfigError as exc:
+            problems.append(str(exc))
+        except DatasetError:
+            pass  # a first row that cannot be read: each judge's check below names it
     console = make_console()
     for judge in config.judges if not problems else []:
         try:

@@ -131,6 +131,7 @@ def handle_stats(args: argparse.Namespace) -> int:
         n_categories=args.n_categories, dimensions=dimensions(), only_dimensions=args.dimensions,
         generation=generation_protocols(),
     )  # fmt: skip
+    labels: dict[str, str] = {}
     try:
         generation = None
         if source.is_dir():
@@ -151,6 +152,7 @@ def handle_stats(args: argparse.Namespace) -> int:
             generation = _generation(run, args.baselines)
             sections += generation.sections if generation else []
             notes = run.notes
+            labels, notes = swapped_labels(run.manifest.swapped_models() if run.manifest else {}, notes)
         elif args.baselines:
             return fail("stats", "--baselines applies to a CDAT run directory")
         elif args.repeats:
@@ -160,7 +162,7 @@ def handle_stats(args: argparse.Namespace) -> int:
             notes = table.notes
         else:
             return fail("stats", f"{source}: not a run directory (give --repeats COL for a table)")
-        emit(args, sections, notes)
+        emit(args, sections, notes, labels)
         if args.plots is not None:
             plot_dir = (
                 Path(args.plots)
@@ -322,11 +324,24 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def emit(args: argparse.Namespace, sections: Sequence[Section], notes: Sequence[str]) -> None:
+def swapped_labels(models: dict[str, str], notes: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    """How the tables show the judges ``--model`` swapped (their name and the model they ran),
+    and the notes with the one that names those models whole."""
+    from judge_engine.util.naming import swapped_note, with_model
+
+    note = swapped_note(models)
+    return ({name: with_model(name, model) for name, model in models.items()},
+            [*notes, *([note] if note else [])])
+
+
+def emit(args: argparse.Namespace, sections: Sequence[Section], notes: Sequence[str],
+         labels: dict[str, str] | None = None) -> None:
+    """Print the sections (``labels``: judges shown with their model, see :func:`swapped_labels`;
+    the JSON and CSV keep the names as the run records them) and write the files asked for."""
     if not args.quiet:
         from judge_engine.cli.display import render_sections
 
-        render_sections(sections, notes)
+        render_sections(sections, notes, labels)
     if args.json:
         doc = {
             "version": 1,

@@ -136,8 +136,10 @@ class AnswerBook:
         log-probs (``logprobs``), and every :data:`JUDGED` protocol's, gets the truth: the judge
         of the model's strength (:func:`as_judged`) then writes its verdict.
 
-        ``draw`` is how many times this exact request arrived before. At temperature 0 it is
-        ignored (identical requests, identical answers). At temperature t > 0 a repeated request
+        ``draw`` is the sample the request names (:data:`~judge_engine.fake.config.SAMPLE_HEADER`:
+        a demo's repeat, and its item for a generation protocol) or, when it names none, how many
+        times this exact request arrived before. At temperature 0 it is ignored (identical
+        requests, identical answers). At temperature t > 0 a repeated request
         is a fresh sample with probability min(1, t/3), so repeats disagree more as t rises, as a
         real model's do, while every answer stays a deterministic function of (request, draw).
         A generation prompt (:data:`SAMPLED_ANEW`) is a fresh sample every time.

@@ -51,7 +51,7 @@ from judge_engine.fake.answers import (
 )
 from judge_engine.fake.batch_state import BatchStore
 from judge_engine.fake.batches import FakeBatches
-from judge_engine.fake.config import FakeConfig, RetryAfterMode
+from judge_engine.fake.config import SAMPLE_HEADER, FakeConfig, RetryAfterMode
 from judge_engine.fake.state import Draw, SlidingWindow, Stats
 from judge_engine.protocols.base import Message
 from judge_engine.util import jsonio
@@ -297,7 +297,11 @@ class FakeApp:
         self.stats.by_model[model] += 1
         self.stats.by_prompt[prompt_key(messages)] += 1
         digest = body_digest(body)
-        seen_before = self.stats.arrived(digest)
+        sample = _named_sample(request)
+        # A request that names its sample (a demo's) is that sample: its answer is a function of
+        # the body and the sample, whatever order identical bodies arrive in; its faults draw
+        # afresh for each time that sample is sent again (a retry).
+        seen_before = self.stats.arrived(digest if sample is None else body_digest(body + b"\x1f%d" % sample))
         now = self.now()
 
         storm = config.storm
@@ -305,10 +309,11 @@ class FakeApp:
             self.stats.by_fault["storm"] += 1
             return self._rate_limited(storm.retry_after_s, "requests", "storm", config)
 
-        fired = Draw.of(digest, seen_before, config.seed)
+        fired = Draw.of(digest if sample is None else digest + b"%d" % sample, seen_before, config.seed)
         faults = fired.fired(config)
         try:
-            answer = self._answer(payload, messages, faults, draw=seen_before, config=config)
+            answer = self._answer(payload, messages, faults, draw=seen_before if sample is None else sample,
+                                  config=config)
         except Exception as exc:  # an answer writer is broken: say so, do not hide it
             self.stats.by_fault["protocol_error"] += 1
             message = f"the fake answer writer raised {type(exc).__name__}: {exc}"
@@ -468,6 +473,13 @@ def _read_payload(body: bytes) -> dict[str, Any]:
         raise FakeRequestError("'max_tokens' must be an integer")
     payload["max_tokens"] = max_tokens
     return payload
+
+
+def _named_sample(request: web.Request) -> int | None:
+    """The sample a request names (:data:`~judge_engine.providers.base.SAMPLE_HEADER`, a whole
+    number below 2**64), or None: a request that names none is told apart by arrival."""
+    value = request.headers.get(SAMPLE_HEADER, "")
+    return int(value) if value.isdigit() and len(value) <= 20 and int(value) < 2**64 else None
 
 
 def _basic_auth(request: web.Request, key: str) -> bool:

@@ -54,12 +54,22 @@ class FakeBatchConfig(BaseModel):
     ``token_limit_exceeded``, Anthropic's 429. None: no quota."""
 
 
+SAMPLE_HEADER = "X-Fake-Sample"
+"""A request header naming which sample of its request it is (a whole number: the engine sends
+its repeat, and its item for a protocol whose items are draws, to a ``--demo`` server). A request
+that names one is answered as a function of its body and that sample, whatever order identical
+bodies arrive in; one that names none is told apart by how many times its body came before."""
+
+
 class FakeConfig(BaseModel):
     """How the fake OpenAI-compatible server behaves. Every fault is off by default.
 
     Fault rates are independent probabilities, drawn deterministically per request from a hash of
     (request body, how many times that body was seen before, :attr:`seed`), so an identical retry
-    gets a fresh draw and a rerun of the same traffic gets the same faults. When several faults
+    gets a fresh draw and a rerun of the same traffic gets the same faults; a request that names
+    its sample (:data:`SAMPLE_HEADER`, a demo's) draws from (body, sample, how many times that
+    sample was sent before), so its faults too are a function of the request, not of the order
+    identical bodies arrive in. When several faults
     are drawn for one request, the first of ``reset, error_500, error_503, truncate`` applies;
     ``malformed`` beats ``cut_off``, which beats ``stop_early``; ``hang`` delays whatever answer
     the request gets.

@@ -43,6 +43,19 @@ check as false, and a limit of ``.inf`` is no limit: leave the key out)."""
 
 MAX_TOKENS = 1_000_000
 """The largest ``max_tokens``: no model writes more in one answer (the largest write ~128k)."""
+MAX_MODEL_CHARS = 200
+"""The longest model string: litellm's are under 100 (a Bedrock ARN with its route ~120). A
+longer one is a mistake, and every message and table that names the model would print it."""
+
+
+def _bounded_model(model: str) -> str:
+    if len(model) > MAX_MODEL_CHARS:
+        raise ValueError(f"at most {MAX_MODEL_CHARS} characters (a litellm model string such as "
+                         f"openai/gpt-4o-mini); this one has {len(model):,}")
+    return model
+
+
+ModelString = Annotated[str, AfterValidator(_bounded_model)]
 
 
 class Limits(BaseModel):
@@ -148,7 +161,7 @@ class DeploymentConfig(BaseModel):
 
     name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.\-]+$")
     """For messages and the display (default: ``d1``, ``d2``...)."""
-    model: str | None = None
+    model: ModelString | None = None
     """The model string this deployment is called with (e.g. ``azure/gpt-4o`` for the judge's
     ``openai/gpt-4o``); cache keys keep the judge's ``model``: an answer is an answer."""
     api_base: ApiBase = None
@@ -243,8 +256,9 @@ class JudgeConfig(BaseModel):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
     """Unique name of the judge in this job (used in outcomes and the display)."""
-    model: str = Field(min_length=1)
-    """Any litellm model string, e.g. ``openai/gpt-4o-mini`` or ``anthropic/claude-3-5-haiku-latest``."""
+    model: ModelString = Field(min_length=1)
+    """Any litellm model string, e.g. ``openai/gpt-4o-mini`` or ``anthropic/claude-3-5-haiku-latest``
+    (at most 200 characters)."""
     protocol: str
     """A registered protocol name (``judge-engine protocols`` lists them)."""
     protocol_options: dict[str, Any] = Field(default_factory=dict)

@@ -21,18 +21,21 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from judge_engine.errors import DatasetError
+from judge_engine.errors import ConfigError, DatasetError
 from judge_engine.inputs.config import DatasetConfig
 from judge_engine.util.jsonio import JSONDecodeError, loads
 from judge_engine.util.languages import language_name
+from judge_engine.util.naming import did_you_mean, nearest
 from judge_engine.util.parquet import read_rows
 
 MAX_DEPTH = 64
 """How deeply an item's values may nest (its task id hashes them as JSON, which stops at 255)."""
 MAX_SHOWN = 20
 """Bad rows one scan names (it counts the rest)."""
+MAX_NAMES = 1000
+"""Column names a scan keeps (the first seen), to suggest one for a name no row has."""
 LANGUAGE_FIELDS = ("source_lang", "target_lang", "language")
 """Fields whose language codes (``de``, ``zh-Hans``...) become English names (``German``)."""
 
@@ -65,6 +68,17 @@ def _format(config: DatasetConfig) -> str:
     if suffix == ".parquet":
         return "parquet"
     raise DatasetError(f"{config.path}: cannot tell the format from the suffix; set dataset.format")
+
+
+class Reader(NamedTuple):
+    """What reads an item field, for a message about a field no row has."""
+
+    what: str
+    """In the config's words: ``judges[mine].protocol_options.template, line 3, reads the
+    variable 'mesage'``, ``judges[mqm]: protocol gemba-mqm reads the item field 'source'``."""
+    fixed: bool = False
+    """The name is the protocol's own (not the config's to change): the fix is a column mapped
+    to it in ``dataset.fields``, so the nearest unmapped column is offered as that mapping."""
 
 
 Report = Callable[[int, str], None]
@@ -308,11 +322,19 @@ def scan(
     required: Sequence[str] = (),
     checks: Sequence[Callable[[Mapping[str, Any]], list[str]]] = (),
     variant_counts: Sequence[Callable[[Mapping[str, Any]], int]] = (),
+    readers: Mapping[str, Sequence[Reader]] | None = None,
 ) -> DatasetSummary:
     """Validate every row (fields present, ids unique, the protocols' own ``checks``),
     fingerprint the file and sum ``variant_counts`` over the items.
 
+    A required field that no row has, or a column of ``dataset.fields`` that no row has, is the
+    config's mistake (a template's typo, a column spelt wrong), not every row's: it is said once,
+    by what reads it (``readers``: per field, the config's words for each reader, such as
+    ``judges[mine].protocol_options.template, line 3, reads the variable 'mesage'``), with the
+    nearest column the rows do have.
+
     Raises:
+        ConfigError: a required field or mapped column that no row read has.
         DatasetError: every bad row (up to :data:`MAX_SHOWN`, then how many more), each named by
             the file and line.
     """
@@ -320,6 +342,7 @@ def scan(
     seen: dict[bytes, int] = {}
     variants = [0] * len(variant_counts)
     bad = _BadRows(config)
+    presence = _Presence(config, required)
     limit = config.limit if config.limit is not None else sys.maxsize  # rows read, good or bad
     unread = 0  # rows the reader could not read (reported, never yielded)
 
@@ -335,6 +358,7 @@ def scan(
             count -= 1
             break
         where = location(config, number)
+        presence.see(row)
         try:
             item = to_item(row, config.fields, required, where)
             problems = [problem for check in checks for problem in check(item)]
@@ -350,10 +374,98 @@ def scan(
                 variants[index] += variant_count(item)
         except DatasetError as exc:  # a protocol's own check may raise too (item 'x': ...)
             bad.add(number, str(exc).removeprefix(f"{where}: "))
+    if count:
+        presence.raise_any(readers or {}, every=config.limit is None or count + unread < config.limit, rows=count)
     bad.raise_any()
     if count == 0:
         raise DatasetError(f"{config.path}: the dataset has no items")
     return DatasetSummary(items=count, fingerprint=fingerprint(config.path), variants=tuple(variants))
+
+
+def check_first_row(config: DatasetConfig, required: Sequence[str] = (),
+                    readers: Mapping[str, Sequence[Reader]] | None = None) -> None:
+    """:func:`scan`'s check of the fields the config reads, on the first row alone (what
+    ``protocols --check`` reads). A row that cannot be read is left to the caller.
+
+    Raises:
+        ConfigError: a required field or a column of ``dataset.fields`` the first row lacks.
+    """
+    presence = _Presence(config, required)
+    for _, row in itertools.islice(iter_rows(config, report=lambda number, problem: None), 1):
+        presence.see(row)
+        presence.raise_any(readers or {}, every=False, rows=1)
+
+
+class _Presence:
+    """Which required fields (and columns of ``dataset.fields``) no row has had so far, and the
+    first :data:`MAX_NAMES` column names seen. Cheap per row: once each name has been seen, a
+    row costs one test of an empty set."""
+
+    def __init__(self, config: DatasetConfig, required: Sequence[str]) -> None:
+        self.config = config
+        self.mapped = set(config.fields.values())
+        self.columns: dict[str, None] = {}
+        self.absent_columns = dict.fromkeys(config.fields.values())
+        self.required = frozenset(("id", *required))
+        self.absent = dict.fromkeys(("id", *required))
+
+    def see(self, row: Mapping[str, Any]) -> None:
+        if len(self.columns) < MAX_NAMES:
+            self.columns.update(dict.fromkeys(itertools.islice(row, MAX_NAMES - len(self.columns))))
+        if self.absent_columns:
+            for column in [c for c in self.absent_columns if c in row]:
+                del self.absent_columns[column]
+        if self.absent:
+            for name in [n for n in self.absent if self._has(row, n)]:
+                del self.absent[name]
+
+    def _has(self, row: Mapping[str, Any], name: str) -> bool:
+        """Whether the item :func:`to_item` makes of ``row`` has the key ``name``."""
+        column = self.config.fields.get(name)
+        return column in row if column is not None else name in row and name not in self.mapped
+
+    def raise_any(self, readers: Mapping[str, Sequence[Reader]], *, every: bool, rows: int) -> None:
+        """One ConfigError naming every field or mapped column no row had (``every``: all rows were
+        read; otherwise the first ``rows``), by what reads it, with the nearest column."""
+        path = self.config.path
+        scope = (f"any row of {path}" if every else f"the first row of {path}" if rows == 1
+                 else f"any of the first {rows:,} rows of {path}")
+        fields = self.config.fields
+        problems = [f"dataset.fields maps {name!r} to the column {column!r}, but {column!r} is not a column of "
+                    f"{scope}{self._hint(column, list(self.columns))}"
+                    for name, column in fields.items() if column in self.absent_columns]
+        names = [fields.get(c, c) for c in self.columns if c not in self.mapped]
+        names += [n for n, c in fields.items() if c in self.columns]
+        free = [c for c in self.columns if c not in self.mapped and c not in self.required]
+        for name in self.absent:
+            if fields.get(name) in self.absent_columns:
+                continue  # said above, by its column
+            for reader in readers.get(name) or [Reader(f"every item needs the field {name!r}", fixed=True)]:
+                hint = self._mapping_hint(name, free, names) if reader.fixed else self._hint(name, names)
+                problems.append(f"{reader.what}, but {name!r} is not a field of {scope}{hint}")
+        if len(problems) == 1:
+            raise ConfigError(problems[0])
+        if problems:
+            raise ConfigError("\n".join([f"the dataset lacks what the config reads in {len(problems)} places:",
+                                         *(f"  {problem}" for problem in problems)]))
+
+    @staticmethod
+    def _hint(name: str, known: Sequence[str]) -> str:
+        if hint := did_you_mean(name, known):
+            return f"; {hint}"
+        return f" ({_fields_shown(known)})" if known else ""
+
+    @staticmethod
+    def _mapping_hint(name: str, free: Sequence[str], known: Sequence[str]) -> str:
+        """For a name the config cannot change: the nearest column no field is mapped from, as a mapping."""
+        if (column := nearest(name, free)) is not None:
+            return f"; to read the column {column!r} as {name!r}, map it: dataset.fields: {{{name}: {column}}}"
+        shown = f" ({_fields_shown(known)})" if known else ""
+        return f"{shown}; map a column to it: dataset.fields: {{{name}: <column>}}"
+
+
+def _fields_shown(names: Sequence[str]) -> str:
+    return "the rows' fields: " + ", ".join(names[:12]) + (", ..." if len(names) > 12 else "")
 
 
 class _BadRows:

@@ -16,7 +16,7 @@ from typing import Any
 
 from judge_engine.errors import ConfigError, DatasetError, TemplateError
 from judge_engine.inputs.config import DatasetConfig, JobConfig, JudgeConfig
-from judge_engine.inputs.dataset import DatasetSummary, iter_items, scan
+from judge_engine.inputs.dataset import DatasetSummary, Reader, iter_items, scan
 from judge_engine.protocols import Protocol, get_protocol
 from judge_engine.util.jsonio import content_hash
 from judge_engine.util.redaction import redact_url
@@ -73,12 +73,30 @@ def scan_for(config: JobConfig, protocols: Mapping[str, Protocol]) -> DatasetSum
     row has the fields they require and passes their checks; variants counted per judge.
 
     Raises:
-        DatasetError: the first bad row, naming the file and line.
+        ConfigError: a field a judge reads (or a column ``dataset.fields`` maps) that no row has,
+            named once by the judge's option that reads it (a custom template's line).
+        DatasetError: the bad rows, naming the file and line.
     """
     required = sorted({f for p in protocols.values() for f in p.required_fields})
     ordered = [protocols[j.name] for j in config.judges]
     return scan(config.dataset, required, [p.check_item for p in ordered],
-                [lambda item, p=p: len(p.variants(item)) for p in ordered])  # type: ignore[misc]
+                [lambda item, p=p: len(p.variants(item)) for p in ordered],  # type: ignore[misc]
+                readers=field_readers(config, protocols))
+
+
+def field_readers(config: JobConfig, protocols: Mapping[str, Protocol]) -> dict[str, list[Reader]]:
+    """Per item field the judges require, what reads it in the config's words
+    (``judges[mine].protocol_options.template, line 3, reads the variable 'mesage'``): how a
+    message about a field no row has names the place to fix."""
+    readers: dict[str, list[Reader]] = {}
+    for judge in config.judges:
+        protocol = protocols[judge.name]
+        for field in protocol.required_fields:
+            option = protocol.field_reader(field)
+            readers.setdefault(field, []).append(
+                Reader(f"judges[{judge.name}].{option}") if option is not None else
+                Reader(f"judges[{judge.name}]: protocol {protocol.name} reads the item field {field!r}", fixed=True))
+    return readers
 
 
 def render_problem(judge: str, item_id: str, error: Exception) -> str:

@@ -172,6 +172,12 @@ class Protocol(ABC):
         categorical :meth:`vote_scale`, else a number. Default: the score."""
         return score
 
+    def field_reader(self, field: str) -> str | None:
+        """The option that reads required item field ``field``, for a message about a field no
+        row has (a custom judge's ``protocol_options.template, line 3, reads the variable
+        'mesage'``); None when the protocol reads it by a name of its own."""
+        return None
+
     def check_item(self, item: Item) -> list[str]:
         """Problems with ``item`` beyond missing required fields, found when the dataset is
         scanned (before anything is sent). Empty when the item is fine."""

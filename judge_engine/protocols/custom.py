@@ -132,6 +132,9 @@ class CustomJudge(Protocol):
     def score_range(self) -> tuple[float, float] | None:
         return self.options.rule.bounds
 
+    def field_reader(self, field: str) -> str | None:
+        return self.options.reader(field)
+
     def check_item(self, item: Item) -> list[str]:
         problems = []
         if self.options.candidates is not None:

@@ -43,6 +43,13 @@ from judge_engine.protocols.custom_fields import (
 )
 from judge_engine.protocols.custom_score import ScoreRule
 
+MAX_INLINE_CHARS = 50_000
+"""The longest ``template`` or ``system`` written in the config (~12,500 tokens, ~1,000 lines of
+YAML); a longer prompt goes in a file. Past it, a prompt of ~25,000 tokens per item waits on a
+judge's tokens-per-minute limit for minutes, which looks like a hang."""
+MAX_FILE_CHARS = 1_000_000
+"""The longest ``template_file`` (~250,000 tokens, past any model's context window)."""
+
 
 class CustomOptions(ProtocolOptions):
     """Options of ``custom``: the prompt, the declared fields and how they are read and scored."""
@@ -77,7 +84,18 @@ class CustomOptions(ProtocolOptions):
 
     _text: str = PrivateAttr(default="")
     _variables: frozenset[str] = PrivateAttr(default=frozenset())
+    _lines: dict[str, int] = PrivateAttr(default_factory=dict)
+    """Where the template first reads each variable it reads (line from 1)."""
+    _system_lines: dict[str, int] = PrivateAttr(default_factory=dict)
     _rule: ScoreRule | None = PrivateAttr(default=None)
+
+    @field_validator("template", "system")
+    @classmethod
+    def _bounded(cls, value: str | None) -> str | None:
+        if value is not None and len(value) > MAX_INLINE_CHARS:
+            raise ValueError(f"at most {MAX_INLINE_CHARS:,} characters inline (this one has {len(value):,}); "
+                             "put a longer prompt in a file: template_file")
+        return value
 
     @field_validator("fields", mode="before")
     @classmethod
@@ -107,7 +125,13 @@ class CustomOptions(ProtocolOptions):
             try:
                 if self.template_file.exists() and not self.template_file.is_file():  # a FIFO would block forever
                     raise ValueError(f"template_file {self.template_file}: not a file")
+                if (size := self.template_file.stat().st_size) > 4 * MAX_FILE_CHARS:  # not read: UTF-8 is <= 4 bytes a character
+                    raise ValueError(f"template_file {self.template_file}: at most {MAX_FILE_CHARS:,} characters "
+                                     f"(this file has {size:,} bytes)")
                 text = self.template_file.read_text(encoding="utf-8")
+                if len(text) > MAX_FILE_CHARS:
+                    raise ValueError(f"template_file {self.template_file}: at most {MAX_FILE_CHARS:,} characters "
+                                     f"(this one has {len(text):,})")
             except OSError as exc:
                 raise ValueError(f"template_file {self.template_file}: cannot read it ({exc.strerror or exc})") from None
             except UnicodeDecodeError as exc:
@@ -118,9 +142,11 @@ class CustomOptions(ProtocolOptions):
             variables = templating.check_source(text, name=self.template_name)
             if self.system is not None:
                 variables |= templating.check_source(self.system, name="system")
+                self._system_lines = templating.variable_lines(self.system)
         except TemplateError as exc:
             raise ValueError(str(exc)) from None
         self._text, self._variables = text, frozenset(variables)
+        self._lines = templating.variable_lines(text)
 
     def _check_text_reading(self) -> None:
         if self.output == "json":
@@ -157,6 +183,23 @@ class CustomOptions(ProtocolOptions):
         if self.template_file is not None:
             return f"protocol_options.template_file ({self.template_file})"
         return "protocol_options.template"
+
+    def reader(self, field: str) -> str | None:
+        """Which option reads item field ``field`` and where (``protocol_options.template_file:
+        rubric.j2:14 reads the variable 'question'``), for a message about a field the items
+        lack; None when no option names it."""
+        if (line := self._lines.get(field)) is not None:
+            where = (f"protocol_options.template_file: {self.template_file}:{line}" if self.template_file is not None
+                     else f"protocol_options.template, line {line},")
+            return f"{where} reads the variable {field!r}"
+        if (line := self._system_lines.get(field)) is not None:
+            return f"protocol_options.system, line {line}, reads the variable {field!r}"
+        if field == self.candidates:
+            return f"protocol_options.candidates reads the item field {field!r}"
+        for name, spec in self.fields.items():
+            if isinstance(spec, SpansField) and spec.of == field:
+                return f"protocol_options.fields.{name}.of reads the item field {field!r}"
+        return None
 
     @property
     def layout(self) -> Literal["json", "marker", "lines"]:

@@ -337,6 +337,25 @@ def check_source(source: str, *, name: str = "template") -> set[str]:
         return set(jinja2.meta.find_undeclared_variables(tree))  # compiles: an unknown filter or test fails here
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"{name}: line {exc.lineno}: {exc.message}") from None
+    except RecursionError:  # jinja2's lexer, parser and compiler recurse once per level
+        raise TemplateError(f"{name}: it nests too deeply to be read (brackets, blocks or an expression inside "
+                            "one another)") from None
+
+
+def variable_lines(source: str) -> dict[str, int]:
+    """The line (from 1) where template text first reads each variable it does not set itself,
+    for a message that names where to fix a variable the items lack. The text must compile
+    (:func:`check_source` first)."""
+    lines: dict[str, int] = {}
+    try:
+        tree = _source_environment().parse(source)
+        undeclared = jinja2.meta.find_undeclared_variables(tree)
+        for node in tree.find_all(jinja2.nodes.Name):
+            if node.ctx == "load" and node.name in undeclared:
+                lines[node.name] = min(node.lineno, lines.get(node.name, node.lineno))
+    except RecursionError:  # deep, yet read by check_source: the messages go without a line
+        return {}
+    return lines
 
 
 def render_source(source: str, /, *, name: str = "template", **variables: Any) -> str:

@@ -46,6 +46,10 @@ class Endpoint:
     network: Network = field(default_factory=Network)
     """How its connections leave (proxy, TLS): the judge's (or deployment's) settings, else the
     environment's."""
+    fake: bool = False
+    """The project's fake server (``--demo``): each request names its sample
+    (:data:`~judge_engine.providers.base.SAMPLE_HEADER`), so the answers are a function of the
+    request, not of the order identical requests arrive in."""
 
     @property
     def label(self) -> str:
@@ -346,13 +350,13 @@ def for_judge(judge: JudgeConfig, endpoint: Endpoint) -> Provider:
         ConfigError: ``transport: direct`` for a model that does not speak OpenAI's API.
     """
     if judge.transport == "litellm":
-        return LiteLLMProvider(api_key=endpoint.api_key)
+        return LiteLLMProvider(api_key=endpoint.api_key, names_sample=endpoint.fake)
     if OpenAIHTTPProvider.supports(endpoint.model, endpoint.api_base):
-        return OpenAIHTTPProvider(api_key=endpoint.api_key, network=endpoint.network)
+        return OpenAIHTTPProvider(api_key=endpoint.api_key, network=endpoint.network, names_sample=endpoint.fake)
     if judge.transport == "direct":
         raise ConfigError(f"judges[{judge.name}].transport: direct needs a model litellm resolves to an "
                           f"OpenAI-compatible API; {endpoint.model!r} is not (use auto or litellm)")
-    return LiteLLMProvider(api_key=endpoint.api_key)
+    return LiteLLMProvider(api_key=endpoint.api_key, names_sample=endpoint.fake)
 
 
 def check_batch_routes(config: JobConfig) -> None:

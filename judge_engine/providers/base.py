@@ -28,6 +28,11 @@ class ProviderRequest:
     task_ref: str = ""
     """Which task asks (:attr:`judge_engine.planning.plan.Task.ref`): never sent, never recorded, not in
     the cache key; a replay provider answers by it."""
+    sample: int = 0
+    """Which sample of this request the task asks for (what the answer cache key holds beside
+    the request: the repeat, and the item for a protocol whose items are draws). Never recorded;
+    sent only to the project's fake server (:data:`SAMPLE_HEADER`), whose answers it makes a
+    function of the request, however the identical requests of a run arrive."""
 
     def as_sent(self) -> dict[str, Any]:
         """The request as recorded in transcripts (no key, no transport settings, the
@@ -46,6 +51,10 @@ class ProviderRequest:
         return sent
 
 
+SAMPLE_HEADER = "X-Fake-Sample"
+"""The header that carries :attr:`ProviderRequest.sample` to the fake server (``--demo``); the
+fake, which imports nothing of the providers, reads the same name
+(:data:`judge_engine.fake.config.SAMPLE_HEADER`, a test holds them equal)."""
 MAX_USAGE_TOKENS = 10**9
 """Most tokens an answer's usage may report (prompt or completion): past any context window."""
 MAX_RETRY_AFTER_S = 86_400.0

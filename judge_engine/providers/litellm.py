@@ -15,6 +15,7 @@ from typing import Any
 
 from judge_engine.errors import LocalRequestError, MalformedResponseError, ReasonCode
 from judge_engine.providers.base import (
+    SAMPLE_HEADER,
     ErrorClass,
     ErrorKind,
     ProviderRequest,
@@ -90,10 +91,13 @@ class LiteLLMProvider:
 
     Args:
         api_key: the key for this judge (None: litellm reads the provider's usual env var).
+        names_sample: send each request's :attr:`~judge_engine.providers.base.ProviderRequest.sample`
+            (the project's fake server, ``--demo``).
     """
 
-    def __init__(self, *, api_key: str | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, names_sample: bool = False) -> None:
         self._api_key = api_key
+        self._names_sample = names_sample
         self._endpoint = "the provider's endpoint"
         self._proxy: str | None = None
         """Where the last request went and through which proxy (the environment's, as litellm's
@@ -112,6 +116,8 @@ class LiteLLMProvider:
                 kwargs["max_tokens"] = request.max_tokens
             if allowed := passed_through(request.model, request.api_base, tuple(kwargs)):
                 kwargs["allowed_openai_params"] = list(allowed)
+            if self._names_sample:
+                kwargs["extra_headers"] = {**kwargs.get("extra_headers", {}), SAMPLE_HEADER: str(request.sample)}
         except Exception as exc:  # our side, before litellm: nothing was sent
             raise LocalRequestError(f"the request could not be built: {type(exc).__name__}: {exc}",
                                     model=request.model) from exc

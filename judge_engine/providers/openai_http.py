@@ -23,6 +23,7 @@ from judge_engine._version import __version__
 from judge_engine.errors import HTTPStatusError, LocalRequestError, MalformedResponseError
 from judge_engine.providers.base import (
     ITEM_MARKERS,
+    SAMPLE_HEADER,
     ErrorClass,
     ErrorKind,
     ProviderRequest,
@@ -61,10 +62,14 @@ class OpenAIHTTPProvider:
     Args:
         api_key: the key for this judge (None: ``OPENAI_API_KEY``, as litellm would read it).
         network: how its connections leave (proxy, TLS); the environment's by default.
+        names_sample: send each request's :attr:`~judge_engine.providers.base.ProviderRequest.sample`
+            (the project's fake server, ``--demo``).
     """
 
-    def __init__(self, *, api_key: str | None = None, network: Network | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, network: Network | None = None,
+                 names_sample: bool = False) -> None:
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._names_sample = names_sample
         # identity: a compressed answer is still read (and bounded), but none is asked for.
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
                          "Accept-Encoding": "identity", "User-Agent": f"judge-engine/{__version__}"}
@@ -108,6 +113,8 @@ class OpenAIHTTPProvider:
             raise LocalRequestError(f"the request could not be built: {type(exc).__name__}: {exc}",
                                     model=request.model) from exc
         self._url = url
+        if self._names_sample:
+            headers = {**headers, SAMPLE_HEADER: str(request.sample)}
         try:
             answer = await self._client.post(url, data, headers, request.timeout_s)
         except NotSentError as exc:

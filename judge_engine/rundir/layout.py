@@ -2,10 +2,12 @@
 (:mod:`judge_engine.rundir.export`) and :func:`judge_engine.load_run` (:mod:`judge_engine.rundir.frames`).
 
 Rows are the *last* outcome line of every task (a task judged again by ``resume --retry``
-counts once, with its new outcome), in the order of those lines, read through
-:func:`judge_engine.rundir.store.latest_outcome_lines`. Nothing holds the run: one pass over the
-latest outcomes finds the columns (:class:`Layout`), the next builds rows :data:`BATCH_ROWS`
-at a time for the writer.
+counts once, with its new outcome), in dataset order (the item's row, then the judge as the
+config lists them, temperature, repeat, variant), whatever order the tasks finished in, read
+through :func:`judge_engine.rundir.store.latest_outcome_lines`. Nothing holds the run: one pass
+over the outcomes finds the latest lines and their places (offsets and sort keys, ~50 bytes a
+line), the next finds the columns (:class:`Layout`), the last reads the lines by offset in
+order and builds rows :data:`BATCH_ROWS` at a time for the writer.
 
 Long form, one row per task (the names are stable; types as Parquet and ``load_run`` give them):
 
@@ -32,7 +34,7 @@ Wide form (``--wide``), one row per item: ``item_id`` (and ``item.<field>``), th
 ``K = <judge>|<temperature>|<repeat>[|<variant>]`` (the variant only for protocols that have
 one; the temperature as Python writes it, ``0.0``): ``K`` the score, ``K.status``
 (``scored``/``unscored``, null when the item has no outcome for K) and ``K.scores.<name>`` per
-breakdown. Keys come judge by judge (first seen), then by temperature, repeat and variant. The
+breakdown. Keys come judge by judge (as the config lists them), then by temperature, repeat and variant. The
 wide table is a pivot, so it is built in memory: 8 bytes a score cell, 1 a status, plus the ids.
 
 Transcripts (:func:`transcript_batches`, for ``load_run(transcripts=True)``): one row per
@@ -50,7 +52,13 @@ from typing import Any
 
 from judge_engine.errors import RunDirError
 from judge_engine.rundir.records import OUTCOMES, AttemptRecord, OutcomeRecord, TranscriptRecord
-from judge_engine.rundir.store import LatestOutcomeLines, iter_transcript, latest_outcome_lines
+from judge_engine.rundir.store import (
+    LatestOutcomeLines,
+    iter_transcript,
+    judge_order,
+    latest_outcome_lines,
+    read_manifest,
+)
 from judge_engine.util.jsonio import dumps, loads
 from judge_engine.util.parquet import Kind
 
@@ -274,9 +282,14 @@ def outcome_batches(run_dir: Path, *, items: ItemTable | None = None,
 
 
 def _latest(run_dir: Path, notes: list[str] | None) -> LatestOutcomeLines:
+    """The run's latest outcome lines in dataset order (the judges as its config lists them)."""
     if not (run_dir / OUTCOMES).is_file():
         raise RunDirError(f"{run_dir / OUTCOMES}: not found (is {run_dir} a run directory?)")
-    return latest_outcome_lines(run_dir, notes=notes)
+    try:
+        judges = judge_order(read_manifest(run_dir))
+    except RunDirError:  # no manifest: the judges in the order they first appear
+        judges = []
+    return latest_outcome_lines(run_dir, notes=notes, judges=judges)
 
 
 # --- the wide form ----------------------------------------------------------------------------

@@ -817,6 +817,14 @@ class Manifest:
     def judge(self, name: str) -> JudgeEntry | None:
         return next((j for j in self.judges if j.name == name), None)
 
+    def swapped_models(self) -> dict[str, str]:
+        """Judge -> the model it ran, for the judges whose model ``--model`` swapped (every judge
+        of a run started with it; none otherwise): their names are the config's, their answers
+        another model's, so every table that names them shows the model too."""
+        if not self.overrides.get("model"):
+            return {}
+        return {entry.name: entry.model for entry in self.judges}
+
     def jury(self, name: str) -> dict[str, Any] | None:
         """The config of jury ``name`` as the run recorded it (``judges``, ``aggregate``...), or None."""
         juries = self.config.get("juries") or []

@@ -43,7 +43,7 @@ import fcntl
 import hashlib
 import os
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,22 +88,30 @@ def read_jsonl(path: Path, *, offset: int = 0, notes: list[str] | None = None) -
     """Records of a JSONL file (from byte ``offset``, a line start); a torn (unterminated,
     unparseable) last line is skipped (and said in ``notes``), a bad line anywhere else is an
     error naming it."""
+    for _, record in read_jsonl_at(path, offset=offset, notes=notes):
+        yield record
+
+
+def read_jsonl_at(path: Path, *, offset: int = 0, notes: list[str] | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """:func:`read_jsonl` with each record's byte offset in the file (where a reader may seek
+    to read it again)."""
     if not path.exists():
         return
     with path.open("rb") as handle:
         handle.seek(offset)
-        previous: tuple[int, bytes] | None = None
+        previous: tuple[int, int, bytes] | None = None
         for number, line in enumerate(handle, start=1):
             if previous is not None:
-                yield _parse_line(path, *previous)
-            previous = (number, line)
+                yield previous[0], _parse_line(path, *previous[1:])
+            previous = (offset, number, line)
+            offset += len(line)
         if previous is not None:
-            number, line = previous
+            start, number, line = previous
             if line.endswith(b"\n"):
-                yield _parse_line(path, number, line)
+                yield start, _parse_line(path, number, line)
             else:
                 try:
-                    yield loads(line)
+                    yield start, loads(line)
                 except JSONDecodeError:  # torn by a crash mid-write
                     if notes is not None:
                         notes.append(f"{path}: skipped a torn last line (a crash mid-write)")
@@ -157,19 +165,26 @@ def latest_outcome_records(run_dir: Path, *, notes: list[str] | None = None) -> 
 class LatestOutcomeLines:
     """The last outcome line of every task, found without holding the records: iterate it (as
     often as needed) to stream those records, in the order of the lines, as
-    :func:`latest_outcome_records` orders them. Made by :func:`latest_outcome_lines`."""
+    :func:`latest_outcome_records` orders them, or in dataset order when :attr:`offsets` is set
+    (:func:`latest_outcome_lines` with ``judges``). Made by :func:`latest_outcome_lines`."""
 
     run_dir: Path
     lines: int
     """Outcome lines read; lines appended after that (a run still going) are left out."""
     superseded: Any
     """numpy bool per line: a later line of the same task exists."""
+    offsets: Any = None
+    """numpy int64: where each latest line starts in ``outcomes.jsonl``, in the order to read them;
+    None: the lines' own order."""
 
     @property
     def tasks(self) -> int:
         return self.lines - int(self.superseded.sum())
 
     def __iter__(self) -> Iterator[OutcomeRecord]:
+        if self.offsets is not None:
+            yield from self._in_order()
+            return
         superseded = self.superseded
         for index, record in enumerate(iter_outcomes(self.run_dir)):
             if index >= self.lines:
@@ -177,25 +192,114 @@ class LatestOutcomeLines:
             if not superseded[index]:
                 yield record
 
+    def _in_order(self) -> Iterator[OutcomeRecord]:
+        path = self.run_dir / OUTCOMES
+        with path.open("rb") as handle:
+            for offset in self.offsets.tolist():
+                handle.seek(offset)
+                yield OutcomeRecord.from_dict(loads(handle.readline()), where=str(path))
 
-def latest_outcome_lines(run_dir: Path, *, notes: list[str] | None = None) -> LatestOutcomeLines:
+
+def latest_outcome_lines(run_dir: Path, *, notes: list[str] | None = None,
+                         judges: Sequence[str] | None = None) -> LatestOutcomeLines:
     """Which outcome lines are the tasks' last, for readers of a run too large to hold (export,
     ``load_run``): one pass keeps a 16-byte digest of each line's task id (16 MB for a million
-    lines), and a stable sort finds the lines a later one supersedes."""
+    lines), and a stable sort finds the lines a later one supersedes.
+
+    ``judges``: stream them in dataset order instead: by the item's row in the dataset, then the
+    judge (:func:`dataset_judge_rank` in ``judges``' order), temperature, repeat and variant
+    (``order2`` before ``order10``). The same pass keeps each line's offset and sort key too
+    (about 50 bytes a line), and the records are read again by offset as they are streamed,
+    never held. Lines written before rows were recorded come after, item by item as the items
+    first appear."""
     import numpy as np
 
     digests = bytearray()
+    keys = _OrderKeys() if judges is not None else None
     lines = 0
-    for raw in read_jsonl(run_dir / OUTCOMES, notes=notes):
+    for offset, raw in read_jsonl_at(run_dir / OUTCOMES, notes=notes):
         digests += hashlib.blake2b(str(raw.get("task_id")).encode(), digest_size=16).digest()
+        if keys is not None:
+            keys.add(offset, raw)
         lines += 1
-    keys = np.frombuffer(bytes(digests), dtype="S16")
+    tasks = np.frombuffer(bytes(digests), dtype="S16")
     superseded = np.zeros(lines, dtype=bool)
     if lines > 1:
-        order = np.argsort(keys, kind="stable")  # a task's lines stay in file order: its last one comes last
-        ordered = keys[order]
+        order = np.argsort(tasks, kind="stable")  # a task's lines stay in file order: its last one comes last
+        ordered = tasks[order]
         superseded[order[:-1][ordered[:-1] == ordered[1:]]] = True
-    return LatestOutcomeLines(run_dir, lines, superseded)
+    offsets = keys.offsets(~superseded, judges or ()) if keys is not None else None
+    return LatestOutcomeLines(run_dir, lines, superseded, offsets)
+
+
+class _OrderKeys:
+    """Per outcome line, where it starts and what dataset order sorts it by, in compact arrays
+    (a judge and a variant as small numbers, ranked once the names are all known)."""
+
+    UNKNOWN_ROW = 1 << 62
+    """Rows of lines written before rows were recorded come after the known ones, item by item."""
+
+    def __init__(self) -> None:
+        from array import array
+
+        self.starts, self.rows, self.temperatures = array("q"), array("q"), array("d")
+        self.repeats, self.judges, self.variants = array("i"), array("i"), array("i")
+        self.judge_names: dict[str, int] = {}
+        self.variant_names: dict[str, int] = {}
+        self.unknown_items: dict[bytes, int] = {}
+
+    def add(self, offset: int, raw: Mapping[str, Any]) -> None:
+        row = raw.get("row")
+        if not isinstance(row, int) or row < 0:
+            item = hashlib.blake2b(str(raw.get("item_id")).encode(), digest_size=8).digest()
+            row = self.UNKNOWN_ROW + self.unknown_items.setdefault(item, len(self.unknown_items))
+        self.starts.append(offset)
+        self.rows.append(row)
+        self.temperatures.append(float(raw.get("temperature") or 0.0))
+        self.repeats.append(int(raw.get("repeat") or 0))
+        self.judges.append(self.judge_names.setdefault(str(raw.get("judge")), len(self.judge_names)))
+        self.variants.append(self.variant_names.setdefault(str(raw.get("variant") or ""), len(self.variant_names)))
+
+    def offsets(self, kept: Any, judges: Sequence[str]) -> Any:
+        """The offsets of the ``kept`` lines in dataset order."""
+        import numpy as np
+
+        judge_rank = np.array([dataset_judge_rank(name, judges, first_seen=index)
+                               for index, name in enumerate(self.judge_names)], dtype=np.int64)
+        names = list(self.variant_names)
+        by_name = sorted(range(len(names)), key=lambda i: (len(names[i]), names[i]))  # order2 before order10
+        variant_rank = np.empty(len(names), dtype=np.int64)
+        variant_rank[by_name] = np.arange(len(names))
+
+        def kept_of(values: Any) -> Any:
+            return np.frombuffer(values, dtype=values.typecode)[kept] if len(values) else np.zeros(0, np.int64)
+
+        # lexsort sorts by its last key first: the row, then the judge, temperature, repeat, variant.
+        order = np.lexsort((variant_rank[kept_of(self.variants)], kept_of(self.repeats),
+                            kept_of(self.temperatures), judge_rank[kept_of(self.judges)], kept_of(self.rows)))
+        return kept_of(self.starts)[order]
+
+
+def judge_order(manifest: Manifest) -> list[str]:
+    """The run's judges, juries and cascade in its config's order: the ``judges`` of
+    :func:`latest_outcome_lines` for dataset order."""
+    config = manifest.config
+    cascade = config.get("cascade") or {}
+    names = [entry.get("name") for key in ("judges", "juries") for entry in config.get(key) or ()
+             if isinstance(entry, Mapping)]
+    names.append(cascade.get("name") if isinstance(cascade, Mapping) else None)
+    return [str(name) for name in names if name]
+
+
+def dataset_judge_rank(name: str, judges: Sequence[str], *, first_seen: int = 0) -> int:
+    """Where a judge's lines come among an item's in dataset order: the config's judges (then
+    juries and the cascade) in the order ``judges`` lists them, a judge's derived lines (its
+    item decisions, ``<judge>:item``) right after its own, any other name after them all, in
+    the order names were ``first_seen``."""
+    base, _, derived = name.partition(":")
+    if base in judges:
+        return 2 * judges.index(base) + (1 if derived else 0)
+    return 2 * len(judges) + first_seen
 
 
 def read_blocks(run_dir: Path) -> dict[str, Any]:

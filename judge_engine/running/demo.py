@@ -35,8 +35,9 @@ DEMO_DIR = "demo"
 
 def demo_endpoint(judge: JudgeConfig, url: str) -> Endpoint:
     """The fake server for ``judge``: the model's own name under ``openai/`` (the fake speaks
-    OpenAI's API), a throwaway key."""
-    return Endpoint("openai/" + judge.model.split("/")[-1], url, "demo-key")
+    OpenAI's API), a throwaway key; each request names its sample, so that a demo's answers are
+    a function of the request (:attr:`~judge_engine.providers.Endpoint.fake`)."""
+    return Endpoint("openai/" + judge.model.split("/")[-1], url, "demo-key", fake=True)
 
 
 @contextlib.contextmanager

@@ -18,6 +18,7 @@ from judge_engine._moved import moved_names
 from judge_engine.inputs.config import JudgeConfig
 from judge_engine.lanes import Lane
 from judge_engine.protocols import Message, Protocol
+from judge_engine.protocols.base import stable_seed
 from judge_engine.providers import Endpoint
 from judge_engine.providers.base import Provider, ProviderRequest, ProviderResponse
 from judge_engine.running.budget import Guard
@@ -72,9 +73,21 @@ class JudgeSetup:
         """Where this judge's requests go, for messages."""
         return self.endpoint.label
 
-    def request(self, messages: Sequence[Message], temperature: float, task_ref: str = "") -> ProviderRequest:
+    def task_request(self, messages: Sequence[Message], task: Task) -> ProviderRequest:
+        """The request ``task`` sends with ``messages`` (its temperature, its ref, its sample)."""
+        return self.request(messages, task.temperature, task.ref, sample=self.sample(task))
+
+    def sample(self, task: Task) -> int:
+        """Which sample of its request ``task`` asks for: what its answer cache key holds beside
+        the request (:meth:`key`), the repeat and, for a protocol whose items are draws, the item."""
+        if self.protocol.item_in_cache_key:
+            return stable_seed(task.item_id, task.repeat)
+        return task.repeat
+
+    def request(self, messages: Sequence[Message], temperature: float, task_ref: str = "", *,
+                sample: int = 0) -> ProviderRequest:
         """The request for one conversation at one temperature (``task_ref``: the asking task's
-        :attr:`~judge_engine.planning.plan.Task.ref`)."""
+        :attr:`~judge_engine.planning.plan.Task.ref`; ``sample``: :meth:`sample`)."""
         return ProviderRequest(
             model=self.endpoint.model,
             messages=messages,
@@ -85,6 +98,7 @@ class JudgeSetup:
             api_base=self.endpoint.api_base,
             timeout_s=self.config.timeout_s,
             task_ref=task_ref,
+            sample=sample,
         )
 
     @property

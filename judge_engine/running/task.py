@@ -92,7 +92,7 @@ def prepare_task(judge: JudgeSetup, task: Task, cache: AnswerCache) -> PreparedT
         messages: list[Message] = judge.protocol.render(task.item, task.variant)
     except Exception as exc:  # never crash a run: the task is unscored with the reason
         return PreparedTask(task, render_error=exc)
-    request = judge.request(messages, task.temperature, task.ref)
+    request = judge.task_request(messages, task)
     key = judge.key(request, task)
     return PreparedTask(task, messages, request, key, cache.get(key))
 
@@ -166,7 +166,7 @@ def decide(judge: JudgeRuntime, task: Task, log: TaskLog, messages: list[Message
         judge.counters.reasks += 1
         messages = [*messages, {"role": "assistant", "content": response.content or ""},
                     {"role": "user", "content": text}]
-        request = judge.request(messages, task.temperature, task.ref)
+        request = judge.task_request(messages, task)
         return Reask(messages, request, judge.key(request, task), error)
     except Exception as exc:
         return _protocol_failure(judge, task, log, "parse", exc, transcript)

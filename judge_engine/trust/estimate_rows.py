@@ -23,7 +23,7 @@ from typing import Any
 
 from judge_engine.errors import CalibrationError, DatasetError, RunDirError, TableError
 from judge_engine.rundir.records import DEMO_NOTE, OutcomeRecord
-from judge_engine.rundir.store import latest_outcome_records, read_manifest
+from judge_engine.rundir.store import judge_order, latest_outcome_lines, read_manifest
 from judge_engine.stats.sections import Section
 from judge_engine.trust.calibration import read_rows
 from judge_engine.trust.estimates import SAMPLING_PROBABILITY, missing
@@ -61,14 +61,14 @@ def judged_items(run_dir: str | Path, *, judges: Sequence[str] | None = None, by
         raise TableError(str(exc)) from None
     if manifest.demo:
         notes.append(DEMO_NOTE)
-    try:
-        latest = latest_outcome_records(run_dir, notes=notes)
+    try:  # in dataset order: the groups, judges and sums never follow the order tasks finished in
+        latest = list(latest_outcome_lines(run_dir, notes=notes, judges=judge_order(manifest)))
     except RunDirError as exc:
         raise TableError(str(exc)) from None
     if not latest:
         raise TableError(f"{run_dir / 'outcomes.jsonl'}: no outcomes")
     by_judge: dict[str, list[OutcomeRecord]] = defaultdict(list)
-    for record in latest.values():
+    for record in latest:
         by_judge[record.judge].append(record)
     decided = {j[: -len(ITEM_SUFFIX)] for j in by_judge if j.endswith(ITEM_SUFFIX)}
     available = [j for j in by_judge if j not in decided]

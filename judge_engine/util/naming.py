@@ -28,6 +28,22 @@ def judge_ref(name: str, key: str = "") -> str:
     return f"judges[{name}]" + (f".{key}" if key else "")
 
 
+def with_model(name: str, model: str) -> str:
+    """A judge's name with the model it ran beside it, for a table's cell when ``--model``
+    swapped the config's: ``mqm-mini (claude-sonnet-4-5)`` (the provider's prefix left out;
+    the notes name the model whole)."""
+    return f"{name} ({model.rsplit('/', 1)[-1]})"
+
+
+def swapped_note(models: Mapping[str, str]) -> str | None:
+    """The note of a run whose judges ``--model`` swapped: which model they ran, whole."""
+    if not models:
+        return None
+    ran = sorted(set(models.values()))
+    return (f"--model: {', '.join(models)} ran {', '.join(ran)}, not the model{'s' if len(models) > 1 else ''} "
+            f"the config names; tables show it beside the name")
+
+
 def judge_stopped(name: str, model: str, why: str) -> str:
     """The message of a judge that stopped: ``judges[mqm] (openai/gpt-4o) stopped: why``."""
     return f"{judge_ref(name)} ({model}) stopped: {why}"

@@ -43,6 +43,7 @@ from judge_engine.rundir.store import (
     read_manifest,
     writer_active,
 )
+from judge_engine.util.naming import with_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +60,8 @@ class Jury:
 @dataclass(frozen=True, slots=True)
 class Judge:
     """One judge of one open run, under the name the pages show (``label``: the judge's own
-    name, unless two open runs have a judge of that name; then ``name (run id)``)."""
+    name, with the model it ran when ``--model`` swapped it, ``name (model)``; and the run's id
+    after it when two open runs have a judge of that label, ``name (run id)``)."""
 
     run: int
     name: str
@@ -263,11 +265,14 @@ def _judges(runs: Sequence[OpenRun], db: sqlite3.Connection) -> list[Judge]:
         indexed = [name for (name,) in db.execute(f"SELECT DISTINCT judge FROM {run.schema}.tasks ORDER BY judge")]
         known = {name for number, name, _, _ in found if number == run.number}
         found += [(run.number, name, None, None) for name in indexed if name not in known]
+    swapped = [run.manifest.swapped_models() for run in runs]
+    shown = [with_model(name, swapped[number][name]) if name in swapped[number] else name
+             for number, name, _, _ in found]
     counts: dict[str, int] = {}
-    for _, name, _, _ in found:
-        counts[name] = counts.get(name, 0) + 1
-    return [Judge(number, name, name if counts[name] == 1 else f"{name} ({runs[number].run_id})", entry, jury)
-            for number, name, entry, jury in found]
+    for label in shown:
+        counts[label] = counts.get(label, 0) + 1
+    return [Judge(number, name, label if counts[label] == 1 else f"{label} ({runs[number].run_id})", entry, jury)
+            for (number, name, entry, jury), label in zip(found, shown, strict=True)]
 
 
 def declared_scales(manifest: Manifest) -> dict[str, tuple[float, float]]:

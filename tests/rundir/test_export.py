@@ -36,6 +36,23 @@ def latest_lines(run_dir: Path) -> dict[str, dict[str, Any]]:
     return latest
 
 
+def in_dataset_order(run_dir: Path, lines: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``lines`` as an export writes them: by the item's row (a line without one, written before
+    rows were, after those with one, in the order its item first appears in the file), then the
+    judge in the config's order, the temperature, the repeat and the variant."""
+    first: dict[str, int] = {}
+    for line in (run_dir / "outcomes.jsonl").read_text(encoding="utf-8").splitlines():
+        first.setdefault(json.loads(line)["item_id"], len(first))
+    judges = [judge["name"] for judge in json.loads((run_dir / "run.json").read_text())["config"]["judges"]]
+
+    def key(line: dict[str, Any]) -> tuple[Any, ...]:
+        row = line.get("row")
+        return ((0, row) if row is not None else (1, first[line["item_id"]]), judges.index(line["judge"]),
+                line["temperature"], line["repeat"], len(line["variant"]), line["variant"])
+
+    return dict(sorted(lines.items(), key=lambda pair: key(pair[1])))
+
+
 # --- the streaming reader of the latest outcomes -----------------------------------------------
 
 
@@ -116,8 +133,8 @@ def read_export(path: Path, fmt: str) -> list[dict[str, Any]]:
 
 
 def check_rows(rows: list[dict[str, Any]], run_dir: Path) -> None:
-    """Every row equals the task's last outcome line, field by field."""
-    expected = latest_lines(run_dir)
+    """Every row equals the task's last outcome line, field by field, in dataset order."""
+    expected = in_dataset_order(run_dir, latest_lines(run_dir))
     assert [row["task_id"] for row in rows] == list(expected)
     for row, line in zip(rows, expected.values(), strict=True):
         for name in OUTCOME_FIELDS:
@@ -171,8 +188,10 @@ def test_a_task_judged_again_counts_once_with_its_last_line(demo_runs: dict[str,
         handle.write(json.dumps(again) + "\n")
     assert main(["export", str(run), "--format", "jsonl", "-o", str(tmp_path / "o.jsonl")]) == 0
     rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert len(rows) == 20 and rows[-1]["task_id"] == first["task_id"] and rows[-1]["score"] == -7.0
-    assert rows[-1]["verdict.errors.count"] == 0 and sum(r["task_id"] == first["task_id"] for r in rows) == 1
+    again_rows = [r for r in rows if r["task_id"] == first["task_id"]]
+    assert len(rows) == 20 and len(again_rows) == 1 and again_rows[0]["score"] == -7.0
+    assert again_rows[0]["verdict.errors.count"] == 0
+    assert rows.index(again_rows[0]) == first["row"]  # in its item's place, not where its line is
 
 
 def test_export_goes_to_the_run_directory_by_default_and_to_standard_output(
@@ -470,3 +489,84 @@ def test_load_run_transcripts_keeps_errors_and_protocol_errors(tmp_path: Path) -
     assert (second["event"], second["stage"], second["error.message"], second["traceback"]) == (
         "protocol_error", "parse", "KeyError: 'x'", "Traceback ...")
     assert frame["attempt"].isna().tolist() == [False, True] and frame["cache_hit"].tolist() == [False, False]
+
+
+# --- dataset order (issue 34, point 8b) ------------------------------------------------------------
+
+
+def _dataset_order(run_dir: Path, items: Path, lines: dict[str, dict[str, Any]]) -> list[str]:
+    """The task ids of ``lines`` in dataset order, worked out here: the item's line in the
+    dataset, then the judge in the config's order, the temperature, the repeat, the variant."""
+    position = {json.loads(line)["id"]: n for n, line in enumerate(items.read_text(encoding="utf-8").splitlines())}
+    judges = [judge["name"] for judge in json.loads((run_dir / "run.json").read_text())["config"]["judges"]]
+    return sorted(lines, key=lambda t: (position[lines[t]["item_id"]], judges.index(lines[t]["judge"]),
+                                        lines[t]["temperature"], lines[t]["repeat"],
+                                        len(lines[t]["variant"]), lines[t]["variant"]))
+
+
+@pytest.fixture(scope="module")
+def finished_backwards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A demo run of two judges (the second first in the alphabet) at two temperatures, twice
+    each, whose outcome lines are then put in the opposite order (tasks finishing last-first),
+    with one task judged again at the end: the run directory and its dataset."""
+    root = tmp_path_factory.mktemp("backwards")
+    shutil.copytree(REPO / "examples" / "literary_mt", root / "lit", ignore=shutil.ignore_patterns("runs", ".judge_cache"))
+    config = root / "lit" / "config.yaml"
+    text = config.read_text(encoding="utf-8")
+    judge = text[text.index("  - name: mqm-mini"):text.index("output:")]
+    second = judge.replace("name: mqm-mini", "name: alpha").replace("gpt-4o-mini", "gpt-4o")
+    text = text.replace(judge, judge + second).replace("temperatures: [0.0]", "temperatures: [0.7, 0.0]")
+    config.write_text(text.replace("repeats: 1", "repeats: 2"), encoding="utf-8")
+    assert main(["run", str(config), "--demo", "--no-live"]) == 0
+    run = (root / "lit" / "runs" / "latest").resolve()
+    lines = (run / "outcomes.jsonl").read_text(encoding="utf-8").splitlines()
+    again = {**json.loads(lines[3]), "score": -7.0, "at": "2026-12-01T00:00:00.000+00:00"}
+    (run / "outcomes.jsonl").write_text("\n".join([*reversed(lines), json.dumps(again)]) + "\n", encoding="utf-8")
+    (run / "index.sqlite").unlink(missing_ok=True)
+    return run, root / "lit" / "items.jsonl"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_export_writes_rows_in_dataset_order_whatever_order_tasks_finished(
+        finished_backwards: tuple[Path, Path], tmp_path: Path, fmt: str) -> None:
+    run, items = finished_backwards
+    out = tmp_path / f"o.{fmt}"
+    assert main(["export", str(run), "--format", fmt, "-o", str(out)]) == 0
+    rows = read_export(out, fmt)
+    lines = latest_lines(run)
+    assert len(rows) == 20 * 2 * 2 * 2
+    assert [row["task_id"] for row in rows] == _dataset_order(run, items, lines)
+    assert [(r["item_id"], r["judge"], float(r["temperature"]), int(r["repeat"])) for r in rows[:5]] == [
+        ("lit-001", "mqm-mini", 0.0, 0), ("lit-001", "mqm-mini", 0.0, 1), ("lit-001", "mqm-mini", 0.7, 0),
+        ("lit-001", "mqm-mini", 0.7, 1), ("lit-001", "alpha", 0.0, 0)]
+    retried = json.loads((run / "outcomes.jsonl").read_text(encoding="utf-8").splitlines()[-1])
+    assert [float(r["score"]) for r in rows if r["task_id"] == retried["task_id"]] == [-7.0]  # its last line
+
+
+def test_the_wide_export_and_load_run_follow_the_dataset_too(finished_backwards: tuple[Path, Path],
+                                                            tmp_path: Path) -> None:
+    import judge_engine
+
+    run, items = finished_backwards
+    assert main(["export", str(run), "--wide", "-o", str(tmp_path / "wide.csv")]) == 0
+    ids = [json.loads(line)["id"] for line in items.read_text(encoding="utf-8").splitlines()]
+    wide = read_export(tmp_path / "wide.csv", "csv")
+    assert [row["item_id"] for row in wide] == ids
+    assert [c for c in wide[0] if c.endswith(".status")][:3] == [
+        "mqm-mini|0.0|0.status", "mqm-mini|0.0|1.status", "mqm-mini|0.7|0.status"]
+    pytest.importorskip("pandas")
+    frame = judge_engine.load_run(run)
+    assert list(frame["task_id"]) == _dataset_order(run, items, latest_lines(run))
+
+
+def test_variants_come_in_their_order_after_the_repeat(demo_runs: dict[str, Path], tmp_path: Path) -> None:
+    run = tmp_path / "bws"
+    shutil.copytree(demo_runs["bws"], run, ignore=shutil.ignore_patterns("export"))
+    lines = (run / "outcomes.jsonl").read_text(encoding="utf-8").splitlines()
+    (run / "outcomes.jsonl").write_text("\n".join(reversed(lines)) + "\n", encoding="utf-8")
+    assert main(["export", str(run), "--format", "jsonl", "-o", str(tmp_path / "o.jsonl")]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()]
+    items = REPO / "examples" / "bws" / "items.jsonl"
+    assert [row["task_id"] for row in rows] == _dataset_order(run, items, latest_lines(run))
+    first = [(r["judge"], r["variant"]) for r in rows if r["item_id"] == rows[0]["item_id"]]
+    assert first == [("bws-mini", f"order{n}") for n in range(5)] + [("bws-mini-json", "order0")]

@@ -160,7 +160,7 @@ class Results:
             self._finish(await judge_task(judge, PreparedTask(task, render_error=exc, log=log), cache=self.driver.cache,
                                           transcript=self._transcript))
             return
-        request = judge.request(messages, task.temperature, task.ref)
+        request = judge.task_request(messages, task)
         response = result.response
         if result.kind is ResultKind.ANSWER and response is not None and _empty(response):
             # An empty result is not an answer (a failed request can come back as one): it is
@@ -252,7 +252,7 @@ class Results:
             messages, request, key = reask.messages, reask.request, reask.key
         else:
             messages = [*judge.protocol.render(task.item, task.variant), *(dict(t) for t in turns)]
-            request = judge.request(messages, task.temperature, task.ref)
+            request = judge.task_request(messages, task)
             key = judge.key(request, task)
         self.driver.board.online += 1
         await self.driver.queue.put(PreparedTask(task, messages, request, key, self.driver.cache.get(key), log=log))
@@ -277,7 +277,7 @@ class Results:
             self._finish(await judge_task(judge, PreparedTask(task, render_error=exc, log=log),
                                           cache=self.driver.cache, transcript=self._transcript))
             return None
-        request = judge.request(messages, task.temperature, task.ref)
+        request = judge.task_request(messages, task)
         cached = self.driver.cache.get(judge.key(request, task))
         if cached is None:
             return request, rough_prompt_tokens(messages)
