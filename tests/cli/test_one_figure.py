@@ -78,6 +78,7 @@ def _said(capsys: pytest.CaptureFixture[str], *args: str) -> str:
 # --- tokens: plan counts with the model's tokenizer, a demo run with the fake server's ----------------
 
 
+@pytest.mark.slow
 def test_a_demo_run_names_why_its_tokens_are_not_plans(cascade: Commands, capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """``plan`` counts strong's prompts with gpt-4o's own tokenizer (exact: no ``~``); the fake

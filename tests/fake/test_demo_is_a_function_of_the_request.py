@@ -46,6 +46,7 @@ def _answers(tmp_path: Path, name: str, concurrency: int, *, reverse: bool = Fal
     return answers
 
 
+@pytest.mark.slow
 def test_two_demo_runs_with_fresh_caches_give_every_task_the_same_answer(tmp_path: Path) -> None:
     try:
         PackagedLexicon()

@@ -526,6 +526,7 @@ def finished_backwards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, 
     return run, root / "lit" / "items.jsonl"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
 def test_export_writes_rows_in_dataset_order_whatever_order_tasks_finished(
         finished_backwards: tuple[Path, Path], tmp_path: Path, fmt: str) -> None:

@@ -150,6 +150,7 @@ def test_cancel_finds_a_batch_created_but_never_recorded_and_cancels_it(
         assert Counter(o["task_id"] for o in read_lines(run / "outcomes.jsonl")).most_common(1)[0][1] == 1
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_status_after_a_killed_runs_batch_is_cancelled_says_it_is_not_running_and_holds_only_its_answers(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
