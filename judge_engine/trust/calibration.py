@@ -382,6 +382,22 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], Callable[[int], str]]:
     return rows, lambda i: f"{path}: line {lines[i]}"
 
 
+def repeated_note(name: str, repeats: Sequence[tuple[str, str, str]]) -> list[str]:
+    """The note a human table's reader gives for rows that label an item again with the same
+    label: harmless (each item counts once), but said, with the first one's lines. ``repeats``
+    holds ``(item, where the repeat is, where the first is)``; empty: no note."""
+    if not repeats:
+        return []
+    item, again, first = repeats[0]
+    count = len(repeats)
+    return [f"{name}: {count:,} duplicate row{'s' if count > 1 else ''} (an item labelled again with the same "
+            f"label, e.g. {item!r} on {_line(name, again)}, first on {_line(name, first)}): each item is counted once"]
+
+
+def _line(name: str, where: str) -> str:
+    return where.removeprefix(f"{name}: ")
+
+
 def _csv(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open(encoding="utf-8", newline="") as handle:
         reader = csv.DictReader(handle, delimiter=delimiter)

@@ -25,7 +25,7 @@ from judge_engine.errors import CalibrationError, DatasetError, RunDirError, Tab
 from judge_engine.rundir.records import DEMO_NOTE, OutcomeRecord
 from judge_engine.rundir.store import judge_order, latest_outcome_lines, read_manifest
 from judge_engine.stats.sections import Section
-from judge_engine.trust.calibration import read_rows
+from judge_engine.trust.calibration import read_rows, repeated_note
 from judge_engine.trust.estimates import SAMPLING_PROBABILITY, missing
 
 ITEM_SUFFIX = ":item"
@@ -144,7 +144,8 @@ def human_labels(path: str | Path, *, key: str, column: str, positive: str | Non
 
     Raises:
         CalibrationError: the table cannot be read, lacks a column, a label is not a number
-            (the line named), an item labelled twice differently.
+            (the line named), an item labelled twice differently (both lines named). An item
+            labelled again the same is counted once, with a note.
     """
     path = Path(path)
     rows, where = read_rows(path)
@@ -156,6 +157,8 @@ def human_labels(path: str | Path, *, key: str, column: str, positive: str | Non
                                "--key names the item id column, --human the label's")
     planned = SAMPLING_PROBABILITY in rows[0]
     labels: dict[str, float] = {}
+    first: dict[str, tuple[int, Any]] = {}  # item -> the row that labelled it first, and its label as written
+    repeats: list[tuple[str, str, str]] = []
     probabilities: dict[str, float] | None = {} if planned else None
     selected: set[str] = set()
     for i, row in enumerate(rows):
@@ -171,10 +174,15 @@ def human_labels(path: str | Path, *, key: str, column: str, positive: str | Non
         if missing(value):
             continue
         label = _label(value, positive, f"{where(i)}: column {column!r}")
-        if item in labels and labels[item] != label:
-            raise CalibrationError(f"{where(i)}: item {item!r} labelled {value!r}, and earlier {labels[item]!r}")
-        labels[item] = label
-    notes = []
+        if item in labels:
+            at, written = first[item]
+            if labels[item] != label:
+                raise CalibrationError(f"{where(i)}: item {item!r} labelled {value!r}, but {where(at)} labelled it "
+                                       f"{written!r}")
+            repeats.append((item, where(i), where(at)))
+            continue
+        labels[item], first[item] = label, (i, value)
+    notes = repeated_note(str(path), repeats)
     if probabilities is not None and (extra := set(labels) - selected) and selected:
         notes.append(f"{len(extra):,} labelled items were not drawn by the plan (e.g. {sorted(extra)[0]!r}): they are "
                      "counted as drawn, which the plan's probabilities do not account for; leave them out, or "

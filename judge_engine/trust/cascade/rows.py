@@ -26,7 +26,7 @@ from judge_engine.inputs.config import CascadeConfig, JobConfig, recorded_config
 from judge_engine.planning.plan import build_protocol
 from judge_engine.rundir.records import Manifest, OutcomeRecord, Spend
 from judge_engine.rundir.store import iter_transcript, latest_outcome_records, read_manifest
-from judge_engine.trust.calibration import read_rows
+from judge_engine.trust.calibration import read_rows, repeated_note
 from judge_engine.trust.cascade.stages import Stage, check_stages, decide, stage_shape
 
 
@@ -127,7 +127,8 @@ def _as_cascade(config: JobConfig, names: list[str]) -> Any:
 
 def read_labels(table: str | Path | Iterable[Mapping[str, Any]], key: str, label: str
                 ) -> tuple[dict[str, Any], list[str]]:
-    """A human table's labels: item id -> label, and notes (rows without a label).
+    """A human table's labels: item id -> label, and notes (rows without a label, rows that
+    label an item again with the same label: :func:`~judge_engine.trust.calibration.repeated_note`).
 
     Raises:
         CalibrationError: the table cannot be read, lacks a column, has a row without an id or
@@ -150,6 +151,7 @@ def read_labels(table: str | Path | Iterable[Mapping[str, Any]], key: str, label
                                    "human label's")
     labels: dict[str, Any] = {}
     first: dict[str, int] = {}
+    repeats: list[tuple[str, str, str]] = []
     unlabelled = 0
     for i, row in enumerate(rows):
         item = row.get(key)
@@ -160,13 +162,16 @@ def read_labels(table: str | Path | Iterable[Mapping[str, Any]], key: str, label
             unlabelled += 1
             continue
         item = str(item).strip()
-        if item in labels and str(labels[item]).strip() != str(value).strip():
-            raise CalibrationError(f"{where(i)}: item {item!r} labelled {value!r}, but {where(first[item])} "
-                                   f"labelled it {labels[item]!r}")
-        labels[item], first[item] = value, first.get(item, i)
+        if item in labels:
+            if str(labels[item]).strip() != str(value).strip():
+                raise CalibrationError(f"{where(i)}: item {item!r} labelled {value!r}, but {where(first[item])} "
+                                       f"labelled it {labels[item]!r}")
+            repeats.append((item, where(i), where(first[item])))
+            continue
+        labels[item], first[item] = value, i
     notes = [f"{name}: {unlabelled:,} rows have no label in column {label!r}: their items are not calibrated on"] \
         if unlabelled else []
-    return labels, notes
+    return labels, notes + repeated_note(name, repeats)
 
 
 def _empty(value: Any) -> bool:
