@@ -105,7 +105,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
     document = calibrate_rows(rows, stages=stages, risk=args.risk, delta=args.delta, min_items=args.min_items,
                               delta_rule="per_stage" if args.per_stage_delta else "bonferroni", costs=costs,
                               output=args.output, **({"where": where} if where is not None else {}))
-    return _report(args, document, notes)
+    return _report(args, document, [*notes, *document["notes"]])
 
 
 def _report(args: argparse.Namespace, document: Mapping[str, Any], notes: list[str]) -> int:
@@ -119,7 +119,11 @@ def _report(args: argparse.Namespace, document: Mapping[str, Any], notes: list[s
         for note in notes:
             print(f"judge-engine calibrate: {note}", file=sys.stderr)
         if code == EXIT_UNSCORED:  # the exit code's reason, where a person reads it
-            print(f"judge-engine calibrate: {NOTHING_ANSWERED.format(items=document['items'])}", file=sys.stderr)
+            from judge_engine.trust.calibration import too_few_items
+
+            for line in (nothing_answered(document["items"]), too_few_items(document)):
+                if line:
+                    print(f"judge-engine calibrate: {line}", file=sys.stderr)
         sys.stdout.write(text)
         return code
     console = make_console()
@@ -134,8 +138,11 @@ def _report(args: argparse.Namespace, document: Mapping[str, Any], notes: list[s
     return code
 
 
-NOTHING_ANSWERED = ("nothing answered: no stage answers any of the {items:,} calibration items, so a cascade with "
-                    "these thresholds would abstain on every item")
+def nothing_answered(items: int) -> str:
+    """The first line of a calibration in which no stage answers."""
+    which = "the 1 calibration item" if items == 1 else f"any of the {items:,} calibration items"
+    return (f"nothing answered: no stage answers {which}, so a cascade with these thresholds would abstain on "
+            "every item")
 
 
 def _costs(text: str) -> dict[str, float] | str:
@@ -166,7 +173,7 @@ def render_calibration(document: Mapping[str, Any], console: Terminal, *, notes:
 
     answered, items = document["answered"], document["items"]
     if not answered:
-        head, _, rest = NOTHING_ANSWERED.format(items=items).partition(": ")
+        head, _, rest = nothing_answered(items).partition(": ")
         say(console, f"[bold yellow]{head}:[/] {escape(rest)}")
         for line in answering_advice(document):
             say(console, escape(f"  {line}"))
@@ -215,7 +222,8 @@ def silent_reason(stage: Mapping[str, Any], risk: float) -> str:
         errors = f"{tested['errors']} error{'' if tested['errors'] == 1 else 's'}"
         head = f"answers nothing: {where}, {errors} in {tested['items']} items, bound {tested['bound']:.3f} > {risk:g}"
     else:
-        head = (f"answers nothing: {stage['judged']} items reached it with a judgment, fewer than the "
+        reached = f"{stage['judged']} item{'' if stage['judged'] == 1 else 's'} reached it"
+        head = (f"answers nothing: {reached} with a judgment, fewer than the "
                 f"{stage['start']} a threshold is tested with")
     if needed["items"] is None:
         return (f"{head}; its error rate there, {percent(needed['error_rate'])}, is at or above the risk: no "

@@ -16,7 +16,7 @@ answered by that stage and goes on to the next. :class:`~judge_engine.errors.Cal
      "stages": [{"stage", "threshold", "answered", "errors", "bound", "delta", "offered",
                  "judged", "start", "escalated", "escalation_rate", "stopped_at", "needed",
                  "cost_per_item"}, ...],
-     "cost", "calibration": {"items", "rows", "digest"}, "nothing_answered"}
+     "cost", "calibration": {"items", "rows", "digest", "duplicates"}, "nothing_answered", "notes"}
 
 ``threshold`` is null when the stage answers nothing (an item is answered by a stage when its
 confidence is >= the threshold); ``bound`` is the Clopper-Pearson bound of the error rate at it;
@@ -36,6 +36,11 @@ answers; else ``{"least_min_items", "answered_with_least"}``: the least ``min_it
 changes anything at this risk and delta (a threshold needs that many items even with no error)
 and how many items the cascade would answer with it (null when ``min_items`` is already that
 low); :func:`answering_advice` says it in words.
+
+``calibration.rows`` counts the rows used: a row identical to an earlier one (the same item,
+stage, prediction, confidence and label) is counted once, in ``calibration.duplicates``, and
+``notes`` says so (the first one's position named); a second row for an item and stage that
+differs is an error naming both.
 
 ``calibrate(..., output=PATH)`` writes the document as a thresholds file
 (:mod:`judge_engine.trust.thresholds`). The statistics are :mod:`judge_engine.stats.risk_control`.
@@ -114,7 +119,8 @@ def calibrate_rows(rows: Iterable[Mapping[str, Any]], *, stages: Sequence[str], 
     messages (the command line names file lines)."""
     names = _check_settings(stages, risk, delta, min_items, delta_rule)
     stage_costs = _check_costs(costs, names)
-    table = _Table.read(rows, names, where)
+    start = start_size(risk, stage_delta(delta, len(names), delta_rule), min_items)
+    table = _Table.read(rows, names, where, start=start)
     fit = calibrate_cascade(table.confidence, table.error, risk=risk, delta=delta, min_items=min_items,
                             rule=delta_rule)
     document = _document(fit, names, stage_costs, table)
@@ -176,14 +182,19 @@ class _Table:
     error: np.ndarray[Any, np.dtype[np.bool_]]
     rows: int
     digest: str
+    repeats: list[tuple[str, str, str]]
+    """Rows identical to an earlier one (item, where, where the first is): counted once."""
 
     @classmethod
-    def read(cls, rows: Iterable[Mapping[str, Any]], names: list[str], where: Callable[[int], str]) -> _Table:
+    def read(cls, rows: Iterable[Mapping[str, Any]], names: list[str], where: Callable[[int], str], *,
+             start: int) -> _Table:
+        """``start``: the fewest items a threshold is tested with (the vocabulary check's)."""
         column = {name: s for s, name in enumerate(names)}
         items: dict[str, int] = {}
         labels: list[tuple[Any, int]] = []  # per item: its label key and the row that gave it
         cells: dict[tuple[int, int], tuple[float, Any, int]] = {}  # (item, stage) -> confidence, prediction, row
         canonical = []
+        repeats: list[tuple[str, str, str]] = []
         count = 0
         for i, row in enumerate(rows):
             count += 1
@@ -195,6 +206,9 @@ class _Table:
                 raise CalibrationError(f"{where(i)}: label {row.get('label')!r} for item {item!r}, but "
                                        f"{where(labels[at][1])} gave it {labels[at][0]!r}")
             key = (at, column[stage])
+            if key in cells and _same(cells[key], confidence, prediction):
+                repeats.append((item, where(i), where(cells[key][2])))
+                continue
             if key in cells:
                 raise CalibrationError(f"{where(i)}: a second row for item {item!r} at stage {stage!r} "
                                        f"(the first is {where(cells[key][2])})")
@@ -207,9 +221,15 @@ class _Table:
         for (at, s), (c, prediction, _) in cells.items():
             confidence_m[at, s] = c
             error_m[at, s] = not math.isnan(c) and prediction != labels[at][0]
-        _check_vocabularies(cells, labels, names)
+        _check_vocabularies(cells, labels, names, start)
         canonical.sort(key=lambda r: (r[0], r[1]))
-        return cls(confidence_m, error_m, count, jsonio.content_hash(canonical))
+        return cls(confidence_m, error_m, len(canonical), jsonio.content_hash(canonical), repeats)
+
+
+def _same(cell: tuple[float, Any, int], confidence: float, prediction: Any) -> bool:
+    """A row's judgment is the cell's (confidences equal, or both missing)."""
+    known, said, _ = cell
+    return said == prediction and (known == confidence or (math.isnan(known) and math.isnan(confidence)))
 
 
 def _read_row(row: Any, where: str, column: Mapping[str, int]) -> tuple[str, str, Any, float, Any]:
@@ -247,13 +267,17 @@ def _confidence(value: Any, where: str) -> float:
 
 
 def _check_vocabularies(cells: Mapping[tuple[int, int], tuple[float, Any, int]], labels: Sequence[tuple[Any, int]],
-                        names: Sequence[str]) -> None:
+                        names: Sequence[str], start: int) -> None:
     """A stage whose predictions never take a value any label takes (``A``/``B`` against the
-    reference's 1/2) would count every item an error: say so rather than calibrate on it."""
+    reference's 1/2) would count every item an error: say so rather than calibrate on it. A
+    stage judging fewer items than a threshold is tested with answers nothing whatever its
+    errors, and on so few (one item: one wrong answer) a mismatch is no evidence of two
+    vocabularies: the report says how many items are needed instead (:func:`too_few_items`)."""
     seen = {label for label, _ in labels}
     for s, name in enumerate(names):
-        predicted = {p for (_, stage), (c, p, _) in cells.items() if stage == s and not math.isnan(c)}
-        if predicted and not predicted & seen:
+        judged = [p for (_, stage), (c, p, _) in cells.items() if stage == s and not math.isnan(c)]
+        predicted = set(judged)
+        if len(judged) >= start and not predicted & seen:
             raise CalibrationError(f"stage {name!r}: its predictions ({_few(predicted)}) never take a value the "
                                    f"labels take ({_few(seen)}): write both with the same values")
 
@@ -291,7 +315,11 @@ def _document(fit: CascadeFit, names: list[str], costs: list[float] | None, tabl
         "guarantee": guarantee(fit.risk, fit.delta, fit.rule, len(names)), "min_items": fit.min_items,
         "items": fit.items, "coverage": fit.coverage, "answered": fit.answered, "errors": fit.errors,
         "agreement": 1 - fit.errors / fit.answered if fit.answered else None, "stages": stages, "cost": None,
-        "calibration": {"items": fit.items, "rows": table.rows, "digest": table.digest}, "nothing_answered": None,
+        "calibration": {"items": fit.items, "rows": table.rows, "digest": table.digest,
+                        "duplicates": len(table.repeats)},
+        "nothing_answered": None,
+        "notes": repeated_note(None, table.repeats, what="the same item, stage, prediction, confidence and label as an "
+                                                         "earlier row"),
     }
     if costs is not None:
         cost = cascade_cost(fit, costs)
@@ -315,8 +343,22 @@ def _with_least_min_items(table: _Table, fit: CascadeFit) -> dict[str, Any]:
     return {"least_min_items": least, "answered_with_least": answered}
 
 
+def too_few_items(document: Mapping[str, Any]) -> str | None:
+    """When the calibration has fewer items than a threshold is tested with (so no stage can
+    answer, whatever its errors): how many it has and how many are needed. None otherwise."""
+    items, stages = document["items"], document["stages"]
+    start = max((s.get("start") or 0 for s in stages), default=0)
+    if items >= start:
+        return None
+    settings = f"--min-items {document['min_items']}" if start == document["min_items"] else (
+        f"at risk {document['risk']:g} and delta {document['delta']:g}, above --min-items {document['min_items']}")
+    return (f"{items:,} labelled item{'' if items == 1 else 's'} to calibrate on: at least {start:,} labelled items are "
+            f"needed, the fewest a threshold is tested with ({settings})")
+
+
 def answering_advice(document: Mapping[str, Any]) -> list[str]:
-    """What would let a stage of a calibration that answers nothing answer, in two sentences:
+    """What would let a stage of a calibration that answers nothing answer, in two sentences
+    (three when it has fewer items than a threshold is tested with: :func:`too_few_items` first):
     the calibration items each stage would need at its error rate (fewest first), and what a
     lower ``--min-items`` would do (a file written before 0.2 has no word on it). Empty when some
     stage answers."""
@@ -339,9 +381,11 @@ def answering_advice(document: Mapping[str, Any]) -> list[str]:
                      f"{'s' if len(cannot) > 1 else ''} at or above the risk {risk:g})")
     if unjudged:
         parts.append(f"{', '.join(unjudged)}: no item reached {'them' if len(unjudged) > 1 else 'it'} with a judgment")
+    few = too_few_items(document)
+    head = [few] if few else []
     nothing = document.get("nothing_answered")
     if not isinstance(nothing, Mapping):
-        return ["; ".join(parts)]
+        return [*head, "; ".join(parts)]
     least, answered = nothing["least_min_items"], nothing["answered_with_least"]
     if answered is None:
         lower = (f"--min-items cannot go lower: at risk {risk:g} and delta {delta:g} a threshold needs {least} items "
@@ -353,7 +397,7 @@ def answering_advice(document: Mapping[str, Any]) -> list[str]:
     else:
         lower = (f"a lower --min-items would not help: even at {least}, the least risk {risk:g} and delta {delta:g} "
                  "allow, no stage answers")
-    return ["; ".join(parts), lower]
+    return [*head, "; ".join(parts), lower]
 
 
 # --- reading a table of rows (a rows file, a human table) ------------------------------------
@@ -382,20 +426,19 @@ def read_rows(path: Path) -> tuple[list[dict[str, Any]], Callable[[int], str]]:
     return rows, lambda i: f"{path}: line {lines[i]}"
 
 
-def repeated_note(name: str, repeats: Sequence[tuple[str, str, str]]) -> list[str]:
-    """The note a human table's reader gives for rows that label an item again with the same
-    label: harmless (each item counts once), but said, with the first one's lines. ``repeats``
-    holds ``(item, where the repeat is, where the first is)``; empty: no note."""
+def repeated_note(name: str | None, repeats: Sequence[tuple[str, str, str]],
+                  what: str = "an item labelled again with the same label") -> list[str]:
+    """The note for duplicate rows, harmless (each is counted once) but said, with the first
+    one's lines: a human table's (an item labelled again the same), a rows file's (a row equal
+    to an earlier one). ``repeats`` holds ``(item, where the repeat is, where the first is)``;
+    ``name`` (the file) starts the note; empty: no note."""
     if not repeats:
         return []
     item, again, first = repeats[0]
     count = len(repeats)
-    return [f"{name}: {count:,} duplicate row{'s' if count > 1 else ''} (an item labelled again with the same "
-            f"label, e.g. {item!r} on {_line(name, again)}, first on {_line(name, first)}): each item is counted once"]
-
-
-def _line(name: str, where: str) -> str:
-    return where.removeprefix(f"{name}: ")
+    head = f"{name}: " if name else ""
+    return [f"{head}{count:,} duplicate row{'s' if count > 1 else ''} ({what}, e.g. {item!r} on "
+            f"{again.removeprefix(head)}, first on {first.removeprefix(head)}): each is counted once"]
 
 
 def _csv(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
