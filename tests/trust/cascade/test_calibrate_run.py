@@ -145,6 +145,7 @@ def test_calibrate_run_dir_is_calibrate_rows_of_the_stages_decisions(tmp_path: P
     ("item,human\ni1,A\n", "no column 'id' (columns: item, human); --key names the item id column"),
     ("id,verdict\ni1,A\n", "no column 'human'"),
     ("id,human\ni1,A\ni2,B\ni1,B\n", "human.csv: line 4: item 'i1' labelled 'B', but "),
+    ("id,human\ni1,A\ni2,B\ni1,B\n", "human.csv: line 2 labelled it 'A'"),  # both lines named (issue 35.5)
     ("id,human\n,A\n", "human.csv: line 2: no item id in column 'id'"),
 ])
 def test_a_bad_human_table_exits_2_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], table: str,
@@ -154,6 +155,43 @@ def test_a_bad_human_table_exits_2_naming_the_line(tmp_path: Path, capsys: pytes
     assert main(["calibrate", str(run), "--human-table", str(tmp_path / "human.csv"), "--label", "human",
                  "--risk", "0.2", "--delta", "0.2"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_human_tables_identical_duplicates_are_counted_and_said(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 35.5: two rows that label i1 and i2 again with the same labels were read silently.
+    Now the report (and, with --json, standard error) counts them and names the first one's
+    lines; the calibration is the one without them."""
+    run = _hand_built_run(tmp_path)
+    settings = ["--label", "human", "--risk", "0.5", "--delta", "0.5", "--min-items", "1"]
+    (tmp_path / "once.csv").write_text("id,human\ni1,A\ni2,B\ni3,A\ni5,B\n", encoding="utf-8")
+    (tmp_path / "twice.csv").write_text("id,human\ni1,A\ni2,B\ni3,A\ni5,B\ni1,A\ni2, B\n", encoding="utf-8")
+    note = (f"{tmp_path / 'twice.csv'}: 2 duplicate rows (an item labelled again with the same label, e.g. 'i1' on "
+            "line 6, first on line 2): each is counted once")
+    assert main(["calibrate", str(run), "--human-table", str(tmp_path / "twice.csv"), *settings]) == 0
+    assert note in " ".join(capsys.readouterr().out.split())  # a long tmp path wraps
+    documents = []
+    for table in ("once", "twice"):
+        assert main(["calibrate", str(run), "--human-table", str(tmp_path / f"{table}.csv"), *settings, "--json"]) == 0
+        captured = capsys.readouterr()
+        documents.append(json.loads(captured.out))
+    assert f"judge-engine calibrate: {note}" in captured.err.splitlines()
+    assert documents[0] == documents[1] and documents[1]["items"] == 4
+
+
+def test_a_one_row_human_table_says_how_many_labelled_items_are_needed(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 35.5: one labelled item (i2, which p1 gets wrong) was refused with "stage 'p1': its
+    predictions (A) never take a value the labels take (B)", exit 2. A threshold is tested from 30
+    items, so nothing can be answered: exit 3, saying so and how many items are needed."""
+    run = _hand_built_run(tmp_path)
+    (tmp_path / "human.csv").write_text("id,human\ni2,B\n", encoding="utf-8")
+    assert main(["calibrate", str(run), "--human-table", str(tmp_path / "human.csv"), "--label", "human",
+                 "--risk", "0.2", "--delta", "0.2", "--json"]) == 3
+    err = capsys.readouterr().err
+    assert "never take a value" not in err
+    assert ("judge-engine calibrate: 1 labelled item to calibrate on: at least 30 labelled items are needed, the "
+            "fewest a threshold is tested with (--min-items 30)") in err.splitlines()
 
 
 def test_a_run_of_the_cascade_off_calibrates_and_its_thresholds_run_the_cascade(
