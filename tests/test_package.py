@@ -101,8 +101,9 @@ REVIEWED: dict[str, int] = {
     "protocols/custom.py": 420,  # a config-defined judge: render, read, score, and where its closed fields are
     "inputs/config.py": 740,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence, the cascade), beside the one merge and its errors naming the flag a value came from (also for a config read back from run.json), what an api_base, a proxy and a model string may be, the network keys a judge and a deployment take (proxy, ca_bundle, verify), and the check that its two directories can be made (reading the YAML is config_file.py)
     "providers/catalog.py": 480,  # litellm's one home for what a model is (whether it names a provider, routes, params, prices, tokens, keys and a placeholder key, batch bodies, log-probs, the URL that shows an endpoint answers) and how litellm is set up (REQUESTS_CA_BUNDLE given to its clients)
-    "trust/calibration.py": 420,  # rows -> the calibration document, its checks, and what it says when no stage
-    # answers (answering_advice: calibrate's report and a cascade's refusal of the thresholds file give the same advice)
+    "trust/calibration.py": 470,  # rows -> the calibration document, its checks, and what it says when no stage
+    # answers (answering_advice: calibrate's report and a cascade's refusal of the thresholds file give the same advice),
+    # and what it says of its input (too few items to test a threshold, duplicate rows counted once: issue 35)
     "running/batch/driver.py": 470,  # one batch-mode judge's lifecycle: feeder (from the dataset, or a cascade's escalations), rounds, polls, the budget's commits per chunk, and a resume holding an ended batch only for what it answered
     "inputs/dataset.py": 500,  # the three readers, the field mapping, and the validating scan with what it finds: bad rows
     # named together, and a field no row has (a template's typo, a column spelt wrong) said once by what reads it
