@@ -221,8 +221,12 @@ class ChatClient:
             return await self._send(url, body, headers, proxy, deadline)
         scout = self._scouts.setdefault(proxy, _Scout())
         async with scout.turn():
+            if scout.refused is not None:  # it refused the credentials we still hold: it would again
+                return scout.refused
             answer = await self._send(url, body, headers, proxy, deadline)
-        if answer.status != 407:
+        if answer.status == 407:
+            scout.refused = answer
+        else:
             scout.passed = True
         return answer
 
@@ -281,6 +285,8 @@ class _Scout:
 
     def __init__(self) -> None:
         self.passed = False
+        self.refused: Answer | None = None
+        """Its 407, given to every request after it without sending (the credentials do not change)."""
         self._lock = asyncio.Lock()
 
     @contextlib.asynccontextmanager
@@ -421,9 +427,10 @@ def failed_connection(error: BaseException, *, network: Network, url: str, secre
 def proxy_refused(network: Network, url: str, secrets: list[str]) -> ErrorClass:
     """A 407 answer: the proxy wants credentials it was not given (or refused those it was): fatal."""
     proxy = network.proxy_label(url) or "(from the environment)"
-    return ErrorClass(ErrorKind.FATAL, redact(f"the proxy {proxy} refused our credentials (407 Proxy Authentication "
-                                              "Required): put user:password in the proxy URL (HTTPS_PROXY, or the "
-                                              "judge's proxy:)", secrets), 407)
+    what = "refused our credentials" if url_secrets(network.proxy_for(url) or "") else "asks for credentials, none given"
+    return ErrorClass(ErrorKind.FATAL, redact(f"the proxy {proxy} {what} (407 Proxy Authentication Required, "
+                                              "authentication failed): put user:password in the proxy URL "
+                                              "(HTTPS_PROXY, or the judge's proxy:)", secrets), 407)
 
 
 class BatchHTTP:
