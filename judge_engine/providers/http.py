@@ -279,9 +279,11 @@ class ChatClient:
 
 class _Scout:
     """Requests through a proxy that has not yet let one through go one at a time (each holds the
-    others back until its answer comes, or :data:`SCOUT_GRACE_S`): a proxy that wants credentials,
-    refuses or drops connections meets one request, and the judge stops on its answer, instead of
-    meeting every request in flight."""
+    others back until its answer comes): a proxy that wants credentials or refuses connections
+    meets one request, and the judge stops on its answer, instead of meeting every request in
+    flight. A first request still in flight after :data:`SCOUT_GRACE_S` lets the others go (a slow
+    model behind a proxy that passes requests; or a proxy that drops them, whose timeout stops the
+    judge all the same)."""
 
     def __init__(self) -> None:
         self.passed = False
@@ -295,13 +297,21 @@ class _Scout:
             yield
             return
         await self._lock.acquire()
+        if self.passed:  # proven while this one waited
+            self._lock.release()
+            yield
+            return
         held = [True]
 
         def release() -> None:
             if held.pop() if held else False:
                 self._lock.release()
 
-        timer = asyncio.get_running_loop().call_later(SCOUT_GRACE_S, release)
+        def slow() -> None:  # no refusal within the grace: a proxy refuses at once, a model takes its time
+            self.passed = self.refused is None
+            release()
+
+        timer = asyncio.get_running_loop().call_later(SCOUT_GRACE_S, slow)
         try:
             yield
         finally:

@@ -114,7 +114,7 @@ async def call_provider(
                 except Exception as exc:  # classified below; CancelledError is not an Exception
                     latency = time.perf_counter() - started
                     failure = deployment.provider.classify(exc)
-                    if isinstance(exc, TimeoutError) and failure.kind is ErrorKind.RETRY:
+                    if isinstance(exc, TimeoutError) and failure.kind is not ErrorKind.FATAL:
                         # our own guard fired, or the client's timeout (a connection to a proxy that
                         # drops what it is sent is the adapter's to call fatal)
                         failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s",

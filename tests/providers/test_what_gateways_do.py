@@ -228,3 +228,31 @@ def test_a_kept_connection_closed_right_after_its_answer_is_never_reused() -> No
             assert gateway.connections == len(gateway.log) == 10  # each on its own connection, none resent
 
     asyncio.run(go())
+
+
+def test_requests_through_a_proxy_not_yet_proven_go_one_at_a_time_and_a_407_is_not_asked_again() -> None:
+    async def go() -> None:
+        with ForwardProxy(credentials="judge:right") as proxy:
+            chat = ChatClient(Network(environ={"HTTP_PROXY": f"http://127.0.0.1:{proxy.port}"}))
+            answers = await asyncio.gather(*(chat.post(f"http://127.0.0.1:9{CHAT}", b"{}", {}, 5.0) for _ in range(16)))
+            await chat.aclose()
+            assert {a.status for a in answers} == {407} and len(proxy.log) == 1
+
+    asyncio.run(go())
+
+
+def test_a_slow_answer_through_a_good_proxy_holds_the_others_back_for_a_second_at_most(server: FakeServer) -> None:
+    server.update(latency_s=1.0)
+
+    async def go() -> None:
+        with ForwardProxy() as proxy:
+            chat = ChatClient(Network(environ={"HTTP_PROXY": proxy.url}))
+            body = b'{"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}'
+            started = time.monotonic()
+            answers = await asyncio.gather(*(chat.post(server.base_url + "/chat/completions", body,
+                                                       {"Content-Type": "application/json"}, 10.0) for _ in range(8)))
+            took = time.monotonic() - started
+            await chat.aclose()
+            assert {a.status for a in answers} == {200} and took < 1.0 + 1.0 + 1.5  # one grace, not one per request
+
+    asyncio.run(go())
