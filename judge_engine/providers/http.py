@@ -221,9 +221,16 @@ class ChatClient:
             return await self._send(url, body, headers, proxy, deadline)
         scout = self._scouts.setdefault(proxy, _Scout())
         async with scout.turn():
-            if scout.refused is not None:  # it refused the credentials we still hold: it would again
+            if isinstance(scout.refused, BaseException):  # it refused what we still hold: it would again
+                raise scout.refused
+            if scout.refused is not None:
                 return scout.refused
-            answer = await self._send(url, body, headers, proxy, deadline)
+            try:
+                answer = await self._send(url, body, headers, proxy, deadline)
+            except aiohttp.ClientHttpProxyError as exc:  # its answer to CONNECT (an https endpoint)
+                if exc.status == 407:
+                    scout.refused = exc
+                raise
         if answer.status == 407:
             scout.refused = answer
         else:
@@ -287,8 +294,9 @@ class _Scout:
 
     def __init__(self) -> None:
         self.passed = False
-        self.refused: Answer | None = None
-        """Its 407, given to every request after it without sending (the credentials do not change)."""
+        self.refused: Answer | aiohttp.ClientHttpProxyError | None = None
+        """Its 407 (an answer, or its refusal of a ``CONNECT``), given to every request after it
+        without sending: the credentials do not change."""
         self._lock = asyncio.Lock()
 
     @contextlib.asynccontextmanager

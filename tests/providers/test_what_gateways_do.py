@@ -256,3 +256,15 @@ def test_a_slow_answer_through_a_good_proxy_holds_the_others_back_for_a_second_a
             assert {a.status for a in answers} == {200} and took < 1.0 + 1.0 + 1.5  # one grace, not one per request
 
     asyncio.run(go())
+
+
+def test_a_proxy_refusing_the_connect_of_an_https_endpoint_meets_one_request(
+        tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with ForwardProxy(credentials="judge:right") as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", f"http://judge:wrong@127.0.0.1:{proxy.port}")
+        job = make_job(tmp_path, server, judge={"api_base": "https://localhost:9/v1"})
+        assert _run(job)[0] == 1
+        said = _said(capsys)
+        assert f"the proxy http://[REDACTED]@127.0.0.1:{proxy.port}" in said and "407" in said and "wrong" not in said
+        assert [e.method for e in proxy.log] == ["CONNECT"]
