@@ -266,8 +266,8 @@ class ChatClient:
                 except TimeoutError as exc:
                     if answered or not attempt.connecting or attempt.connected or isinstance(exc, aiohttp.ConnectionTimeoutError):
                         raise
-                    raise aiohttp.ConnectionTimeoutError(f"no connection to {proxy and 'the proxy' or 'the host'} "
-                                                         "within the request's timeout") from exc
+                    where = "the proxy" if proxy else "the host"
+                    raise aiohttp.ConnectionTimeoutError(f"no connection to {where} within the request's timeout") from exc
                 except _NOT_SENT as exc:
                     # A failed connection (a certificate: an ssl.CertificateError is a ValueError too) left
                     # the client: it is the network's answer, not a refusal to send.
