@@ -268,3 +268,16 @@ def test_a_proxy_refusing_the_connect_of_an_https_endpoint_meets_one_request(
         said = _said(capsys)
         assert f"the proxy http://[REDACTED]@127.0.0.1:{proxy.port}" in said and "407" in said and "wrong" not in said
         assert [e.method for e in proxy.log] == ["CONNECT"]
+
+
+@pytest.mark.slow
+def test_an_endpoint_that_drops_connections_without_a_proxy_is_cannot_reach_not_a_task_verdict(
+        tmp_path: Path, server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    with dead_proxy("silent") as url:  # a listener that never answers, here as the endpoint itself
+        address = url.rsplit("@", 1)[1]
+        job = make_job(tmp_path, server, judge={"api_base": f"http://{address}/v1", "timeout_s": 1,
+                                                "retries": {"transport": 1}})
+        assert _run(job)[0] == 1
+        said = _said(capsys)
+        assert f"cannot reach http://{address}/v1" in said and "timed out" in said
+        assert _outcomes(job) == []  # an outage is no task's verdict (before: transport_exhausted)
