@@ -281,3 +281,16 @@ def test_an_endpoint_that_drops_connections_without_a_proxy_is_cannot_reach_not_
         said = _said(capsys)
         assert f"cannot reach http://{address}/v1" in said and "timed out" in said
         assert _outcomes(job) == []  # an outage is no task's verdict (before: transport_exhausted)
+
+
+def test_on_the_litellm_transport_a_301_that_httpx_turned_into_a_get_stops_the_judge(
+        tmp_path: Path, server: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """httpx (under litellm) follows redirects itself: a 301 arrives as a GET, whose 405 was
+    retried as transient (232 requests at the gateway); it is the configuration, so the judge stops."""
+    with Gateway(backend=("127.0.0.1", _port(server)), moved={CHAT: "/v2/chat/completions"}, status=301,
+                 served={"/v2/chat/completions": CHAT}) as gateway:
+        job = make_job(tmp_path, server, judge={"api_base": gateway.url + "/v1", "transport": "litellm"})
+        assert _run(job)[0] == 1
+        said = _said(capsys)
+        assert "405" in said and "api_base" in said
+        assert len(gateway.log) <= 2 * 16  # each request in flight once, and its GET
