@@ -176,3 +176,117 @@ def tls_front(backend_url: str, context: ssl.SSLContext) -> Iterator[TLSFront]:
     parts = urlsplit(backend_url)
     with TLSFront(backend=(parts.hostname or "127.0.0.1", parts.port or 80), context=context) as front:
         yield front
+
+
+# --- gateways and servers that misbehave (issue 35) ------------------------------------------------
+
+
+async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, list[str], bytes] | None:
+    """One request off a connection: its method, target, header lines and body (by its
+    ``Content-Length``); None when the connection ends first."""
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+    except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, target, _ = lines[0].split(" ", 2)
+    headers = [line for line in lines[1:] if line]
+    length = next((int(line.split(":", 1)[1]) for line in headers if line.lower().startswith("content-length:")), 0)
+    try:
+        body = await reader.readexactly(length)
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return None
+    return method, target, headers, body
+
+
+@dataclass
+class Gateway(_Looped):
+    """An HTTP gateway on 127.0.0.1 in front of the server at ``backend`` (``host:port``).
+
+    A request to a path in ``moved`` is answered ``status`` with that Location (a path: the same
+    origin; a URL: any other); a request to a path in ``served`` is forwarded to the backend at
+    the path it maps to; any other is forwarded as is. ``close_kept``: each answer is followed at
+    once by the connection's close, without a ``Connection: close`` header (the server that
+    closes every kept connection). Every request is in :attr:`log`, with its ``Authorization``."""
+
+    backend: tuple[str, int] = ("127.0.0.1", 0)
+    moved: dict[str, str] = field(default_factory=dict)
+    status: int = 307
+    served: dict[str, str] = field(default_factory=dict)
+    close_kept: bool = False
+    log: list[Logged] = field(default_factory=list)
+    connections: int = 0
+
+    def __post_init__(self) -> None:
+        super().__init__()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _start(self) -> asyncio.base_events.Server:
+        return await asyncio.start_server(self._serve, "127.0.0.1", 0)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while (request := await _read_request(reader)) is not None:
+                method, target, headers, body = request
+                authorization = next((line.split(":", 1)[1].strip() for line in headers
+                                      if line.lower().startswith("authorization:")), None)
+                self.log.append(Logged(method, target, authorization))
+                if target in self.moved:
+                    answer = (f"HTTP/1.1 {self.status} Moved\r\nLocation: {self.moved[target]}\r\n"
+                              "Content-Length: 0\r\n\r\n").encode("latin-1")
+                else:
+                    answer = await self._forward(method, self.served.get(target, target), headers, body)
+                writer.write(answer)
+                await writer.drain()
+                if self.close_kept:
+                    break
+        except (ConnectionError, OSError):
+            pass
+        with contextlib.suppress(Exception):
+            writer.close()
+
+    async def _forward(self, method: str, path: str, headers: list[str], body: bytes) -> bytes:
+        """The backend's answer to the request, its own ``Connection`` header left out (the
+        gateway says nothing about closing)."""
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self.backend)
+        kept = [line for line in headers if line.split(":", 1)[0].strip().lower() not in ("connection", "keep-alive")]
+        upstream_writer.write("\r\n".join([f"{method} {path} HTTP/1.1", *kept, "Connection: close", "", ""])
+                              .encode("latin-1") + body)
+        await upstream_writer.drain()
+        answer = await upstream_reader.read()
+        upstream_writer.close()
+        head, _, rest = answer.partition(b"\r\n\r\n")
+        lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"connection:")]
+        return b"\r\n".join(lines) + b"\r\n\r\n" + rest
+
+
+@contextlib.contextmanager
+def dead_proxy(how: str) -> Iterator[str]:
+    """The URL of a proxy that is not there: ``refused`` (nothing listens on its port) or
+    ``silent`` (its queue of connections is full, so a connection is never answered: a proxy
+    that drops what it is sent)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    fillers: list[socket.socket] = []
+    try:
+        if how == "refused":
+            listener.close()
+        else:
+            listener.listen(0)
+            for _ in range(3):  # a backlog of 0 takes one; the next connections wait unanswered
+                filler = socket.socket()
+                filler.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    filler.connect(("127.0.0.1", port))
+                fillers.append(filler)
+        yield f"http://judge:s3cret-proxy-pw@127.0.0.1:{port}"
+    finally:
+        for sock in (listener, *fillers):
+            sock.close()

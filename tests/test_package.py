@@ -110,6 +110,9 @@ REVIEWED: dict[str, int] = {
     "protocols/templating.py": 415,  # jinja2's one home: both sandboxes, the bounded render, and a config template read
     # (compiled, its variables and the lines they are on, refused when nested past reading)
     "rundir/layout.py": 415,  # a run's tables: the long and wide layouts, their row streams in dataset order, transcripts
+    "providers/http.py": 620,  # aiohttp's one home on the calling side: the chat client and the batch client, and (issue 35)
+    # what gateways, proxies and servers do to them (same-origin redirects followed, the first request through a proxy
+    # alone, a kept connection the server closed never reused and a request it lost sent again): one client's behaviour
 }
 
 

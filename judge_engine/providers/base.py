@@ -255,8 +255,9 @@ def is_unreachable(error: BaseException) -> bool:
     return False
 
 
-_UNREACHABLE_TYPES = frozenset({"ClientConnectorDNSError", "ConnectError"})
-"""aiohttp's DNS failure; httpx's connect failure (under litellm and the OpenAI SDK)."""
+_UNREACHABLE_TYPES = frozenset({"ClientConnectorDNSError", "ConnectionTimeoutError", "ConnectError"})
+"""aiohttp's DNS failure and connection that timed out; httpx's connect failure (under litellm and
+the OpenAI SDK)."""
 _UNREACHABLE_ERRNOS = frozenset({101, 111, 113, -2, -3, -5})
 """ENETUNREACH, ECONNREFUSED, EHOSTUNREACH and getaddrinfo's EAI_NONAME, EAI_AGAIN, EAI_NODATA."""
 

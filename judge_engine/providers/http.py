@@ -15,12 +15,28 @@ than any provider allows a key), while proxies, TLS quirks, servers that close k
 at the wrong moment and compression nobody asked for are what a well-kept client has already met.
 What the engine adds: answers read whole but never past :data:`MAX_ANSWER_BYTES` (a gzip body
 decoded by :func:`inflate`, bounded too: ``Accept-Encoding: identity`` is asked, but a server may
-compress anyway), no cookies, no redirects followed on a POST (a 3xx is an answer like another).
+compress anyway), no cookies, and three things a gateway, a proxy or a server does to a run
+(issue 35):
+
+- **Redirects** are never left to aiohttp (it would send the key wherever a ``Location`` points):
+  a ``307``/``308`` to the same origin (scheme, host and port) is followed with the POST and its
+  body, at most :data:`MAX_REDIRECTS` hops; any other 3xx comes back as the answer, for the
+  provider to stop the judge with its ``Location`` (:func:`redirect_message`).
+- **A proxy not yet known to let requests through** gets one request at a time (:class:`_Scout`),
+  so a proxy that wants credentials, refuses connections or drops them meets one request, not
+  every one in flight; a connection to it that times out says so (``ConnectionTimeoutError``).
+- **A kept connection the server has closed** is not reused: one on which anything arrived while
+  idle (its close, or bytes nobody asked for) is dropped before the request is written; and a
+  request whose reused connection ends before any byte of an answer (the server closed it as the
+  request left) is sent once more on a new connection, without costing the task a retry.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
+import select
 import zlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -28,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from judge_engine.errors import HTTPStatusError, MalformedResponseError
 from judge_engine.providers.base import (
@@ -52,6 +69,14 @@ MAX_ANSWER_BYTES = 64 * 2**20
 """Largest answer body read, before and after decoding (64 MiB: a chat completion is kilobytes)."""
 KEEP_IDLE_S = 15.0
 """How long an idle connection is kept for reuse (servers close theirs after 5-75 s)."""
+CONNECT_S = 10.0
+"""Longest wait for a connection (to the endpoint, or to its proxy), within the request's timeout:
+a TCP connection is made in milliseconds or not at all (httpx under the OpenAI SDK waits 5 s)."""
+MAX_REDIRECTS = 3
+"""Same-origin 307/308 hops followed for one request."""
+SCOUT_GRACE_S = 1.0
+"""How long the first request through a proxy holds the others back when its answer is slow to
+come (a slow model behind a proxy that does let requests through)."""
 _PIECE = 1 << 20
 
 
@@ -84,18 +109,65 @@ _REDIRECTED = tuple(getattr(aiohttp, name) for name in ("InvalidUrlRedirectClien
                     if hasattr(aiohttp, name))
 
 
+@dataclass(slots=True)
+class _Attempt:
+    """What the pool did for one request (read by :class:`_Connector`, through :data:`_ATTEMPT`)."""
+
+    fresh: bool = False
+    """Take no kept connection: make a new one."""
+    reused: bool = False
+    connecting: bool = False
+    connected: bool = False
+
+
+_ATTEMPT: contextvars.ContextVar[_Attempt | None] = contextvars.ContextVar("judge_engine_http_attempt", default=None)
+"""The request the calling task is sending (aiohttp's pool runs in that task)."""
+
+
 class _Connector(aiohttp.TCPConnector):
-    """aiohttp's pool, but a kept connection on which bytes arrived while it was idle (an answer
-    nobody asked for: a server out of step, a stale ``408``) is dropped, never reused: those bytes
-    would be read as the next request's answer. aiohttp reuses any connection still open."""
+    """aiohttp's pool, but a kept connection on which anything arrived while it was idle is
+    dropped, never reused: the server's close not yet read by the event loop (a server that closes
+    every connection right after its answer), or an answer nobody asked for (a server out of step,
+    a stale ``408``), which would be read as the next request's answer. aiohttp reuses any
+    connection its event loop has not yet seen closed."""
 
     async def _get(self, *args: Any, **kwargs: Any) -> Any:  # aiohttp's hook for a kept connection
+        attempt = _ATTEMPT.get()
+        if attempt is not None and attempt.fresh:
+            return None
         while (connection := await super()._get(*args, **kwargs)) is not None:
             protocol = connection.protocol
-            if protocol is None or not protocol.should_close:
+            if protocol is None or not (protocol.should_close or _readable(protocol.transport)):
+                if attempt is not None:
+                    attempt.reused = True
                 return connection
             connection.close()
         return None
+
+    async def _create_connection(self, *args: Any, **kwargs: Any) -> Any:  # aiohttp's hook for a new one
+        attempt = _ATTEMPT.get()
+        if attempt is not None:
+            attempt.connecting = True
+        protocol = await super()._create_connection(*args, **kwargs)
+        if attempt is not None:
+            attempt.connected = True
+        return protocol
+
+
+def _readable(transport: asyncio.BaseTransport | None) -> bool:
+    """Whether the socket under an idle ``transport`` has anything to read (its close included),
+    asked of the kernel without reading it (httpcore asks the same before reusing a connection)."""
+    sock = None if transport is None else transport.get_extra_info("socket")
+    if sock is None:
+        return False
+    try:
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
+            return bool(poller.poll(0))
+        return bool(select.select([sock.fileno()], [], [], 0)[0])
+    except (OSError, ValueError):  # closed under us: not reusable either
+        return True
 
 
 def open_session(network: Network, *, timeout: aiohttp.ClientTimeout | None = None,
@@ -116,38 +188,180 @@ class ChatClient:
         self.network = network
         self._session: aiohttp.ClientSession | None = None
         self._proxies: dict[str, str | None] = {}
+        self._scouts: dict[str, _Scout] = {}
+        self._moved: dict[str, str] = {}
+        """Where a 308 (a permanent move, same origin) sent a URL: asked there from then on."""
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str], timeout_s: float) -> Answer:
-        """POST ``body`` to ``url``; the whole answer, whatever its status.
+        """POST ``body`` to ``url``; the whole answer, whatever its status (a same-origin
+        307/308 followed, any other 3xx returned as it came).
 
         Raises:
             NotSentError: the client refused to send it (nothing left).
-            TimeoutError: no whole answer within ``timeout_s`` (connecting, sending, reading).
+            TimeoutError: no whole answer within ``timeout_s`` (connecting, sending, reading);
+                ``aiohttp.ConnectionTimeoutError`` when no connection was made.
             aiohttp.ClientError, OSError: the connection failed (through the proxy, too).
             BadHTTPAnswerError: the answer is too large or does not decode.
         """
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        asked = url
+        url = self._moved.get(url, url)
+        for _ in range(MAX_REDIRECTS):
+            answer = await self._through_proxy(url, body, headers, deadline)
+            if (target := same_origin_move(url, answer)) is None:
+                return answer
+            if answer.status == 308:
+                self._moved[asked] = target
+            url = target
+        return await self._through_proxy(url, body, headers, deadline)  # a 3xx still: the provider stops
+
+    async def _through_proxy(self, url: str, body: bytes, headers: Mapping[str, str], deadline: float) -> Answer:
+        proxy = self._proxies[url] if url in self._proxies else self._proxies.setdefault(url, self.network.proxy_for(url))
+        if proxy is None:
+            return await self._send(url, body, headers, proxy, deadline)
+        scout = self._scouts.setdefault(proxy, _Scout())
+        async with scout.turn():
+            if isinstance(scout.refused, BaseException):  # it refused what we still hold: it would again
+                raise scout.refused
+            if scout.refused is not None:
+                return scout.refused
+            try:
+                answer = await self._send(url, body, headers, proxy, deadline)
+            except aiohttp.ClientHttpProxyError as exc:  # its answer to CONNECT (an https endpoint)
+                if exc.status == 407:
+                    scout.refused = exc
+                raise
+        if answer.status == 407:
+            scout.refused = answer
+        else:
+            scout.passed = True
+        return answer
+
+    async def _send(self, url: str, body: bytes, headers: Mapping[str, str], proxy: str | None,
+                    deadline: float) -> Answer:
         session = self._session
         if session is None or session.closed:
             session = self._session = open_session(self.network, decompress=False)
-        proxy = self._proxies[url] if url in self._proxies else self._proxies.setdefault(url, self.network.proxy_for(url))
-        answered = False
+        loop = asyncio.get_running_loop()
+        token = _ATTEMPT.set(None)
         try:
-            async with session.post(url, data=body, headers=headers, proxy=proxy, allow_redirects=False,
-                                    timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
-                answered = True
-                raw = await read_body(response)
-                return Answer(response.status, {k.lower(): v for k, v in response.headers.items()}, raw)
-        except _NOT_SENT as exc:
-            # A failed connection (a certificate: an ssl.CertificateError is a ValueError too) left
-            # the client: it is the network's answer, not a refusal to send.
-            if answered or isinstance(exc, _REDIRECTED) or isinstance(exc, (aiohttp.ClientConnectionError, OSError)):
-                raise
-            raise NotSentError(f"the HTTP client refused to send the request: {type(exc).__name__}: {exc}") from exc
+            for fresh in (False, True):
+                attempt = _Attempt(fresh=fresh)
+                _ATTEMPT.set(attempt)
+                if (left := deadline - loop.time()) <= 0:
+                    raise TimeoutError("no answer within the request's timeout")
+                answered = False
+                try:
+                    async with session.post(url, data=body, headers=headers, proxy=proxy, allow_redirects=False,
+                                            timeout=aiohttp.ClientTimeout(total=left, sock_connect=min(CONNECT_S, left))
+                                            ) as response:
+                        answered = True
+                        raw = await read_body(response)
+                        return Answer(response.status, {k.lower(): v for k, v in response.headers.items()}, raw)
+                except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+                    # A kept connection the server closed as the request left (no byte of an answer
+                    # came): the request never reached it; once more, on a new connection.
+                    if answered or fresh or not attempt.reused:
+                        raise
+                except TimeoutError as exc:
+                    if answered or not attempt.connecting or attempt.connected or isinstance(exc, aiohttp.ConnectionTimeoutError):
+                        raise
+                    where = "the proxy" if proxy else "the host"
+                    raise aiohttp.ConnectionTimeoutError(f"no connection to {where} within the request's timeout") from exc
+                except _NOT_SENT as exc:
+                    # A failed connection (a certificate: an ssl.CertificateError is a ValueError too) left
+                    # the client: it is the network's answer, not a refusal to send.
+                    if answered or isinstance(exc, _REDIRECTED) or isinstance(exc, (aiohttp.ClientConnectionError, OSError)):
+                        raise
+                    raise NotSentError(f"the HTTP client refused to send the request: {type(exc).__name__}: {exc}") from exc
+            raise AssertionError("unreachable: the second send returns or raises")
+        finally:
+            _ATTEMPT.reset(token)
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+
+class _Scout:
+    """Requests through a proxy that has not yet let one through go one at a time (each holds the
+    others back until its answer comes): a proxy that wants credentials or refuses connections
+    meets one request, and the judge stops on its answer, instead of meeting every request in
+    flight. A first request still in flight after :data:`SCOUT_GRACE_S` lets the others go (a slow
+    model behind a proxy that passes requests; or a proxy that drops them, whose timeout stops the
+    judge all the same)."""
+
+    def __init__(self) -> None:
+        self.passed = False
+        self.refused: Answer | aiohttp.ClientHttpProxyError | None = None
+        """Its 407 (an answer, or its refusal of a ``CONNECT``), given to every request after it
+        without sending: the credentials do not change."""
+        self._lock = asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def turn(self) -> AsyncIterator[None]:
+        if self.passed:
+            yield
+            return
+        await self._lock.acquire()
+        if self.passed:  # proven while this one waited
+            self._lock.release()
+            yield
+            return
+        held = [True]
+
+        def release() -> None:
+            if held.pop() if held else False:
+                self._lock.release()
+
+        def slow() -> None:  # no refusal within the grace: a proxy refuses at once, a model takes its time
+            self.passed = self.refused is None
+            release()
+
+        timer = asyncio.get_running_loop().call_later(SCOUT_GRACE_S, slow)
+        try:
+            yield
+        finally:
+            timer.cancel()
+            release()
+
+
+def same_origin_move(url: str, answer: Answer) -> str | None:
+    """Where a ``307``/``308`` answer to ``url`` moves the request, when that is the same origin
+    (scheme, host and port): the POST is sent there again, with its body and headers. None for
+    any other answer (another origin, a 301/302/303, no Location)."""
+    if answer.status not in (307, 308) or not (location := answer.headers.get("location")):
+        return None
+    try:
+        here = URL(url)
+        there = here.join(URL(location))
+        return str(there) if there.origin() == here.origin() else None
+    except ValueError:
+        return None
+
+
+def redirect_message(url: str, answer: Answer) -> str:
+    """What to tell the user about a 3xx that is not followed: where it points, and to update
+    ``api_base`` (a redirect to another origin would take the key there; a 301/302/303 turns
+    the POST into a GET)."""
+    location = answer.headers.get("location", "").strip()
+    if not location:
+        return (f"{redact_url(url)} answered HTTP {answer.status} (a redirect) without a Location: check api_base")
+    try:
+        there = URL(url).join(URL(location))
+        other = there.origin() != URL(url).origin()
+        where = redact_url(str(there)) or str(there)
+    except ValueError:
+        other, where = True, location[:200]
+    if other:
+        why = "another origin: the API key is never sent there"
+    elif answer.status in (307, 308):
+        why = f"more than {MAX_REDIRECTS} redirects"
+    else:
+        why = f"a POST is not sent again after a {answer.status}: it would arrive as a GET, without its body"
+    suggestion = where.removesuffix("/chat/completions") if where.endswith("/chat/completions") else where
+    return f"{redact_url(url)} answered HTTP {answer.status}, moved to {where} ({why}): update api_base to {suggestion}"
 
 
 async def read_body(response: aiohttp.ClientResponse) -> bytes:
@@ -231,9 +445,10 @@ def failed_connection(error: BaseException, *, network: Network, url: str, secre
 def proxy_refused(network: Network, url: str, secrets: list[str]) -> ErrorClass:
     """A 407 answer: the proxy wants credentials it was not given (or refused those it was): fatal."""
     proxy = network.proxy_label(url) or "(from the environment)"
-    return ErrorClass(ErrorKind.FATAL, redact(f"the proxy {proxy} refused our credentials (407 Proxy Authentication "
-                                              "Required): put user:password in the proxy URL (HTTPS_PROXY, or the "
-                                              "judge's proxy:)", secrets), 407)
+    what = "refused our credentials" if url_secrets(network.proxy_for(url) or "") else "asks for credentials, none given"
+    return ErrorClass(ErrorKind.FATAL, redact(f"the proxy {proxy} {what} (407 Proxy Authentication Required, "
+                                              "authentication failed): put user:password in the proxy URL "
+                                              "(HTTPS_PROXY, or the judge's proxy:)", secrets), 407)
 
 
 class BatchHTTP:

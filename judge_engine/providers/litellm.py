@@ -187,6 +187,9 @@ class LiteLLMProvider:
             (lit.AuthenticationError, lit.PermissionDeniedError, lit.NotFoundError, lit.BadRequestError),
         ):
             return ErrorClass(ErrorKind.FATAL, message, status)
+        if status == 405:  # no chat endpoint refuses a POST for a while: a redirect httpx followed as a GET
+            return ErrorClass(ErrorKind.FATAL, f"{message} (the endpoint refuses the method: a 301/302/303 redirect "
+                                               "turns the POST into a GET; check api_base)", status)
         problem = network_problem(error, endpoint=self._endpoint, proxy=self._proxy)
         if problem is not None:  # a certificate or a proxy that refuses us: every request would fail so
             return ErrorClass(ErrorKind.FATAL, redact(problem, [self._api_key or ""]))

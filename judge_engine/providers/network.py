@@ -230,6 +230,9 @@ def network_problem(error: BaseException, *, endpoint: str, proxy: str | None) -
         if type(current).__name__ == "ClientProxyConnectionError":
             return (f"the proxy {proxy or '(from the environment)'} cannot be reached "
                     f"({_reason(current)}): check HTTPS_PROXY / HTTP_PROXY, or NO_PROXY for {endpoint}")
+        if proxy is not None and type(current).__name__ in ("ConnectionTimeoutError", "ConnectTimeout"):
+            return (f"the proxy {proxy} cannot be reached (timed out: no connection through it, it drops what it "
+                    f"is sent): check HTTPS_PROXY / HTTP_PROXY, or NO_PROXY for {endpoint}")
     for current in chain:
         if isinstance(current, ssl.SSLError) and not isinstance(current, ssl.SSLZeroReturnError | ssl.SSLEOFError):
             detail = getattr(current, "reason", None) or current.strerror or current
@@ -275,5 +278,9 @@ def _chain(error: BaseException) -> list[BaseException]:
 
 
 def _reason(error: BaseException) -> str:
+    import errno
+
     inner = getattr(error, "os_error", None) or error.__cause__ or error
+    if isinstance(inner, ConnectionRefusedError) or getattr(inner, "errno", None) == errno.ECONNREFUSED:
+        return "connection refused"
     return getattr(inner, "strerror", None) or type(inner).__name__

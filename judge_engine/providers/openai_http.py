@@ -42,6 +42,7 @@ from judge_engine.providers.http import (
     error_message,
     failed_connection,
     proxy_refused,
+    redirect_message,
 )
 from judge_engine.providers.network import Network
 from judge_engine.util import jsonio
@@ -119,6 +120,9 @@ class OpenAIHTTPProvider:
             answer = await self._client.post(url, data, headers, request.timeout_s)
         except NotSentError as exc:
             raise LocalRequestError(str(exc), model=request.model) from exc
+        if 300 <= answer.status < 400:  # not followed (another origin, a 301/302/303): the judge stops
+            raise HTTPStatusError(answer.status, redact(redirect_message(url, answer), self._secrets),
+                                  kept_headers(answer.headers, self._secrets))
         if answer.status != 200:
             raise HTTPStatusError(answer.status, redact(error_message(answer.body), self._secrets),
                                   kept_headers(answer.headers, self._secrets))
@@ -148,6 +152,8 @@ class OpenAIHTTPProvider:
                 return rate_limited(message, parse_retry_after(error.headers))
             if status == 407:  # from the proxy, not the provider: our configuration
                 return proxy_refused(self._client.network, self._url, self._secrets)
+            if 300 <= status < 400:  # the endpoint moved: api_base is to be updated, never an item's verdict
+                return ErrorClass(ErrorKind.FATAL, error.provider_message, status)
             if status in _RETRY_STATUSES or status >= 500:
                 return ErrorClass(ErrorKind.RETRY, message, status)
             lowered = error.provider_message.lower()

@@ -113,10 +113,12 @@ async def call_provider(
                     raise
                 except Exception as exc:  # classified below; CancelledError is not an Exception
                     latency = time.perf_counter() - started
-                    if isinstance(exc, TimeoutError):  # our own guard fired
-                        failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s")
-                    else:
-                        failure = deployment.provider.classify(exc)
+                    failure = deployment.provider.classify(exc)
+                    if isinstance(exc, TimeoutError) and failure.kind is not ErrorKind.FATAL:
+                        # our own guard fired, or the client's timeout (a connection to a proxy that
+                        # drops what it is sent is the adapter's to call fatal)
+                        failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s",
+                                             unreachable=failure.unreachable)
                     if failure.kind is ErrorKind.LOCAL:  # nothing left: no call, no transcript line
                         counters.calls -= 1
                         deployment.sent -= 1
