@@ -60,6 +60,15 @@ class BadHTTPAnswerError(ConnectionError):
     decode): transient, like a body cut short."""
 
 
+class UnreadAnswerError(BadHTTPAnswerError):
+    """The answer's status and headers came, but not a body that could be read (it did not
+    decode, was cut, or the timeout fell while reading it): the provider may have billed it."""
+
+    def __init__(self, status: int, error: BaseException) -> None:
+        super().__init__(f"the HTTP {status} answer's body could not be read: {type(error).__name__}: {error}")
+        self.status = status
+
+
 class NotSentError(ValueError):
     """The HTTP client refused the request before anything left (a URL it cannot send to, a header
     with a line break): our side's failure, never the provider's."""
@@ -135,7 +144,10 @@ class ChatClient:
             async with session.post(url, data=body, headers=headers, proxy=proxy, allow_redirects=False,
                                     timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
                 answered = True
-                raw = await read_body(response)
+                try:
+                    raw = await read_body(response)
+                except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # BadHTTPAnswerError too
+                    raise UnreadAnswerError(response.status, exc) from exc
                 return Answer(response.status, {k.lower(): v for k, v in response.headers.items()}, raw)
         except _NOT_SENT as exc:
             # A failed connection (a certificate: an ssl.CertificateError is a ValueError too) left

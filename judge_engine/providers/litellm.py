@@ -20,6 +20,7 @@ from judge_engine.providers.base import (
     ErrorKind,
     ProviderRequest,
     ProviderResponse,
+    fate_unknown,
     is_unreachable,
     item_code,
     parse_retry_after,
@@ -190,8 +191,10 @@ class LiteLLMProvider:
         problem = network_problem(error, endpoint=self._endpoint, proxy=self._proxy)
         if problem is not None:  # a certificate or a proxy that refuses us: every request would fail so
             return ErrorClass(ErrorKind.FATAL, redact(problem, [self._api_key or ""]))
-        if isinstance(error, (lit.Timeout, lit.APIConnectionError, lit.InternalServerError,
-                              lit.ServiceUnavailableError, lit.BadGatewayError)):
+        if isinstance(error, (lit.Timeout, lit.APIConnectionError)):  # sent, maybe: httpx says which
+            return ErrorClass(ErrorKind.RETRY, message, status, unreachable=is_unreachable(error),
+                              billed=fate_unknown(error))
+        if isinstance(error, (lit.InternalServerError, lit.ServiceUnavailableError, lit.BadGatewayError)):
             return ErrorClass(ErrorKind.RETRY, message, status, unreachable=is_unreachable(error))
         if isinstance(error, lit.APIError) or isinstance(error, (TimeoutError, ConnectionError, OSError)):
             return ErrorClass(ErrorKind.RETRY, message, status, unreachable=is_unreachable(error))

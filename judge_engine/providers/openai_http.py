@@ -28,6 +28,7 @@ from judge_engine.providers.base import (
     ErrorKind,
     ProviderRequest,
     ProviderResponse,
+    fate_unknown,
     is_unreachable,
     item_code,
     parse_retry_after,
@@ -39,6 +40,7 @@ from judge_engine.providers.http import (
     BadHTTPAnswerError,
     ChatClient,
     NotSentError,
+    UnreadAnswerError,
     error_message,
     failed_connection,
     proxy_refused,
@@ -160,7 +162,9 @@ class OpenAIHTTPProvider:
             return fatal
         if isinstance(error, (MalformedResponseError, BadHTTPAnswerError, TimeoutError, ConnectionError, OSError,
                               *CLIENT_ERRORS)):
-            return ErrorClass(ErrorKind.RETRY, message, unreachable=is_unreachable(error))
+            # An answer that came but could not be read is billed when its status was a 2xx.
+            billed = 200 <= error.status < 300 if isinstance(error, UnreadAnswerError) else fate_unknown(error)
+            return ErrorClass(ErrorKind.RETRY, message, unreachable=is_unreachable(error), billed=billed)
         # A bug or an unknown failure: retrying blindly could spend money in a loop, so it fails
         # the task (recorded) but not the judge.
         return ErrorClass(ErrorKind.ITEM, message, code=item_code(message))

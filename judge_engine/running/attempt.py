@@ -27,7 +27,7 @@ from judge_engine.errors import (
 from judge_engine.lanes import Lane, rough_prompt_tokens
 from judge_engine.planning.plan import Task
 from judge_engine.providers.base import ErrorClass, ErrorKind, ProviderRequest, ProviderResponse
-from judge_engine.providers.catalog import priced_as
+from judge_engine.providers.catalog import cost_per_token, priced_as
 from judge_engine.rundir.blocks import item_values
 from judge_engine.rundir.records import AttemptRecord, TranscriptRecord
 from judge_engine.rundir.store import utc_now
@@ -113,8 +113,8 @@ async def call_provider(
                     raise
                 except Exception as exc:  # classified below; CancelledError is not an Exception
                     latency = time.perf_counter() - started
-                    if isinstance(exc, TimeoutError):  # our own guard fired
-                        failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s")
+                    if isinstance(exc, TimeoutError):  # our own guard fired: sent, its fate unknown
+                        failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s", billed=True)
                     else:
                         failure = deployment.provider.classify(exc)
                     if failure.kind is ErrorKind.LOCAL:  # nothing left: no call, no transcript line
@@ -126,7 +126,13 @@ async def call_provider(
                             "check the judge's settings (timeout_s, api_base, its key, params), then resume the run",
                             model=request.model) from None
                     log.reached = log.reached or not failure.unreachable
-                    transcript(attempt_record(task, log, sent, latency=latency, error={
+                    estimate = None
+                    if failure.billed:  # the provider may have charged it: booked at an estimate
+                        estimate = billed_estimate(judge.config.model, rough_prompt * lane.estimate.prompt_ratio,
+                                                   request.max_tokens, lane.estimate.completion)
+                        log.cost += estimate.cost
+                        counters.cost += estimate.cost
+                    transcript(attempt_record(task, log, sent, latency=latency, estimate=estimate, error={
                         "kind": failure.kind.value, "status": failure.status, "message": failure.message,
                         **({"code": str(failure.code)} if failure.code else {})}))
                     if failure.kind is ErrorKind.RATE_LIMITED:
@@ -184,9 +190,17 @@ def attempt_record(
     error: Mapping[str, Any] | None = None,
     latency: float = 0.0,
     cache_hit: bool = False,
+    estimate: BilledEstimate | None = None,
 ) -> AttemptRecord:
-    """The transcript line of the task's next attempt (counted in ``log``)."""
+    """The transcript line of the task's next attempt (counted in ``log``); ``estimate``: what a
+    failed attempt the provider may have billed is booked at."""
     log.attempts += 1
+    if estimate is not None:
+        return AttemptRecord(
+            task_id=task.task_id, judge=task.judge, item_id=task.item_id, attempt=log.attempts, reask=log.reasks,
+            at=utc_now(), request=request.as_sent(), latency_s=round(latency, 4), error=None if error is None else dict(error),
+            usage={"prompt_tokens": estimate.prompt_tokens, "completion_tokens": estimate.completion_tokens},
+            cost=estimate.cost, unpriced=not estimate.priced, estimated=True, split_at=_item_text(task))
     return AttemptRecord(
         task_id=task.task_id,
         judge=task.judge,
@@ -206,6 +220,28 @@ def attempt_record(
         replayed=response is not None and response.replayed,
         split_at=_item_text(task),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BilledEstimate:
+    """What an attempt the provider may have billed, with no answer read, is booked at."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    priced: bool
+
+
+def billed_estimate(model: str, prompt_tokens: float, max_tokens: int | None,
+                    typical_answer: float | None) -> BilledEstimate:
+    """The prompt as the lane sizes it (counted locally, scaled by what the provider has reported
+    so far) and the request's ``max_tokens`` (the most it could have answered; without one, the
+    lane's mean answer, at least 256 tokens), at ``model``'s price."""
+    prompt = max(1, round(prompt_tokens))
+    completion = max_tokens if max_tokens is not None else max(256, round(typical_answer or 0))
+    prices = cost_per_token(model)
+    cost = prompt * prices[0] + completion * prices[1] if prices else 0.0
+    return BilledEstimate(prompt, completion, cost, prices is not None)
 
 
 def _item_text(task: Task) -> tuple[str, ...]:
