@@ -13,15 +13,14 @@ Why aiohttp and not a client of the engine's own (``wire.py`` until 0.2): a lean
 about 0.3 ms of CPU a paced request, which no user feels (one core drives more requests a minute
 than any provider allows a key), while proxies, TLS quirks, servers that close kept connections
 at the wrong moment and compression nobody asked for are what a well-kept client has already met.
-What the engine adds: answers read whole but never past :data:`MAX_ANSWER_BYTES` (a gzip body
-decoded by :func:`inflate`, bounded too: ``Accept-Encoding: identity`` is asked, but a server may
-compress anyway), no cookies, no redirects followed on a POST (a 3xx is an answer like another).
+What the engine adds: answers read whole but never past :data:`MAX_ANSWER_BYTES` (a compressed
+body decoded by :func:`~judge_engine.providers.encodings.decode`, bounded too; one in an encoding
+not asked for is unreadable, booked as billed), no cookies, no redirects followed on a POST (a 3xx is an answer like another).
 """
 
 from __future__ import annotations
 
 import contextlib
-import zlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +36,7 @@ from judge_engine.providers.base import (
     parse_retry_after,
     rate_limited,
 )
+from judge_engine.providers.encodings import UndecodableError, decode
 from judge_engine.providers.network import Network, network_problem
 from judge_engine.rundir.disk import writing
 from judge_engine.util import jsonio
@@ -131,9 +131,10 @@ class ChatClient:
 
         Raises:
             NotSentError: the client refused to send it (nothing left).
-            TimeoutError: no whole answer within ``timeout_s`` (connecting, sending, reading).
+            TimeoutError: no answer within ``timeout_s`` (connecting, sending, waiting for its head).
             aiohttp.ClientError, OSError: the connection failed (through the proxy, too).
-            BadHTTPAnswerError: the answer is too large or does not decode.
+            UnreadAnswerError: the answer's head came but its body could not be read (too large,
+                not decoding, cut, or the timeout fell while reading it).
         """
         session = self._session
         if session is None or session.closed:
@@ -163,8 +164,8 @@ class ChatClient:
 
 
 async def read_body(response: aiohttp.ClientResponse) -> bytes:
-    """The answer's whole body, decoded from gzip or deflate if the server sent it so, never past
-    :data:`MAX_ANSWER_BYTES`.
+    """The answer's whole body, decoded if the server sent it encoded
+    (:mod:`~judge_engine.providers.encodings`), never past :data:`MAX_ANSWER_BYTES`.
 
     Raises:
         BadHTTPAnswerError: larger than the limit, or it does not decode.
@@ -183,39 +184,13 @@ async def read_body(response: aiohttp.ClientResponse) -> bytes:
         if size > MAX_ANSWER_BYTES:
             raise BadHTTPAnswerError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
         raw = b"".join(pieces)
-    encoding = response.headers.get("Content-Encoding", "").strip().lower()
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        try:
-            return inflate(raw, encoding)
-        except zlib.error as exc:
-            raise BadHTTPAnswerError(f"the {encoding} answer does not decode ({exc})") from None
-    return raw
-
-
-def inflate(body: bytes, encoding: str) -> bytes:
-    """A gzip or deflate body decoded, never past :data:`MAX_ANSWER_BYTES` (a few kilobytes of
-    gzip can hold gigabytes).
-
-    Raises:
-        zlib.error: it does not decode.
-        BadHTTPAnswerError: it decodes to more than the limit.
-    """
-    if encoding != "deflate":
-        return _bounded_inflate(body, 16 + zlib.MAX_WBITS)
     try:
-        return _bounded_inflate(body, zlib.MAX_WBITS)
-    except zlib.error:
-        return _bounded_inflate(body, -zlib.MAX_WBITS)  # raw deflate, as some servers send it
-
-
-def _bounded_inflate(body: bytes, wbits: int) -> bytes:
-    inflater = zlib.decompressobj(wbits)
-    out = inflater.decompress(body, MAX_ANSWER_BYTES + 1)
-    if len(out) <= MAX_ANSWER_BYTES and not inflater.unconsumed_tail:
-        out += inflater.flush()
-    if len(out) > MAX_ANSWER_BYTES or inflater.unconsumed_tail:
+        body = decode(raw, response.headers.get("Content-Encoding", ""), MAX_ANSWER_BYTES)
+    except UndecodableError as exc:
+        raise BadHTTPAnswerError(str(exc)) from None
+    if len(body) > MAX_ANSWER_BYTES:  # a few kilobytes of gzip can hold gigabytes
         raise BadHTTPAnswerError(f"the answer decodes to more than {MAX_ANSWER_BYTES} bytes")
-    return out
+    return body
 
 
 async def probe(url: str, network: Network, headers: Mapping[str, str], *, timeout_s: float = 15.0) -> str:

@@ -35,6 +35,7 @@ from judge_engine.providers.base import (
     rate_limited,
 )
 from judge_engine.providers.catalog import cost_per_token, openai_body_params, openai_route
+from judge_engine.providers.encodings import ACCEPT_ENCODING
 from judge_engine.providers.http import (
     CLIENT_ERRORS,
     BadHTTPAnswerError,
@@ -72,9 +73,9 @@ class OpenAIHTTPProvider:
                  names_sample: bool = False) -> None:
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._names_sample = names_sample
-        # identity: a compressed answer is still read (and bounded), but none is asked for.
+        # Exactly the encodings this install decodes (bounded): an answer in another is billed unread.
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
-                         "Accept-Encoding": "identity", "User-Agent": f"judge-engine/{__version__}"}
+                         "Accept-Encoding": ACCEPT_ENCODING, "User-Agent": f"judge-engine/{__version__}"}
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         if organization := os.environ.get("OPENAI_ORGANIZATION"):
