@@ -187,14 +187,14 @@ def test_an_encoded_answer_that_can_be_decoded_is_scored(tmp_path: Path, gateway
 
 @pytest.mark.parametrize("gateway", ["gzip"], indirect=True)
 def test_the_request_accepts_exactly_the_encodings_that_decode(tmp_path: Path, gateway: Gateway) -> None:
-    from judge_engine.providers import encodings
-
     job = make_job(tmp_path, gateway, items=3)  # type: ignore[arg-type]
     assert main(["run", str(job.config), "--no-live"]) == 0
     named = {tuple(part.strip() for part in header.split(",")) for header in gateway.accepted}
     assert len(named) == 1
     (accepted,) = named
     assert {"gzip", "deflate"} <= set(accepted) <= {"gzip", "deflate", "br", "zstd"}
+    from judge_engine.providers import encodings
+
     for name in accepted:  # each one named decodes (and nothing else is named)
         assert name in encodings.DECODERS
     assert set(accepted) == set(encodings.DECODERS) - {"x-gzip"}
