@@ -65,7 +65,8 @@ class UnreadAnswerError(BadHTTPAnswerError):
     decode, was cut, or the timeout fell while reading it): the provider may have billed it."""
 
     def __init__(self, status: int, error: BaseException) -> None:
-        why = str(error) if isinstance(error, BadHTTPAnswerError) else f"{type(error).__name__}: {error}"
+        why = (str(error) if isinstance(error, BadHTTPAnswerError) else "timed out while reading it"
+               if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}")
         super().__init__(f"the HTTP {status} answer's body could not be read ({why})")
         self.status = status
 
