@@ -317,5 +317,7 @@ _NOT_CONNECTED_TYPES = frozenset({"ConnectionTimeoutError", "ClientConnectorErro
                                   "ProxyError", "PoolTimeout"})
 """aiohttp's and httpx's failures to connect (to the host, or through the proxy): nothing sent."""
 _SENT_TYPES = frozenset({"ServerDisconnectedError", "ClientPayloadError", "ServerTimeoutError",
-                         "SocketTimeoutError", "ReadTimeout", "WriteTimeout", "ReadError", "RemoteProtocolError"})
-"""aiohttp's and httpx's failures once connected: the request (or part of it) may be at the provider."""
+                         "SocketTimeoutError", "ReadTimeout", "WriteTimeout", "ReadError", "RemoteProtocolError",
+                         "DecodingError"})
+"""aiohttp's and httpx's failures once connected: the request (or part of it) may be at the provider
+(httpx's ``DecodingError``: an answer came whose body does not decode)."""

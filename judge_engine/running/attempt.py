@@ -106,9 +106,13 @@ async def call_provider(
                     # Abandoned in flight (a second Ctrl-C, or the first one's grace period ran
                     # out): the request went out and may be charged, so the run records it as a
                     # call with no answer rather than forgetting it.
-                    transcript(attempt_record(task, log, sent, latency=time.perf_counter() - started, error={
-                        "kind": "abandoned", "status": None,
-                        "message": "abandoned in flight at a stop: the provider may have answered (and charged)"}))
+                    estimate = billed_estimate(judge.config.model, rough_prompt * lane.estimate.prompt_ratio,
+                                               request.max_tokens, lane.estimate.completion)
+                    log.cost += estimate.cost
+                    counters.cost += estimate.cost
+                    transcript(attempt_record(task, log, sent, latency=time.perf_counter() - started, estimate=estimate,
+                                              error={"kind": "abandoned", "status": None, "message": "abandoned in "
+                                                     "flight at a stop: the provider may have answered (and charged)"}))
                     counters.abandoned += 1
                     raise
                 except Exception as exc:  # classified below; CancelledError is not an Exception

@@ -209,3 +209,27 @@ def test_an_old_runs_spend_without_estimates_reads_as_none() -> None:
     both = spend.plus(Spend(calls=1, cost=0.25, estimated_calls=1, estimated_cost=0.25))
     assert both.to_dict()["estimated_calls"] == 1 and both.cost == 0.75
     assert both.minus(spend).estimated_cost == 0.25
+
+
+def _raised_from(error: BaseException, cause: BaseException) -> BaseException:
+    error.__cause__ = cause
+    return error
+
+
+def test_whether_a_failed_request_may_have_been_billed_reads_both_clients() -> None:
+    import socket
+
+    import httpx
+
+    from judge_engine.providers.base import fate_unknown
+
+    request = httpx.Request("POST", "http://127.0.0.1/v1")
+    sent = [TimeoutError(), aiohttp.ServerDisconnectedError(), aiohttp.ClientPayloadError("cut"),
+            httpx.ReadTimeout("slow", request=request), httpx.RemoteProtocolError("gone", request=request),
+            _raised_from(RuntimeError("litellm's wrapper"), httpx.ReadTimeout("slow", request=request))]
+    never = [aiohttp.ConnectionTimeoutError(), ConnectionRefusedError(), socket.gaierror(-2, "no such host"),
+             httpx.ConnectTimeout("slow", request=request), httpx.ConnectError("refused", request=request),
+             _raised_from(RuntimeError("litellm's wrapper"), httpx.ConnectTimeout("slow", request=request)),
+             ValueError("not a network failure")]
+    assert [fate_unknown(e) for e in sent] == [True] * len(sent)
+    assert [fate_unknown(e) for e in never] == [False] * len(never)
