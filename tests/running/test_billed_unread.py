@@ -149,6 +149,16 @@ def test_answers_billed_but_not_read_are_booked_at_an_estimate_and_shown(
     assert "of it estimated for 24 answers billed but not read" in status, status
 
 
+@pytest.mark.parametrize("gateway", ["unreadable", "cut"], indirect=True)
+def test_the_litellm_transport_books_them_too(tmp_path: Path, gateway: Gateway) -> None:
+    job = make_job(tmp_path, gateway, items=4, judge={"transport": "litellm", "retries": {"transport": 1}})  # type: ignore[arg-type]
+    assert main(["run", str(job.config), "--no-live"]) == 3
+    lines = read_transcripts(job.only_run())
+    assert len(lines) == 8 == gateway.requests and all(line["estimated"] and line["cost"] > 0 for line in lines)
+    spend = json.loads((job.only_run() / "run.json").read_text())["spend"]["total"]
+    assert spend["estimated_calls"] == spend["calls"] == 8 and spend["cost"] > 0
+
+
 @pytest.mark.parametrize("gateway", ["silent"], indirect=True)
 def test_a_request_sent_and_never_answered_is_booked_at_an_estimate(tmp_path: Path, gateway: Gateway) -> None:
     job = make_job(tmp_path, gateway, items=4, judge={"timeout_s": 0.5, "retries": {"transport": 0}})  # type: ignore[arg-type]
