@@ -147,6 +147,9 @@ def test_answers_billed_but_not_read_are_booked_at_an_estimate_and_shown(
     assert main(["status", str(run)]) == 0
     status = " ".join(capsys.readouterr().out.split())
     assert "of it estimated for 24 answers billed but not read" in status, status
+    assert main(["show", str(run), "--item", outcomes[0]["item_id"]]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "of it estimated: 3 answers billed but not read" in shown and "booked at ~$" in shown, shown
 
 
 @pytest.mark.parametrize("gateway", ["unreadable", "cut"], indirect=True)
