@@ -38,8 +38,8 @@ HOMES = {
     "pandas": {"rundir/frames.py"},
     "pyarrow": {"util/parquet.py"},
     "sacrebleu": {"stats/literalness.py"},
-    "brotli": {"providers/encodings.py"},
-    "backports": {"providers/encodings.py"},
+    "brotli": {"providers/content_encoding.py"},
+    "backports": {"providers/content_encoding.py"},
 }
 """Each third-party library and the modules that may import it (numpy and pydantic are the
 stats' and the models' common language, imported wherever they are used)."""

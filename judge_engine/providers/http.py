@@ -14,7 +14,7 @@ about 0.3 ms of CPU a paced request, which no user feels (one core drives more r
 than any provider allows a key), while proxies, TLS quirks, servers that close kept connections
 at the wrong moment and compression nobody asked for are what a well-kept client has already met.
 What the engine adds: answers read whole but never past :data:`MAX_ANSWER_BYTES` (a compressed
-body decoded by :func:`~judge_engine.providers.encodings.decode`, bounded too; one in an encoding
+body decoded by :func:`~judge_engine.providers.content_encoding.decode`, bounded too; one in an encoding
 not asked for is unreadable, booked as billed), no cookies, no redirects followed on a POST (a 3xx is an answer like another).
 """
 
@@ -36,7 +36,7 @@ from judge_engine.providers.base import (
     parse_retry_after,
     rate_limited,
 )
-from judge_engine.providers.encodings import UndecodableError, decode
+from judge_engine.providers.content_encoding import UndecodableError, decode
 from judge_engine.providers.network import Network, network_problem
 from judge_engine.rundir.disk import writing
 from judge_engine.util import jsonio
@@ -167,7 +167,7 @@ class ChatClient:
 
 async def read_body(response: aiohttp.ClientResponse) -> bytes:
     """The answer's whole body, decoded if the server sent it encoded
-    (:mod:`~judge_engine.providers.encodings`), never past :data:`MAX_ANSWER_BYTES`.
+    (:mod:`~judge_engine.providers.content_encoding`), never past :data:`MAX_ANSWER_BYTES`.
 
     Raises:
         BadHTTPAnswerError: larger than the limit, or it does not decode.

@@ -35,7 +35,7 @@ from judge_engine.providers.base import (
     rate_limited,
 )
 from judge_engine.providers.catalog import cost_per_token, openai_body_params, openai_route
-from judge_engine.providers.encodings import ACCEPT_ENCODING
+from judge_engine.providers.content_encoding import ACCEPT_ENCODING
 from judge_engine.providers.http import (
     CLIENT_ERRORS,
     BadHTTPAnswerError,

@@ -187,7 +187,7 @@ def test_a_budget_stops_a_gateway_whose_answers_cannot_be_read(tmp_path: Path, g
 
 @pytest.mark.parametrize("gateway", ["gzip", "br", "zstd"], indirect=True)
 def test_an_encoded_answer_that_can_be_decoded_is_scored(tmp_path: Path, gateway: Gateway) -> None:
-    from judge_engine.providers import encodings
+    from judge_engine.providers import content_encoding as encodings
 
     if gateway.mode not in encodings.DECODERS:
         pytest.skip(f"no {gateway.mode} decoder installed (the compression extra)")
@@ -206,7 +206,7 @@ def test_the_request_accepts_exactly_the_encodings_that_decode(tmp_path: Path, g
     assert len(named) == 1
     (accepted,) = named
     assert {"gzip", "deflate"} <= set(accepted) <= {"gzip", "deflate", "br", "zstd"}
-    from judge_engine.providers import encodings
+    from judge_engine.providers import content_encoding as encodings
 
     for name in accepted:  # each one named decodes (and nothing else is named)
         assert name in encodings.DECODERS
