@@ -14,8 +14,9 @@ about 0.3 ms of CPU a paced request, which no user feels (one core drives more r
 than any provider allows a key), while proxies, TLS quirks, servers that close kept connections
 at the wrong moment and compression nobody asked for are what a well-kept client has already met.
 What the engine adds: answers read whole but never past :data:`MAX_ANSWER_BYTES` (a compressed
-body decoded by :func:`~judge_engine.providers.content_encoding.decode`, bounded too; one in an encoding
-not asked for is unreadable, booked as billed), no cookies, no redirects followed on a POST (a 3xx is an answer like another).
+body decoded by :func:`~judge_engine.providers.content_encoding.decode`, bounded too; one in an
+encoding not asked for is unread, booked as billed), no cookies, no redirects followed on a POST
+(a 3xx is an answer like another).
 """
 
 from __future__ import annotations

@@ -69,6 +69,14 @@ async def call_provider(
     last: list[Lane] = [judge.lane]
     name, guard = judge.config.name, judge.guard if judge.guard is not None and judge.guard.active else None
 
+    def booked(lane: Lane) -> BilledEstimate:
+        """What an attempt billed but not read costs (:func:`billed_estimate`), counted as spent."""
+        estimate = billed_estimate(judge.config.model, rough_prompt * lane.estimate.prompt_ratio, request.max_tokens,
+                                   lane.estimate.completion)
+        log.cost += estimate.cost
+        counters.cost += estimate.cost
+        return estimate
+
     async def attempt() -> ProviderResponse:
         rate_limited = 0
         while True:
@@ -106,11 +114,7 @@ async def call_provider(
                     # Abandoned in flight (a second Ctrl-C, or the first one's grace period ran
                     # out): the request went out and may be charged, so the run records it as a
                     # call with no answer rather than forgetting it.
-                    estimate = billed_estimate(judge.config.model, rough_prompt * lane.estimate.prompt_ratio,
-                                               request.max_tokens, lane.estimate.completion)
-                    log.cost += estimate.cost
-                    counters.cost += estimate.cost
-                    transcript(attempt_record(task, log, sent, latency=time.perf_counter() - started, estimate=estimate,
+                    transcript(attempt_record(task, log, sent, latency=time.perf_counter() - started, estimate=booked(lane),
                                               error={"kind": "abandoned", "status": None, "message": "abandoned in "
                                                      "flight at a stop: the provider may have answered (and charged)"}))
                     counters.abandoned += 1
@@ -130,12 +134,7 @@ async def call_provider(
                             "check the judge's settings (timeout_s, api_base, its key, params), then resume the run",
                             model=request.model) from None
                     log.reached = log.reached or not failure.unreachable
-                    estimate = None
-                    if failure.billed:  # the provider may have charged it: booked at an estimate
-                        estimate = billed_estimate(judge.config.model, rough_prompt * lane.estimate.prompt_ratio,
-                                                   request.max_tokens, lane.estimate.completion)
-                        log.cost += estimate.cost
-                        counters.cost += estimate.cost
+                    estimate = booked(lane) if failure.billed else None  # the provider may have charged it
                     transcript(attempt_record(task, log, sent, latency=latency, estimate=estimate, error={
                         "kind": failure.kind.value, "status": failure.status, "message": failure.message,
                         **({"code": str(failure.code)} if failure.code else {})}))
