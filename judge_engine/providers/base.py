@@ -295,9 +295,10 @@ _NETWORK_TYPES = frozenset({"ConnectError", "ReadError", "WriteError", "ReadTime
 def fate_unknown(error: BaseException) -> bool:
     """True when ``error`` (or one it was raised from) says the request was sent but no answer
     could be read: a payload cut short, a timeout or a connection dropped after the connection
-    was made (the direct transport says itself which 2xx answers went unread). False when no connection was made (a connect timeout, a refused or
-    unreachable host, a failed TLS or proxy handshake): nothing reached the provider. Works
-    across aiohttp and httpx (under litellm) by walking the cause chain."""
+    was made (the direct transport says itself which 2xx answers went unread). False when no
+    connection was made (a connect timeout, a refused or unreachable host, a failed TLS or
+    proxy handshake): nothing reached the provider. Works across aiohttp and httpx (under
+    litellm) by walking the cause chain; a failure it does not know is not billed."""
     if is_unreachable(error):
         return False
     chain: list[BaseException] = []
