@@ -739,12 +739,12 @@ def totals_lines(result: RunResult, *, width: int = 80) -> list[str]:
                 f"{limited:,} 429s", f"{retries:,} retries", f"{reasks:,} re-asks",
                 f"{mine.get('cache_hits', 0):,} from the cache",
                 f"{mine.get('prompt_tokens', 0) + mine.get('completion_tokens', 0):,} tokens",
-                _cost(mine)], width - 1),
+                _cost(mine), *_estimated(mine)], width - 1),
         packed([f"whole run ({len(sessions)} session{plural}): {total.get('tasks', 0):,} tasks",
                 f"{total.get('scored', 0):,} scored", unscored_part(unscored, total.get("unscored_by_code") or {}),
                 f"{paid.get('calls', 0):,} calls",
                 f"{paid.get('prompt_tokens', 0) + paid.get('completion_tokens', 0):,} tokens",
-                _cost(paid)], width - 1),
+                _cost(paid), *_estimated(paid)], width - 1),
     ]
 
 
@@ -766,10 +766,20 @@ def unscored_part(unscored: int, by_code: Mapping[str, int]) -> str:
 
 
 def _cost(spend: Mapping[str, Any], separator: str = " ") -> str:
-    """A spend's cost, and the calls it leaves out: answered at no known price (never a silent $0)."""
+    """A spend's cost, and the calls it leaves out: answered at no known price (never a silent $0);
+    the part of it that is an estimate for calls billed but not read, when there is one."""
     unpriced = int(spend.get("unpriced") or 0)
     cost = dollars(float(spend.get("cost") or 0.0))
+    if spend.get("estimated_calls"):
+        cost += f"{separator}incl. ~{dollars(float(spend.get('estimated_cost') or 0.0))} est."
     return cost if not unpriced else f"{cost}{separator}+ {unpriced:,} unpriced"
+
+
+def _estimated(spend: Mapping[str, Any]) -> list[str]:
+    """The calls billed but not read (booked at an estimate), as a figure of a totals line."""
+    calls = int(spend.get("estimated_calls") or 0)
+    return [f"{calls:,} answers billed but not read (~{dollars(float(spend.get('estimated_cost') or 0.0))} "
+            "estimated)"] if calls else []
 
 
 def plan_table(plans: Sequence[JudgePlan]) -> FitTable:

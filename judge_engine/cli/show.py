@@ -188,6 +188,10 @@ def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[Tran
         say(console, escape(describe(result)))
     unpriced = sum(1 for a in attempts if getattr(a, "unpriced", False))  # cost 0 there is no price
     cost = dollars(result.cost) + (f" + {unpriced} unpriced call{'s' if unpriced != 1 else ''}" if unpriced else "")
+    estimated = [float(getattr(a, "cost", 0.0) or 0.0) for a in attempts if getattr(a, "estimated", False)]
+    if estimated:
+        cost += (f" (~{dollars(sum(estimated))} of it estimated: {len(estimated)} "
+                 f"answer{'s' if len(estimated) != 1 else ''} billed but not read)")
     say(console, f"attempts: {result.attempts} · re-asks: {result.reasks} · cache hits: {result.cache_hits} · "
                  f"cost {cost}")
 
@@ -216,6 +220,7 @@ def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord], prin
     errors. ``where``: the task, as a later fold names it."""
     from judge_engine.cli.display import escape, panel, say
     from judge_engine.rundir.records import AttemptRecord
+    from judge_engine.util.money import dollars
 
     shown_messages = 0
     for attempt in attempts:
@@ -245,7 +250,9 @@ def _print_attempts(console: Console, attempts: Sequence[TranscriptRecord], prin
                   style="green")
         else:
             error = attempt.error or {}
-            panel(console, f"{error.get('kind')}: {error.get('message')}", title=f"error · {label}", style="red")
+            booked = (f"\n(billed but not read: booked at ~{dollars(attempt.cost or 0.0)}, an estimate)"
+                      if attempt.estimated else "")
+            panel(console, f"{error.get('kind')}: {error.get('message')}{booked}", title=f"error · {label}", style="red")
 
 
 def leading_messages(messages: Sequence[Mapping[str, Any]]) -> int:

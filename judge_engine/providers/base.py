@@ -162,6 +162,10 @@ class ErrorClass:
     """For ``RETRY``: no connection could be made (DNS failure, connection refused, unreachable
     host), so nothing reached the provider. A task whose every attempt was unreachable stops
     the judge instead of being recorded: an outage is not a verdict about an item."""
+    billed: bool = False
+    """For ``RETRY``: the request reached the provider and may have been charged, though no
+    answer could be read (a 2xx whose body did not decode or was cut, a timeout or a dropped
+    connection after sending: :func:`fate_unknown`). The attempt is booked at an estimate."""
 
 
 class Provider(Protocol):
@@ -287,3 +291,35 @@ _REFUSED_TYPES = frozenset({"InvalidURL", "InvalidUrlClientError", "NonHttpUrlCl
 _NETWORK_TYPES = frozenset({"ConnectError", "ReadError", "WriteError", "ReadTimeout", "ConnectTimeout", "RemoteProtocolError",
                             "ServerDisconnectedError", "ClientPayloadError", "ClientResponseError", "HTTPStatusError"})
 """httpx's and aiohttp's failures on the wire or of an answer (a request that did leave)."""
+
+
+def fate_unknown(error: BaseException) -> bool:
+    """True when ``error`` (or one it was raised from) says the request was sent but no answer
+    could be read: a payload cut short, a timeout or a connection dropped after the connection
+    was made (the direct transport says itself which 2xx answers went unread). False when no
+    connection was made (a connect timeout, a refused or unreachable host, a failed TLS or
+    proxy handshake): nothing reached the provider. Works across aiohttp and httpx (under
+    litellm) by walking the cause chain; a failure it does not know is not billed."""
+    if is_unreachable(error):
+        return False
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    names = {type(e).__name__ for e in chain}
+    if names & _NOT_CONNECTED_TYPES:
+        return False
+    return bool(names & _SENT_TYPES) or any(isinstance(e, TimeoutError) for e in chain)
+
+
+_NOT_CONNECTED_TYPES = frozenset({"ConnectionTimeoutError", "ClientConnectorError", "ClientProxyConnectionError",
+                                  "ClientConnectorCertificateError", "ClientConnectorSSLError",
+                                  "ClientConnectorDNSError", "ClientHttpProxyError", "ConnectError", "ConnectTimeout",
+                                  "ProxyError", "PoolTimeout"})
+"""aiohttp's and httpx's failures to connect (to the host, or through the proxy): nothing sent."""
+_SENT_TYPES = frozenset({"ServerDisconnectedError", "ClientPayloadError", "ServerTimeoutError",
+                         "SocketTimeoutError", "ReadTimeout", "WriteTimeout", "ReadError", "RemoteProtocolError",
+                         "DecodingError"})
+"""aiohttp's and httpx's failures once connected: the request (or part of it) may be at the provider
+(httpx's ``DecodingError``: an answer came whose body does not decode)."""

@@ -13,10 +13,10 @@ Why aiohttp and not a client of the engine's own (``wire.py`` until 0.2): a lean
 about 0.3 ms of CPU a paced request, which no user feels (one core drives more requests a minute
 than any provider allows a key), while proxies, TLS quirks, servers that close kept connections
 at the wrong moment and compression nobody asked for are what a well-kept client has already met.
-What the engine adds: answers read whole but never past :data:`MAX_ANSWER_BYTES` (a gzip body
-decoded by :func:`inflate`, bounded too: ``Accept-Encoding: identity`` is asked, but a server may
-compress anyway), no cookies, and three things a gateway, a proxy or a server does to a run
-(issue 35):
+What the engine adds: answers read whole but never past :data:`MAX_ANSWER_BYTES` (a compressed
+body decoded by :func:`~judge_engine.providers.content_encoding.decode`, bounded too; one in an
+encoding not asked for is unread, booked as billed), no cookies, and three things a gateway, a
+proxy or a server does to a run (issue 35):
 
 - **Redirects** are never left to aiohttp (it would send the key wherever a ``Location`` points):
   a ``307``/``308`` to the same origin (scheme, host and port) is followed with the POST and its
@@ -37,7 +37,6 @@ import asyncio
 import contextlib
 import contextvars
 import select
-import zlib
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +53,7 @@ from judge_engine.providers.base import (
     parse_retry_after,
     rate_limited,
 )
+from judge_engine.providers.content_encoding import UndecodableError, decode
 from judge_engine.providers.network import Network, network_problem
 from judge_engine.rundir.disk import writing
 from judge_engine.util import jsonio
@@ -83,6 +83,17 @@ _PIECE = 1 << 20
 class BadHTTPAnswerError(ConnectionError):
     """What came back cannot be read as an answer (larger than the limit, or a body that does not
     decode): transient, like a body cut short."""
+
+
+class UnreadAnswerError(BadHTTPAnswerError):
+    """The answer's status and headers came, but not a body that could be read (it did not
+    decode, was cut, or the timeout fell while reading it): the provider may have billed it."""
+
+    def __init__(self, status: int, error: BaseException) -> None:
+        why = (str(error) if isinstance(error, BadHTTPAnswerError) else "timed out while reading it"
+               if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}")
+        super().__init__(f"the HTTP {status} answer's body could not be read ({why})")
+        self.status = status
 
 
 class NotSentError(ValueError):
@@ -198,10 +209,11 @@ class ChatClient:
 
         Raises:
             NotSentError: the client refused to send it (nothing left).
-            TimeoutError: no whole answer within ``timeout_s`` (connecting, sending, reading);
+            TimeoutError: no answer within ``timeout_s`` (connecting, sending, waiting for its head);
                 ``aiohttp.ConnectionTimeoutError`` when no connection was made.
             aiohttp.ClientError, OSError: the connection failed (through the proxy, too).
-            BadHTTPAnswerError: the answer is too large or does not decode.
+            UnreadAnswerError: the answer's head came but its body could not be read (too large,
+                not decoding, cut, or the timeout fell while reading it).
         """
         deadline = asyncio.get_running_loop().time() + timeout_s
         asked = url
@@ -256,7 +268,10 @@ class ChatClient:
                                             timeout=aiohttp.ClientTimeout(total=left, sock_connect=min(CONNECT_S, left))
                                             ) as response:
                         answered = True
-                        raw = await read_body(response)
+                        try:
+                            raw = await read_body(response)
+                        except (TimeoutError, OSError, aiohttp.ClientError) as exc:  # BadHTTPAnswerError too
+                            raise UnreadAnswerError(response.status, exc) from exc
                         return Answer(response.status, {k.lower(): v for k, v in response.headers.items()}, raw)
                 except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
                     # A kept connection the server closed as the request left (no byte of an answer
@@ -365,8 +380,8 @@ def redirect_message(url: str, answer: Answer) -> str:
 
 
 async def read_body(response: aiohttp.ClientResponse) -> bytes:
-    """The answer's whole body, decoded from gzip or deflate if the server sent it so, never past
-    :data:`MAX_ANSWER_BYTES`.
+    """The answer's whole body, decoded if the server sent it encoded
+    (:mod:`~judge_engine.providers.content_encoding`), never past :data:`MAX_ANSWER_BYTES`.
 
     Raises:
         BadHTTPAnswerError: larger than the limit, or it does not decode.
@@ -385,39 +400,13 @@ async def read_body(response: aiohttp.ClientResponse) -> bytes:
         if size > MAX_ANSWER_BYTES:
             raise BadHTTPAnswerError(f"the answer is larger than {MAX_ANSWER_BYTES} bytes")
         raw = b"".join(pieces)
-    encoding = response.headers.get("Content-Encoding", "").strip().lower()
-    if encoding in ("gzip", "x-gzip", "deflate"):
-        try:
-            return inflate(raw, encoding)
-        except zlib.error as exc:
-            raise BadHTTPAnswerError(f"the {encoding} answer does not decode ({exc})") from None
-    return raw
-
-
-def inflate(body: bytes, encoding: str) -> bytes:
-    """A gzip or deflate body decoded, never past :data:`MAX_ANSWER_BYTES` (a few kilobytes of
-    gzip can hold gigabytes).
-
-    Raises:
-        zlib.error: it does not decode.
-        BadHTTPAnswerError: it decodes to more than the limit.
-    """
-    if encoding != "deflate":
-        return _bounded_inflate(body, 16 + zlib.MAX_WBITS)
     try:
-        return _bounded_inflate(body, zlib.MAX_WBITS)
-    except zlib.error:
-        return _bounded_inflate(body, -zlib.MAX_WBITS)  # raw deflate, as some servers send it
-
-
-def _bounded_inflate(body: bytes, wbits: int) -> bytes:
-    inflater = zlib.decompressobj(wbits)
-    out = inflater.decompress(body, MAX_ANSWER_BYTES + 1)
-    if len(out) <= MAX_ANSWER_BYTES and not inflater.unconsumed_tail:
-        out += inflater.flush()
-    if len(out) > MAX_ANSWER_BYTES or inflater.unconsumed_tail:
+        body = decode(raw, response.headers.get("Content-Encoding", ""), MAX_ANSWER_BYTES)
+    except UndecodableError as exc:
+        raise BadHTTPAnswerError(str(exc)) from None
+    if len(body) > MAX_ANSWER_BYTES:  # a few kilobytes of gzip can hold gigabytes
         raise BadHTTPAnswerError(f"the answer decodes to more than {MAX_ANSWER_BYTES} bytes")
-    return out
+    return body
 
 
 async def probe(url: str, network: Network, headers: Mapping[str, str], *, timeout_s: float = 15.0) -> str:

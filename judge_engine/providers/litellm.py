@@ -20,6 +20,7 @@ from judge_engine.providers.base import (
     ErrorKind,
     ProviderRequest,
     ProviderResponse,
+    fate_unknown,
     is_unreachable,
     item_code,
     parse_retry_after,
@@ -193,13 +194,27 @@ class LiteLLMProvider:
         problem = network_problem(error, endpoint=self._endpoint, proxy=self._proxy)
         if problem is not None:  # a certificate or a proxy that refuses us: every request would fail so
             return ErrorClass(ErrorKind.FATAL, redact(problem, [self._api_key or ""]))
-        if isinstance(error, (lit.Timeout, lit.APIConnectionError, lit.InternalServerError,
-                              lit.ServiceUnavailableError, lit.BadGatewayError)):
-            return ErrorClass(ErrorKind.RETRY, message, status, unreachable=is_unreachable(error))
-        if isinstance(error, lit.APIError) or isinstance(error, (TimeoutError, ConnectionError, OSError)):
-            return ErrorClass(ErrorKind.RETRY, message, status, unreachable=is_unreachable(error))
+        if isinstance(error, (lit.Timeout, lit.APIConnectionError, lit.InternalServerError, lit.ServiceUnavailableError,
+                              lit.BadGatewayError, lit.APIError, TimeoutError, ConnectionError, OSError)):
+            # litellm wraps a timeout or a cut answer as a "500" no server sent: the chain says
+            # whether the request was sent and its answer never read (billed, booked at an estimate).
+            return ErrorClass(ErrorKind.RETRY, message, status, unreachable=is_unreachable(error),
+                              billed=fate_unknown(error) or _undecoded(error))
         if isinstance(status, int) and status >= 500:
             return ErrorClass(ErrorKind.RETRY, message, status)
         # Anything else is a bug or an unknown provider failure: retrying blindly could spend
         # money in a loop, so it fails the task (recorded) but not the judge.
         return ErrorClass(ErrorKind.ITEM, message, status, code=item_code(message))
+
+
+def _undecoded(error: BaseException) -> bool:
+    """True when the OpenAI SDK failed to decode an answer's body as text (its chain holds a
+    ``UnicodeDecodeError``): a 2xx in an encoding the client did not decode, billed unread."""
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not known for known in seen):
+        if isinstance(current, UnicodeDecodeError):
+            return True
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return False

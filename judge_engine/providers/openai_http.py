@@ -28,17 +28,20 @@ from judge_engine.providers.base import (
     ErrorKind,
     ProviderRequest,
     ProviderResponse,
+    fate_unknown,
     is_unreachable,
     item_code,
     parse_retry_after,
     rate_limited,
 )
 from judge_engine.providers.catalog import cost_per_token, openai_body_params, openai_route
+from judge_engine.providers.content_encoding import ACCEPT_ENCODING
 from judge_engine.providers.http import (
     CLIENT_ERRORS,
     BadHTTPAnswerError,
     ChatClient,
     NotSentError,
+    UnreadAnswerError,
     error_message,
     failed_connection,
     proxy_refused,
@@ -71,9 +74,9 @@ class OpenAIHTTPProvider:
                  names_sample: bool = False) -> None:
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self._names_sample = names_sample
-        # identity: a compressed answer is still read (and bounded), but none is asked for.
+        # Exactly the encodings this install decodes (bounded): an answer in another is billed unread.
         self._headers = {"Content-Type": "application/json", "Accept": "application/json",
-                         "Accept-Encoding": "identity", "User-Agent": f"judge-engine/{__version__}"}
+                         "Accept-Encoding": ACCEPT_ENCODING, "User-Agent": f"judge-engine/{__version__}"}
         if self._api_key:
             self._headers["Authorization"] = f"Bearer {self._api_key}"
         if organization := os.environ.get("OPENAI_ORGANIZATION"):
@@ -166,7 +169,9 @@ class OpenAIHTTPProvider:
             return fatal
         if isinstance(error, (MalformedResponseError, BadHTTPAnswerError, TimeoutError, ConnectionError, OSError,
                               *CLIENT_ERRORS)):
-            return ErrorClass(ErrorKind.RETRY, message, unreachable=is_unreachable(error))
+            # An answer that came but could not be read is billed when its status was a 2xx.
+            billed = 200 <= error.status < 300 if isinstance(error, UnreadAnswerError) else fate_unknown(error)
+            return ErrorClass(ErrorKind.RETRY, message, unreachable=is_unreachable(error), billed=billed)
         # A bug or an unknown failure: retrying blindly could spend money in a loop, so it fails
         # the task (recorded) but not the judge.
         return ErrorClass(ErrorKind.ITEM, message, code=item_code(message))

@@ -25,7 +25,9 @@ attempt line  1        no ``v`` key; the whole request repeated in every line
                        id and custom id of a batch API result), absent online;
                        ``error.code`` (a failure's reason code, when it has one); and
                        ``response.logprobs`` (the tokens at the verdict: ``[offset, token,
-                       logprob, [[token, logprob], ...]]``), only when log-probs were asked
+                       logprob, [[token, logprob], ...]]``), only when log-probs were asked;
+                       later ``estimated`` (a failed attempt the provider may have billed:
+                       its ``usage`` and ``cost`` are estimates), absent otherwise
 batch line    1        ``"v": 1``: ``batches.jsonl``, a batch-mode judge's chunks and the
                        tasks they carry to the next round (:class:`BatchEvent`,
                        :class:`BatchCarry`)
@@ -34,7 +36,9 @@ manifest      1        ``"format": "judge-engine-run", "version": 1``; later
                        version before and after), absent otherwise; ``batches`` (the
                        provider's batch id of each chunk), empty when absent; later
                        ``cascade`` (a cascaded run: its stages, thresholds and the items
-                       that reached each stage), absent otherwise
+                       that reached each stage), absent otherwise; later the spend's
+                       ``estimated_calls`` and ``estimated_cost`` (calls billed but not
+                       read, booked at an estimate), absent when none
 ============  =======  ==================================================================
 
 A file written by a *newer* judge-engine is refused with a :class:`~judge_engine.errors.RunDirError`
@@ -244,6 +248,11 @@ class AttemptRecord:
     unpriced: bool = False
     """The provider answered, but no price is known for the model: ``cost`` is 0 and is not a
     price. Counted apart (:attr:`Spend.unpriced`), so a total never passes for complete."""
+    estimated: bool = False
+    """A failed attempt the provider may have billed (a 2xx whose body could not be read, a
+    request sent whose answer never came): ``usage`` is the prompt counted locally and the
+    request's ``max_tokens``, ``cost`` those at the model's price. Counted in the spend's cost
+    and apart (:attr:`Spend.estimated_calls`), so a budget sees it."""
     error: Mapping[str, Any] | None = None
     """``{kind, status, message}`` of a failed attempt (redacted; ``code``: its reason code, when
     it has one), or None."""
@@ -282,6 +291,8 @@ class AttemptRecord:
                 record["unpriced"] = True
         if self.error is not None:
             record["error"] = dict(self.error)
+        if self.estimated:
+            record.update(estimated=True, usage=dict(self.usage or {}), cost=self.cost)
         return record
 
     def encode(self, encoder: Encoder) -> dict[str, Any]:
@@ -317,6 +328,8 @@ class AttemptRecord:
                 record["unpriced"] = True
         if self.error is not None:
             record["error"] = dict(self.error)
+        if self.estimated:
+            record.update(estimated=True, usage=dict(self.usage or {}), cost=self.cost)
         return record
 
     @property
@@ -400,6 +413,7 @@ def transcript_record(raw: Mapping[str, Any], *, blocks: Mapping[str, Any] | Non
             replayed=bool(raw.get("replayed")),
             batch=raw.get("batch"),
             unpriced=bool(raw.get("unpriced")),
+            estimated=bool(raw.get("estimated")),
         )
     except KeyError as exc:
         raise RunDirError(f"{where}: a transcript line without {exc.args[0]!r}") from None
@@ -584,6 +598,12 @@ class Spend:
     """Answers taken from another run's transcript (``rescore``): no call, no cost."""
     unpriced: int = 0
     """Calls answered at no known price (their cost is not in :attr:`cost`)."""
+    estimated_calls: int = 0
+    """Failed calls the provider may have billed (an answer that could not be read, a request
+    whose answer never came), booked at an estimate (:attr:`AttemptRecord.estimated`)."""
+    estimated_cost: float = 0.0
+    """The part of :attr:`cost` that is those calls' estimate (their tokens are not in
+    :attr:`prompt_tokens` or :attr:`completion_tokens`, which count what providers reported)."""
 
     def add(self, record: TranscriptRecord) -> None:
         """Count one transcript line (protocol-error lines count nothing)."""
@@ -599,7 +619,10 @@ class Spend:
             return  # a replay found no recorded answer (rescore): nothing was sent
         self.calls += 1
         self.unpriced += record.unpriced
-        if record.usage:
+        if record.estimated:
+            self.estimated_calls += 1
+            self.estimated_cost += float(record.cost or 0.0)
+        elif record.usage:
             self.prompt_tokens += int(record.usage.get("prompt_tokens") or 0)
             self.completion_tokens += int(record.usage.get("completion_tokens") or 0)
         self.cost += float(record.cost or 0.0)
@@ -609,13 +632,15 @@ class Spend:
         return Spend(self.calls - other.calls, self.cache_hits - other.cache_hits,
                      self.prompt_tokens - other.prompt_tokens,
                      self.completion_tokens - other.completion_tokens, self.cost - other.cost,
-                     self.replayed - other.replayed, self.unpriced - other.unpriced)
+                     self.replayed - other.replayed, self.unpriced - other.unpriced,
+                     self.estimated_calls - other.estimated_calls, self.estimated_cost - other.estimated_cost)
 
     def plus(self, other: Spend) -> Spend:
         return Spend(self.calls + other.calls, self.cache_hits + other.cache_hits,
                      self.prompt_tokens + other.prompt_tokens,
                      self.completion_tokens + other.completion_tokens, self.cost + other.cost,
-                     self.replayed + other.replayed, self.unpriced + other.unpriced)
+                     self.replayed + other.replayed, self.unpriced + other.unpriced,
+                     self.estimated_calls + other.estimated_calls, self.estimated_cost + other.estimated_cost)
 
     @property
     def tokens(self) -> int:
@@ -629,6 +654,9 @@ class Spend:
             record["replayed"] = self.replayed
         if self.unpriced:
             record["unpriced"] = self.unpriced
+        if self.estimated_calls:
+            record["estimated_calls"] = self.estimated_calls
+            record["estimated_cost"] = round(self.estimated_cost, 8)
         return record
 
     @classmethod
@@ -636,7 +664,8 @@ class Spend:
         raw = raw or {}
         return cls(int(raw.get("calls") or 0), int(raw.get("cache_hits") or 0),
                    int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0),
-                   float(raw.get("cost") or 0.0), int(raw.get("replayed") or 0), int(raw.get("unpriced") or 0))
+                   float(raw.get("cost") or 0.0), int(raw.get("replayed") or 0), int(raw.get("unpriced") or 0),
+                   int(raw.get("estimated_calls") or 0), float(raw.get("estimated_cost") or 0.0))
 
 
 def total_spend(spends: Mapping[str, Spend]) -> Spend:

@@ -27,7 +27,7 @@ from judge_engine.errors import (
 from judge_engine.lanes import Lane, rough_prompt_tokens
 from judge_engine.planning.plan import Task
 from judge_engine.providers.base import ErrorClass, ErrorKind, ProviderRequest, ProviderResponse
-from judge_engine.providers.catalog import priced_as
+from judge_engine.providers.catalog import cost_per_token, priced_as
 from judge_engine.rundir.blocks import item_values
 from judge_engine.rundir.records import AttemptRecord, TranscriptRecord
 from judge_engine.rundir.store import utc_now
@@ -69,6 +69,14 @@ async def call_provider(
     last: list[Lane] = [judge.lane]
     name, guard = judge.config.name, judge.guard if judge.guard is not None and judge.guard.active else None
 
+    def booked(lane: Lane) -> BilledEstimate:
+        """What an attempt billed but not read costs (:func:`billed_estimate`), counted as spent."""
+        estimate = billed_estimate(judge.config.model, rough_prompt * lane.estimate.prompt_ratio, request.max_tokens,
+                                   lane.estimate.completion)
+        log.cost += estimate.cost
+        counters.cost += estimate.cost
+        return estimate
+
     async def attempt() -> ProviderResponse:
         rate_limited = 0
         while True:
@@ -106,9 +114,9 @@ async def call_provider(
                     # Abandoned in flight (a second Ctrl-C, or the first one's grace period ran
                     # out): the request went out and may be charged, so the run records it as a
                     # call with no answer rather than forgetting it.
-                    transcript(attempt_record(task, log, sent, latency=time.perf_counter() - started, error={
-                        "kind": "abandoned", "status": None,
-                        "message": "abandoned in flight at a stop: the provider may have answered (and charged)"}))
+                    transcript(attempt_record(task, log, sent, latency=time.perf_counter() - started, estimate=booked(lane),
+                                              error={"kind": "abandoned", "status": None, "message": "abandoned in "
+                                                     "flight at a stop: the provider may have answered (and charged)"}))
                     counters.abandoned += 1
                     raise
                 except Exception as exc:  # classified below; CancelledError is not an Exception
@@ -116,9 +124,10 @@ async def call_provider(
                     failure = deployment.provider.classify(exc)
                     if isinstance(exc, TimeoutError) and failure.kind is not ErrorKind.FATAL:
                         # our own guard fired, or the client's timeout (a connection to a proxy that
-                        # drops what it is sent is the adapter's to call fatal)
+                        # drops what it is sent is the adapter's to call fatal): sent, its fate unknown
+                        # unless no connection was made (the adapter's classification says which)
                         failure = ErrorClass(ErrorKind.RETRY, f"timed out after {request.timeout_s:g}s",
-                                             unreachable=failure.unreachable)
+                                             unreachable=failure.unreachable, billed=failure.billed)
                     if failure.kind is ErrorKind.LOCAL:  # nothing left: no call, no transcript line
                         counters.calls -= 1
                         deployment.sent -= 1
@@ -128,7 +137,8 @@ async def call_provider(
                             "check the judge's settings (timeout_s, api_base, its key, params), then resume the run",
                             model=request.model) from None
                     log.reached = log.reached or not failure.unreachable
-                    transcript(attempt_record(task, log, sent, latency=latency, error={
+                    estimate = booked(lane) if failure.billed else None  # the provider may have charged it
+                    transcript(attempt_record(task, log, sent, latency=latency, estimate=estimate, error={
                         "kind": failure.kind.value, "status": failure.status, "message": failure.message,
                         **({"code": str(failure.code)} if failure.code else {})}))
                     if failure.kind is ErrorKind.RATE_LIMITED:
@@ -186,9 +196,17 @@ def attempt_record(
     error: Mapping[str, Any] | None = None,
     latency: float = 0.0,
     cache_hit: bool = False,
+    estimate: BilledEstimate | None = None,
 ) -> AttemptRecord:
-    """The transcript line of the task's next attempt (counted in ``log``)."""
+    """The transcript line of the task's next attempt (counted in ``log``); ``estimate``: what a
+    failed attempt the provider may have billed is booked at."""
     log.attempts += 1
+    if estimate is not None:
+        return AttemptRecord(
+            task_id=task.task_id, judge=task.judge, item_id=task.item_id, attempt=log.attempts, reask=log.reasks,
+            at=utc_now(), request=request.as_sent(), latency_s=round(latency, 4), error=None if error is None else dict(error),
+            usage={"prompt_tokens": estimate.prompt_tokens, "completion_tokens": estimate.completion_tokens},
+            cost=estimate.cost, unpriced=not estimate.priced, estimated=True, split_at=_item_text(task))
     return AttemptRecord(
         task_id=task.task_id,
         judge=task.judge,
@@ -208,6 +226,28 @@ def attempt_record(
         replayed=response is not None and response.replayed,
         split_at=_item_text(task),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BilledEstimate:
+    """What an attempt the provider may have billed, with no answer read, is booked at."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    priced: bool
+
+
+def billed_estimate(model: str, prompt_tokens: float, max_tokens: int | None,
+                    typical_answer: float | None) -> BilledEstimate:
+    """The prompt as the lane sizes it (counted locally, scaled by what the provider has reported
+    so far) and the request's ``max_tokens`` (the most it could have answered; without one, the
+    lane's mean answer, at least 256 tokens), at ``model``'s price."""
+    prompt = max(1, round(prompt_tokens))
+    completion = max_tokens if max_tokens is not None else max(256, round(typical_answer or 0))
+    prices = cost_per_token(model)
+    cost = prompt * prices[0] + completion * prices[1] if prices else 0.0
+    return BilledEstimate(prompt, completion, cost, prices is not None)
 
 
 def _item_text(task: Task) -> tuple[str, ...]:

@@ -134,7 +134,8 @@ class Guard:
 
     def settle(self, judge: str, cost: float) -> None:
         """The request committed with ``cost`` is over (its real cost is in the spend now)."""
-        self.committed[judge] = max(0.0, self.committed.get(judge, 0.0) - cost)
+        left = self.committed.get(judge, 0.0) - cost
+        self.committed[judge] = left if left > 1e-12 else 0.0  # no float residue shown as "in flight"
 
     def _stopped(self, stop: BudgetStop) -> BudgetStop:
         if self.stop is None or stop.scope == "run":

@@ -82,9 +82,12 @@ class Money:
 
     def parts(self) -> list[str]:
         """What ``status`` says of it: spent (the calls at no known price apart, never a silent
-        $0), held for open batches, and what each budget leaves."""
+        $0; the estimate for answers billed but not read named), held for open batches, and what each budget leaves."""
         spend = self.spend
         parts = [f"{dollars(spend.cost)} spent" + (f" + {spend.unpriced:,} unpriced calls" if spend.unpriced else "")]
+        if spend.estimated_calls:  # in the spend, and in what the budget counts
+            parts.append(f"~{dollars(spend.estimated_cost)} of it estimated for {spend.estimated_calls:,} answers "
+                         "billed but not read")
         if self.committed is not None:
             parts.append(f"~{dollars(self.committed)} held for open batches")
         if self.owed is not None:

@@ -21,6 +21,7 @@ from aiohttp import web
 
 from judge_engine.errors import MalformedResponseError
 from judge_engine.providers.base import ErrorKind, ProviderRequest, parse_retry_after
+from judge_engine.providers.http import UnreadAnswerError
 from judge_engine.providers.litellm import LiteLLMProvider
 from judge_engine.providers.openai_http import OpenAIHTTPProvider
 from judge_engine.util.logprobs import token_logprobs
@@ -181,6 +182,8 @@ def test_a_body_that_stalls_after_its_headers_is_cut_at_the_direct_transports_ti
 
     assert OpenAIHTTPProvider.enforces_timeout
     error, elapsed = asyncio.run(call())
-    assert isinstance(error, TimeoutError), error
+    assert isinstance(error, UnreadAnswerError) and isinstance(error.__cause__, TimeoutError), error
     assert 0.4 <= elapsed < 2.0
-    assert OpenAIHTTPProvider(api_key=KEY).classify(error).kind is ErrorKind.RETRY
+    classified = OpenAIHTTPProvider(api_key=KEY).classify(error)
+    assert classified.kind is ErrorKind.RETRY and classified.billed  # its head came: billed, booked at an estimate
+    assert "timed out while reading it" in classified.message

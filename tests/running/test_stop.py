@@ -110,6 +110,8 @@ def test_calls_longer_than_the_grace_period_are_abandoned_and_the_run_ends(tmp_p
     sent = fake_server.stats()["requests_total"]
     abandoned = [t for t in read_transcripts(job.only_run()) if (t.get("error") or {}).get("kind") == "abandoned"]
     assert len(abandoned) == sent == manifest["spend"]["total"]["calls"] >= 4
+    assert all(t["estimated"] and t["cost"] > 0 for t in abandoned)  # booked at an estimate: maybe charged
+    assert manifest["spend"]["total"]["estimated_calls"] == len(abandoned)
     assert "abandoned in flight" in (process.stderr.read() if process.stderr else "")
 
 
