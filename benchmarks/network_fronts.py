@@ -151,7 +151,7 @@ FAMILIES = [
 def _estimated(run_dir: Path) -> tuple[int, float]:
     """run.json's calls booked at an estimate (billed but not read), and their cost."""
     manifest = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    spend = manifest.get("spend") or {}
+    spend = (manifest.get("spend") or {}).get("total") or {}
     return int(spend.get("estimated_calls", 0) or 0), float(spend.get("estimated_cost", 0.0) or 0.0)
 
 
