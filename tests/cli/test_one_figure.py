@@ -102,6 +102,7 @@ def test_a_demo_run_names_why_its_tokens_are_not_plans(cascade: Commands, capsys
     assert why in _said(capsys, "stats", str(cascade.run_dir))
 
 
+@pytest.mark.slow
 def test_strong_alone_names_what_its_figure_is_against_plans(cascade: Commands, capsys: pytest.CaptureFixture[str],
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """``plan``'s strong-alone figure prices its token counts before the run; ``stats``'s is
@@ -135,6 +136,7 @@ def test_the_start_line_says_escalations_add_tasks(cascade: Commands) -> None:
 # --- exit codes: an item tie is an answer, and says so --------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_calibration_run_with_tied_items_exits_0_and_says_they_are_not_failures(
         tmp_path: Path) -> None:
     """The README's calibration run of the cascade demo: mid's six answers split 3-3 on some

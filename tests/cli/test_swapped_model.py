@@ -40,6 +40,7 @@ def _out(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, ar
     return " ".join((captured.out + captured.err).split())  # the words, however the lines wrap
 
 
+@pytest.mark.slow
 def test_stats_shows_the_swapped_model_beside_the_judge_and_names_it_in_a_note(
         runs: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         tmp_path: Path) -> None:

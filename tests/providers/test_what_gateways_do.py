@@ -135,6 +135,7 @@ def test_a_proxy_that_wants_credentials_none_given_meets_one_request_and_the_jud
         assert server.stats()["requests_total"] == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("how", "what"), [("refused", "connection refused"), ("silent", "timed out")])
 def test_a_dead_proxy_stops_the_judge_naming_it_without_its_password(
         tmp_path: Path, server: FakeServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],

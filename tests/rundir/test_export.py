@@ -544,6 +544,7 @@ def test_export_writes_rows_in_dataset_order_whatever_order_tasks_finished(
     assert [float(r["score"]) for r in rows if r["task_id"] == retried["task_id"]] == [-7.0]  # its last line
 
 
+@pytest.mark.slow
 def test_the_wide_export_and_load_run_follow_the_dataset_too(finished_backwards: tuple[Path, Path],
                                                             tmp_path: Path) -> None:
     import judge_engine

@@ -25,6 +25,7 @@ def _cues(tmp_path: Path, text: str = "lantern\n\nharbor\n  thunder  \n") -> Pat
     return path
 
 
+@pytest.mark.slow
 def test_the_random_baseline_is_drawn_again_from_its_seed_in_the_papers_shape(
     tmp_path: Path, packaged_lexicon: Lexicon, minilm: Embedder, capsys: pytest.CaptureFixture[str]
 ) -> None:
