@@ -29,6 +29,14 @@ SHARE = "share"
 ROUTE_WORDS = {"answer": ANSWERED, "escalate": ESCALATED, "hold": HELD}
 """An outcome line's route at a stage (``asked[].route``), as it is said."""
 
+
+def then_word(route: str, *, last_of_abstained: bool = False) -> str:
+    """What became of an item at a stage asked, as said: its route's word, except at the last
+    stage asked of an item the cascade abstained on, where nothing came after the escalation."""
+    if last_of_abstained and route == "escalate":
+        return ABSTAINED
+    return ROUTE_WORDS.get(route, route)
+
 GLOSSARY: dict[str, str] = {
     STAGE: "a judge or a jury of the cascade, cheapest first",
     THRESHOLD: "the lowest confidence at which a stage answers an item, written with 4 decimals (as is a "

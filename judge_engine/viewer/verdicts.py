@@ -68,9 +68,8 @@ def cascade(verdict: Mapping[str, Any], code: str | None) -> dict[str, Any]:
     confidence against its threshold (:mod:`judge_engine.trust.cascade.outcome`), with what
     happened there (``then``) and the numbers as the command line writes them (``*_text``), in
     the cascade's words (:mod:`judge_engine.util.cascade_words`)."""
-    asked = [_asked(a) for a in verdict.get("asked") or [] if isinstance(a, Mapping)]
-    if code == "abstained" and asked and asked[-1]["route"] == "escalate":
-        asked[-1]["then"] = cascade_words.ABSTAINED  # the last stage asked: nothing came after it
+    steps = [a for a in verdict.get("asked") or [] if isinstance(a, Mapping)]
+    asked = [_asked(a, last_of_abstained=code == "abstained" and i == len(steps) - 1) for i, a in enumerate(steps)]
     confidence, threshold = cascade_words.compared(_number(verdict.get("confidence")), _number(verdict.get("threshold")))
     return {"kind": "cascade", "stage": verdict.get("stage"), "prediction": verdict.get("prediction"),
             "confidence": verdict.get("confidence"), "threshold": verdict.get("threshold"),
@@ -79,10 +78,10 @@ def cascade(verdict: Mapping[str, Any], code: str | None) -> dict[str, Any]:
             "not_asked": [str(s) for s in verdict.get("not_asked") or []], "not_asked_word": cascade_words.NOT_ASKED}
 
 
-def _asked(step: Mapping[str, Any]) -> dict[str, Any]:
+def _asked(step: Mapping[str, Any], *, last_of_abstained: bool) -> dict[str, Any]:
     confidence, threshold = cascade_words.compared(_number(step.get("confidence")), _number(step.get("threshold")))
     route = str(step.get("route"))
-    return {"stage": str(step.get("stage")), "route": route, "then": cascade_words.ROUTE_WORDS.get(route, route),
+    return {"stage": str(step.get("stage")), "route": route, "then": cascade_words.then_word(route, last_of_abstained=last_of_abstained),
             "prediction": step.get("prediction"), "confidence": step.get("confidence"),
             "threshold": step.get("threshold"), "confidence_text": confidence, "threshold_text": threshold,
             "code": step.get("code")}

@@ -140,9 +140,7 @@ def describe(record: OutcomeRecord) -> str:
     steps = []
     abstained = line.stage is None and not line.held
     for position, step in enumerate(line.asked):
-        then = words.ROUTE_WORDS.get(step.route, step.route)
-        if abstained and position == len(line.asked) - 1 and step.route == "escalate":
-            then = words.ABSTAINED  # the last stage asked: nothing came after it
+        then = words.then_word(step.route, last_of_abstained=abstained and position == len(line.asked) - 1)
         if step.code is not None:
             steps.append(f"{step.stage} no decision ({step.code}: {then})")
         else:
