@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +23,7 @@ from tests.netfronts import ForwardProxy, tls_front
 trustme = pytest.importorskip("trustme", reason="trustme is not installed (the dev extra)")
 
 TRANSPORTS = ["auto", "litellm"]
-PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
-                   "no_proxy", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE")
-
-
-@pytest.fixture(autouse=True)
-def _clean_network_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer(FakeConfig()) as fake:
-        yield fake
+pytestmark = pytest.mark.usefixtures("clean_network")  # tests/providers/conftest.py
 
 
 @pytest.fixture(scope="module")

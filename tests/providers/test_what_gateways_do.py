@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -25,20 +25,7 @@ from tests.harness import TEST_KEY, make_job, read_lines
 from tests.netfronts import ForwardProxy, Gateway, dead_proxy
 
 CHAT = "/v1/chat/completions"
-PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY",
-                   "no_proxy", "NO_PROXY")
-
-
-@pytest.fixture(autouse=True)
-def _clean_network_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer(FakeConfig()) as fake:
-        yield fake
+pytestmark = pytest.mark.usefixtures("clean_network")  # tests/providers/conftest.py
 
 
 def _port(server: FakeServer) -> int:
