@@ -184,6 +184,7 @@ EXAMPLES: dict[str, str] = {
     "CascadeConfig.stages": "stages: [cheap, mid, strong]",
     "CascadeConfig.thresholds": "thresholds: thresholds.json",
     "CascadeConfig.enabled": "enabled: false",
+    "CascadeConfig.guarantee": "guarantee: cascade",
     "OutputConfig.dir": "dir: /data/runs",
     "CacheConfig.dir": "dir: /data/judge-cache",
     "CacheConfig.enabled": "enabled: false",

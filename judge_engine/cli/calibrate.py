@@ -8,7 +8,18 @@ from judgments made anywhere:
   the stages default to the config's ``cascade.stages``, and each stage's cost per item is
   the run's own spend;
 - ``calibrate --rows FILE --stages A,B,C``: CSV, TSV or JSONL, one row per item and stage:
-  ``item, stage, prediction, confidence, label``.
+  ``item, stage, prediction, confidence, label`` (an empty label: an item to be judged).
+
+``--guarantee stage`` (the default) tests each stage's threshold on its own, at DELTA / stages;
+``--guarantee cascade`` tests the thresholds together at the full DELTA (one guarantee for
+everything the cascade answers, :mod:`judge_engine.stats.whole_cascade`), reading the items
+without a human label (the run's, or the rows') to order its tests, within ``--max-cost``. The
+stage guarantee is the default, as in the Python call, so that a command keeps giving the
+thresholds it gave: it also answers more from a small calibration set (the cascade guarantee
+learns the order of its tests on a third of the items and tests on the rest), and the cascade
+guarantee's cost limit is a second choice to make knowingly. Choose the guarantee before
+calibrating: running both and keeping the one that answers more is a choice made on the labels,
+which neither guarantee covers.
 
 Prints the guarantee in words and a table per stage (:func:`render_calibration`, drawn by
 :mod:`judge_engine.cli.display`); ``--json`` prints the document instead (or writes it to a
@@ -57,6 +68,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                            help="with probability >= 1 - DELTA (e.g. 0.1)")
     calibrate.add_argument("--min-items", type=int, default=30, metavar="N",
                            help="fewest items at or above a threshold before it is tested (default 30)")
+    calibrate.add_argument("--guarantee", choices=("stage", "cascade"), default="stage",
+                           help="stage: each stage's threshold tested on its own at DELTA / stages (default); "
+                                "cascade: the thresholds tested together at DELTA, one guarantee for everything the "
+                                "cascade answers (usually answers more from a few hundred items or more)")
+    calibrate.add_argument("--max-cost", default="0.5", metavar="SHARE",
+                           help="with --guarantee cascade: the highest expected cost per item, as a share of asking "
+                                "the last stage about every item (default 0.5; 'none': no limit); without --costs "
+                                "each stage is taken to cost ten times the one before")
     calibrate.add_argument("--per-stage-delta", action="store_true",
                            help="test each stage at DELTA, as the reference code does: each stage is guaranteed "
                                 "on its own only (the weaker statement; default: DELTA / stages, the whole cascade)")
@@ -77,12 +96,19 @@ def fail(message: str) -> int:
 
 def calibrate_command(args: argparse.Namespace) -> int:
     """Run ``calibrate``; returns the exit code (2 on bad input)."""
-    from judge_engine.trust.calibration import calibrate_rows, read_rows
+    from judge_engine.trust.calibration import calibrate_rows
+    from judge_engine.trust.row_tables import read_rows
 
     stages = [s.strip() for s in args.stages.split(",") if s.strip()] if args.stages else None
     costs = _costs(args.costs) if args.costs else None
     if isinstance(costs, str):
         return fail(costs)
+    max_cost = _max_cost(args.max_cost)
+    if isinstance(max_cost, str):
+        return fail(max_cost)
+    if args.guarantee == "cascade" and args.per_stage_delta:
+        return fail("--per-stage-delta shares DELTA among the stages of --guarantee stage; --guarantee cascade tests "
+                    "the thresholds together at the full DELTA")
     notes: list[str] = []
     if args.run_dir is not None:
         if args.rows is not None:
@@ -92,7 +118,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         from judge_engine.trust.cascade.rows import calibration_rows
 
         found = calibration_rows(args.run_dir, human_table=args.human_table, key=args.key, label=args.label,
-                                 stages=stages)
+                                 stages=stages, unlabelled=args.guarantee == "cascade")
         rows, stages, notes = found.rows, found.stages, found.notes
         costs = costs if costs is not None else found.costs
         where = None
@@ -104,7 +130,8 @@ def calibrate_command(args: argparse.Namespace) -> int:
         return fail("give the judgments to calibrate on: RUN_DIR --human-table FILE --label COLUMN, or --rows FILE")
     document = calibrate_rows(rows, stages=stages, risk=args.risk, delta=args.delta, min_items=args.min_items,
                               delta_rule="per_stage" if args.per_stage_delta else "bonferroni", costs=costs,
-                              output=args.output, **({"where": where} if where is not None else {}))
+                              output=args.output, guarantee=args.guarantee, max_cost=max_cost,
+                              **({"where": where} if where is not None else {}))
     return _report(args, document, [*notes, *document["notes"]])
 
 
@@ -145,6 +172,19 @@ def nothing_answered(items: int) -> str:
             "every item")
 
 
+def _max_cost(text: str) -> float | None | str:
+    """``--max-cost 0.5`` (or ``none``) as a share, or the message saying what is wrong."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        return f"--max-cost: {text!r} is not a share of the last stage's cost above 0 (e.g. 0.5), or none"
+    return value
+
+
 def _costs(text: str) -> dict[str, float] | str:
     """``--costs cheap=0.001,strong=0.03`` as a mapping, or the message saying what is wrong."""
     costs: dict[str, float] = {}
@@ -179,8 +219,9 @@ def render_calibration(document: Mapping[str, Any], console: Terminal, *, notes:
             say(console, escape(f"  {line}"))
     for note in notes:
         say(console, note)
-    say(console, f"[bold]guaranteed:[/] {escape(document['guarantee'])}")
+    say(console, f"[bold]guaranteed:[/] {escape(document['statement'])}")
     stages = document["stages"]
+    whole = document.get("guarantee") == "cascade"
     # Each stage's cost is on the cost line: without a column of its own the table fits 80 columns.
     columns = [Column(words.STAGE, key=True), *(Column(h, justify="right") for h in (
         words.THRESHOLD, words.REACHED, words.ANSWERED, words.ERRORS, words.AGREEMENT, words.BOUND))]
@@ -188,13 +229,24 @@ def render_calibration(document: Mapping[str, Any], console: Terminal, *, notes:
              words.percent(1 - s["errors"] / s["answered"]) if s["answered"] else "-", _number(s["bound"])]
             for s in stages]
     level = stages[0]["delta"]
-    rule = f" ({level:.3g} per stage, Bonferroni)" if document["delta_rule"] == "bonferroni" else " per stage"
+    rule = (" (the cascade tested as a whole)" if whole else f" ({level:.3g} per stage, Bonferroni)"
+            if document["delta_rule"] == "bonferroni" else " per stage")
     print_table(f"calibration: risk {document['risk']:g}, delta {document['delta']:g}{rule}", columns, rows,
                 console=console, title_justify="left")
-    say(console, escape(f"  {words.bound_line(document['delta'], len(stages), document['delta_rule'])}"))
+    if whole:
+        from judge_engine.trust.whole_calibration import tested_line, whole_advice
+
+        say(console, escape(f"  {tested_line(document)}"))
+        if answered:  # a cascade that answers nothing said its advice above
+            for line in whole_advice(document):
+                say(console, escape(f"  {line}"))
+    else:
+        say(console, escape(f"  {words.bound_line(document['delta'], len(stages), document['delta_rule'])}"))
     for stage in stages:
-        if stage["threshold"] is None:
+        if stage["threshold"] is None and not whole:
             say(console, escape(f"  {stage['stage']}: {silent_reason(stage, document['risk'])}"))
+        elif stage["threshold"] is None and answered:
+            say(console, escape(f"  {stage['stage']}: {words.NOT_ASKED} (no threshold on the path that passed)"))
     agreement = f"; observed {words.AGREEMENT} {words.percent(document['agreement'])}" if answered else ""
     say(console, escape(f"{words.COVERAGE} {words.percent(document['coverage'])} ({answered:,} of {items:,} items "
                         f"{words.ANSWERED}){agreement}"))

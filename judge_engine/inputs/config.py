@@ -454,6 +454,12 @@ class CascadeConfig(BaseModel):
     enabled: bool = True
     """False (or ``run --no-cascade``): every judge judges every item, as in a run without a
     cascade: the run that judges the calibration items with every stage."""
+    guarantee: Literal["stage", "cascade"] | None = None
+    """The guarantee the thresholds file must have been calibrated under (``judge-engine
+    calibrate --guarantee``): ``stage`` (each stage tested on its own) or ``cascade`` (the
+    thresholds tested together: one guarantee for everything the cascade answers). A file
+    calibrated under the other is refused; unset, the file's own is used. ``plan``, ``stats``,
+    ``show`` and the viewer name it either way."""
 
     @field_validator("stages")
     @classmethod

@@ -834,7 +834,8 @@ class Manifest:
     it (``batch_...``, ``msgbatch_...``), to find it in the provider's console or API. Kept
     current at each checkpoint; ``batches.jsonl`` is the record. Added within version 1."""
     cascade: dict[str, Any] | None = None
-    """A cascaded run's ``{"name", "items", "thresholds", "guarantee", "stages": [{"stage",
+    """A cascaded run's ``{"name", "items", "thresholds", "guarantee" (in words), "guarantee_kind" (``stage``
+    or ``cascade``; added within version 1, absent: ``stage``), "stages": [{"stage",
     "kind", "judges", "decides", "threshold", "asked", "reached"}], "held", "waiting"}``
     (:mod:`judge_engine.trust.cascade`): a later stage's judges plan only the items that reached it."""
     version: int = MANIFEST_VERSION

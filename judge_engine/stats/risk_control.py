@@ -337,17 +337,25 @@ def agreement_key(value: Any) -> Any:
     return number if math.isfinite(number) else text
 
 
-def guarantee(risk: float, delta: float, rule: str, stages: int) -> str:
+GUARANTEES = ("stage", "cascade")
+"""What a calibration guarantees: ``stage`` (each stage's threshold tested on its own, here) or
+``cascade`` (the thresholds tested together, :mod:`judge_engine.stats.whole_cascade`)."""
+
+
+def guarantee(risk: float, delta: float, rule: str, stages: int, kind: str = "stage") -> str:
     """The guarantee in words, e.g. ``agreement with humans >= 85% on answered items, with
-    probability >= 90%, over the whole cascade (Bonferroni)``."""
+    probability >= 90%, over the whole cascade (stage guarantee: each stage tested at delta / 3,
+    Bonferroni)``; ``kind`` is ``stage`` or ``cascade`` (:data:`GUARANTEES`)."""
     head = f"agreement with humans >= {_percent(1 - risk)} on answered items, with probability >= {_percent(1 - delta)}"
-    if rule == "bonferroni":
-        return f"{head}, over the whole cascade (Bonferroni)"
+    if kind == "cascade":
+        return f"{head}, over the whole cascade (cascade guarantee: its thresholds tested together)"
     if stages == 1:
         return f"{head} (one stage)"
+    if rule == "bonferroni":
+        return f"{head}, over the whole cascade (stage guarantee: each stage tested at delta / {stages}, Bonferroni)"
     whole = 1 - stages * delta
-    return (f"{head} for each stage on its own (per-stage delta, the weaker statement); over the whole "
-            f"cascade only " + (f">= {_percent(whole)}" if whole > 0 else "nothing"))
+    return (f"{head} for each stage on its own (stage guarantee, per-stage delta, the weaker statement); over the "
+            f"whole cascade only " + (f">= {_percent(whole)}" if whole > 0 else "nothing"))
 
 
 def _percent(share: float) -> str:

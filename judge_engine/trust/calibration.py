@@ -48,13 +48,11 @@ differs is an error naming both.
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -62,6 +60,7 @@ from judge_engine.errors import CalibrationError
 from judge_engine.rundir.frames import frame_rows, is_frame
 from judge_engine.stats.risk_control import (
     DELTA_RULES,
+    GUARANTEES,
     CascadeFit,
     CascadeStage,
     DeltaRule,
@@ -73,21 +72,27 @@ from judge_engine.stats.risk_control import (
     stage_delta,
     start_size,
 )
+from judge_engine.trust.row_tables import repeated_note
 from judge_engine.trust.thresholds import write_thresholds
+from judge_engine.trust.whole_calibration import whole_advice, whole_document
 from judge_engine.util import jsonio
 
 FIELDS = ("item", "stage", "prediction", "confidence", "label")
+Guarantee = Literal["stage", "cascade"]
 
 
 def calibrate(rows: Iterable[Mapping[str, Any]] | Any, *, stages: Sequence[str], risk: float, delta: float,
               min_items: int = 30, delta_rule: DeltaRule = "bonferroni",
               costs: Mapping[str, float] | Sequence[float] | None = None,
-              output: str | Path | None = None) -> dict[str, Any]:
+              output: str | Path | None = None, guarantee: Guarantee = "stage",
+              max_cost: float | None = 0.5) -> dict[str, Any]:
     """Calibrate a cascade's confidence thresholds on human-labelled items.
 
     Args:
         rows: dicts of ``item, stage, prediction, confidence, label``, or a pandas DataFrame
-            with those columns (module docstring).
+            with those columns (module docstring). Rows whose ``label`` is None are the items
+            to be judged: under ``guarantee="cascade"`` their confidences shape the order of
+            the tests; they are never calibrated on.
         stages: the stages' names, cheapest first.
         risk: alpha: agreement with humans on the answered items is guaranteed >= 1 - risk.
         delta: the guarantee holds with probability >= 1 - delta.
@@ -98,6 +103,13 @@ def calibrate(rows: Iterable[Mapping[str, Any]] | Any, *, stages: Sequence[str],
         costs: per-item cost of each stage (by name, or in stage order): adds the cascade's
             expected cost per item against the last stage alone.
         output: write the thresholds file here (:func:`judge_engine.trust.thresholds.write_thresholds`).
+        guarantee: ``stage`` (each stage's threshold tested on its own, at delta / stages with
+            ``bonferroni``) or ``cascade`` (the thresholds tested together at the full delta:
+            one guarantee for the error rate among everything the cascade answers,
+            :mod:`judge_engine.stats.whole_cascade`; it usually answers far more).
+        max_cost: under ``guarantee="cascade"``, the highest expected cost per item the
+            thresholds may reach, as a share of asking the last stage about every item (None:
+            no limit); with no ``costs``, each stage is taken to cost ten times the one before.
 
     Returns:
         The document (module docstring): ``{"risk", "delta", "coverage", "stages": [{"stage",
@@ -108,19 +120,29 @@ def calibrate(rows: Iterable[Mapping[str, Any]] | Any, *, stages: Sequence[str],
             ``min_items`` or cost.
     """
     return calibrate_rows(frame_rows(rows) if is_frame(rows) else rows, stages=stages, risk=risk, delta=delta,
-                          min_items=min_items, delta_rule=delta_rule, costs=costs, output=output)
+                          min_items=min_items, delta_rule=delta_rule, costs=costs, output=output, guarantee=guarantee,
+                          max_cost=max_cost)
 
 
 def calibrate_rows(rows: Iterable[Mapping[str, Any]], *, stages: Sequence[str], risk: float, delta: float,
                    min_items: int = 30, delta_rule: DeltaRule = "bonferroni",
                    costs: Mapping[str, float] | Sequence[float] | None = None, output: str | Path | None = None,
-                   where: Callable[[int], str] = lambda i: f"rows[{i}]") -> dict[str, Any]:
+                   where: Callable[[int], str] = lambda i: f"rows[{i}]", guarantee: Guarantee = "stage",
+                   max_cost: float | None = 0.5) -> dict[str, Any]:
     """:func:`calibrate` over rows of dicts; ``where(i)`` names the i-th row (0-based) in
     messages (the command line names file lines)."""
     names = _check_settings(stages, risk, delta, min_items, delta_rule)
+    _check_guarantee(guarantee, delta_rule, max_cost)
     stage_costs = _check_costs(costs, names)
     start = start_size(risk, stage_delta(delta, len(names), delta_rule), min_items)
     table = _Table.read(rows, names, where, start=start)
+    if guarantee == "cascade":
+        document = whole_document(table.confidence, table.error, table.keys, table.unlabelled, names, risk=risk,
+                                  delta=delta, min_items=min_items, costs=stage_costs, max_cost=max_cost,
+                                  calibration=calibration_section(table), notes=table_notes(table, "cascade"))
+        if output is not None:
+            write_thresholds(document, output)
+        return document
     fit = calibrate_cascade(table.confidence, table.error, risk=risk, delta=delta, min_items=min_items,
                             rule=delta_rule)
     document = _document(fit, names, stage_costs, table)
@@ -146,6 +168,18 @@ def _check_settings(stages: Sequence[str], risk: float, delta: float, min_items:
     if rule not in DELTA_RULES:
         raise CalibrationError(f"delta_rule must be one of {', '.join(DELTA_RULES)} (got {rule!r})")
     return names
+
+
+def _check_guarantee(kind: Any, rule: str, max_cost: Any) -> None:
+    if kind not in GUARANTEES:
+        raise CalibrationError(f"guarantee must be one of {', '.join(GUARANTEES)} (got {kind!r})")
+    if kind == "cascade" and rule != "bonferroni":
+        raise CalibrationError("delta_rule shares delta among the stages of a stage guarantee; a cascade guarantee "
+                               "tests the thresholds together at the full delta (leave delta_rule out)")
+    if max_cost is not None and (isinstance(max_cost, bool) or not isinstance(max_cost, int | float)
+                                 or not 0 < max_cost < math.inf):
+        raise CalibrationError(f"max_cost must be a share of the last stage's cost above 0 (e.g. 0.5), or None "
+                               f"(got {max_cost!r})")
 
 
 def _check_costs(costs: Mapping[str, float] | Sequence[float] | None, names: list[str]) -> list[float] | None:
@@ -176,14 +210,21 @@ def _missing(value: Any) -> bool:
 
 @dataclass
 class _Table:
-    """The rows as items x stages matrices, checked."""
+    """The rows as items x stages matrices, checked: the labelled items' (calibrated on) and the
+    unlabelled items' confidences (the items to be judged)."""
 
     confidence: np.ndarray[Any, np.dtype[np.float64]]
     error: np.ndarray[Any, np.dtype[np.bool_]]
     rows: int
+    """Labelled rows used (a repeat counted once)."""
     digest: str
+    """A hash of the labelled rows used."""
     repeats: list[tuple[str, str, str]]
     """Rows identical to an earlier one (item, where, where the first is): counted once."""
+    keys: list[str]
+    """The labelled items' ids, in the matrices' order."""
+    unlabelled: np.ndarray[Any, np.dtype[np.float64]]
+    """The unlabelled items' confidences, items x stages (NaN: no judgment)."""
 
     @classmethod
     def read(cls, rows: Iterable[Mapping[str, Any]], names: list[str], where: Callable[[int], str], *,
@@ -191,7 +232,7 @@ class _Table:
         """``start``: the fewest items a threshold is tested with (the vocabulary check's)."""
         column = {name: s for s, name in enumerate(names)}
         items: dict[str, int] = {}
-        labels: list[tuple[Any, int]] = []  # per item: its label key and the row that gave it
+        labels: list[tuple[Any, int]] = []  # per item: its label key (None: unlabelled) and the row that gave it
         cells: dict[tuple[int, int], tuple[float, Any, int]] = {}  # (item, stage) -> confidence, prediction, row
         canonical = []
         repeats: list[tuple[str, str, str]] = []
@@ -203,8 +244,7 @@ class _Table:
             if at == len(labels):
                 labels.append((label, i))
             elif labels[at][0] != label:
-                raise CalibrationError(f"{where(i)}: label {row.get('label')!r} for item {item!r}, but "
-                                       f"{where(labels[at][1])} gave it {labels[at][0]!r}")
+                raise CalibrationError(_label_mismatch(row.get("label"), label, item, labels[at], where(i), where))
             key = (at, column[stage])
             if key in cells and _same(cells[key], confidence, prediction):
                 repeats.append((item, where(i), where(cells[key][2])))
@@ -213,17 +253,39 @@ class _Table:
                 raise CalibrationError(f"{where(i)}: a second row for item {item!r} at stage {stage!r} "
                                        f"(the first is {where(cells[key][2])})")
             cells[key] = (confidence, prediction, i)
-            canonical.append([item, stage, prediction, None if math.isnan(confidence) else confidence, label])
+            if label is not None:
+                canonical.append([item, stage, prediction, None if math.isnan(confidence) else confidence, label])
         if not count:
             raise CalibrationError("no rows to calibrate on")
-        confidence_m = np.full((len(items), len(names)), np.nan)
-        error_m = np.zeros((len(items), len(names)), dtype=bool)
+        labelled = [at for at, (label, _) in enumerate(labels) if label is not None]
+        if not labelled:
+            raise CalibrationError(f"no row has a human label: {len(labels):,} items, none labelled, nothing to "
+                                   "calibrate on (field 'label')")
+        row_of = {at: r for r, at in enumerate(labelled)}
+        unlabelled_of = {at: r for r, at in enumerate(a for a in range(len(labels)) if labels[a][0] is None)}
+        confidence_m = np.full((len(labelled), len(names)), np.nan)
+        error_m = np.zeros((len(labelled), len(names)), dtype=bool)
+        unlabelled_m = np.full((len(unlabelled_of), len(names)), np.nan)
         for (at, s), (c, prediction, _) in cells.items():
-            confidence_m[at, s] = c
-            error_m[at, s] = not math.isnan(c) and prediction != labels[at][0]
-        _check_vocabularies(cells, labels, names, start)
+            if at in unlabelled_of:
+                unlabelled_m[unlabelled_of[at], s] = c
+                continue
+            confidence_m[row_of[at], s] = c
+            error_m[row_of[at], s] = not math.isnan(c) and prediction != labels[at][0]
+        _check_vocabularies({k: v for k, v in cells.items() if k[0] in row_of}, labels, names, start)
         canonical.sort(key=lambda r: (r[0], r[1]))
-        return cls(confidence_m, error_m, len(canonical), jsonio.content_hash(canonical), repeats)
+        keys = list(items)
+        return cls(confidence_m, error_m, len(canonical), jsonio.content_hash(canonical), repeats,
+                   [keys[at] for at in labelled], unlabelled_m)
+
+
+def _label_mismatch(given: Any, label: Any, item: str, first: tuple[Any, int], here: str,
+                    where: Callable[[int], str]) -> str:
+    if label is None or first[0] is None:
+        return (f"{here}: {'no label' if label is None else f'label {given!r}'} for item {item!r}, but "
+                f"{where(first[1])} gave it {'none' if first[0] is None else repr(first[0])}: an item is labelled in "
+                "all its rows or in none (none: an item to be judged)")
+    return f"{here}: label {given!r} for item {item!r}, but {where(first[1])} gave it {first[0]!r}"
 
 
 def _same(cell: tuple[float, Any, int], confidence: float, prediction: Any) -> bool:
@@ -245,13 +307,12 @@ def _read_row(row: Any, where: str, column: Mapping[str, int]) -> tuple[str, str
     if stage not in column:
         raise CalibrationError(f"{where}: stage {row['stage']!r} is not one of the stages ({', '.join(column)})")
     confidence = _confidence(row["confidence"], where)
-    if _missing(row["label"]):
-        raise CalibrationError(f"{where}: no human label (field 'label' is empty)")
     prediction = row["prediction"]
     if not math.isnan(confidence) and _missing(prediction):
         raise CalibrationError(f"{where}: a confidence ({confidence}) without a prediction")
     key = None if _missing(prediction) else agreement_key(prediction)
-    return str(row["item"]), stage, key, confidence, agreement_key(row["label"])
+    label = None if _missing(row["label"]) else agreement_key(row["label"])
+    return str(row["item"]), stage, key, confidence, label
 
 
 def _confidence(value: Any, where: str) -> float:
@@ -273,7 +334,7 @@ def _check_vocabularies(cells: Mapping[tuple[int, int], tuple[float, Any, int]],
     stage judging fewer items than a threshold is tested with answers nothing whatever its
     errors, and on so few (one item: one wrong answer) a mismatch is no evidence of two
     vocabularies: the report says how many items are needed instead (:func:`too_few_items`)."""
-    seen = {label for label, _ in labels}
+    seen = {label for label, _ in labels if label is not None}
     for s, name in enumerate(names):
         judged = [p for (_, stage), (c, p, _) in cells.items() if stage == s and not math.isnan(c)]
         predicted = set(judged)
@@ -310,16 +371,15 @@ def _stage(name: str, stage: CascadeStage) -> dict[str, Any]:
 
 def _document(fit: CascadeFit, names: list[str], costs: list[float] | None, table: _Table) -> dict[str, Any]:
     stages = [_stage(name, stage) for name, stage in zip(names, fit.stages, strict=True)]
+    bounds = [s["bound"] for s in stages if s["bound"] is not None]
     document: dict[str, Any] = {
-        "risk": fit.risk, "delta": fit.delta, "delta_rule": fit.rule,
-        "guarantee": guarantee(fit.risk, fit.delta, fit.rule, len(names)), "min_items": fit.min_items,
+        "risk": fit.risk, "delta": fit.delta, "delta_rule": fit.rule, "guarantee": "stage",
+        "statement": guarantee(fit.risk, fit.delta, fit.rule, len(names)), "min_items": fit.min_items,
         "items": fit.items, "coverage": fit.coverage, "answered": fit.answered, "errors": fit.errors,
-        "agreement": 1 - fit.errors / fit.answered if fit.answered else None, "stages": stages, "cost": None,
-        "calibration": {"items": fit.items, "rows": table.rows, "digest": table.digest,
-                        "duplicates": len(table.repeats)},
-        "nothing_answered": None,
-        "notes": repeated_note(None, table.repeats, what="the same item, stage, prediction, confidence and label as an "
-                                                         "earlier row"),
+        "agreement": 1 - fit.errors / fit.answered if fit.answered else None,
+        # Each answering stage's error rate is under its bound, so the cascade's (their mix) is under the largest.
+        "bound": max(bounds) if bounds else None, "stages": stages, "cost": None,
+        "calibration": calibration_section(table), "nothing_answered": None, "notes": table_notes(table, "stage"),
     }
     if costs is not None:
         cost = cascade_cost(fit, costs)
@@ -329,6 +389,25 @@ def _document(fit: CascadeFit, names: list[str], costs: list[float] | None, tabl
         document["cost"] = {"per_item": cost.per_item, "last_stage_alone": cost.last_stage_alone,
                             "ratio": None if math.isnan(cost.ratio) or not fit.answered else cost.ratio}
     return document
+
+
+def calibration_section(table: _Table) -> dict[str, Any]:
+    """The document's ``calibration``: the labelled items and rows used, their digest, the
+    duplicates counted once and the unlabelled items read."""
+    return {"items": len(table.keys), "rows": table.rows, "digest": table.digest, "duplicates": len(table.repeats),
+            "unlabelled": len(table.unlabelled)}
+
+
+def table_notes(table: _Table, kind: str) -> list[str]:
+    """What the document says of its rows: duplicates counted once; under a stage guarantee,
+    unlabelled items not used."""
+    notes = repeated_note(None, table.repeats, what="the same item, stage, prediction, confidence and label as an "
+                                                    "earlier row")
+    if kind == "stage" and len(table.unlabelled):
+        count = len(table.unlabelled)
+        notes.append(f"{count:,} item{'s' if count > 1 else ''} without a human label: not used by the stage guarantee "
+                     "(the cascade guarantee reads their confidences to order its tests)")
+    return notes
 
 
 def _with_least_min_items(table: _Table, fit: CascadeFit) -> dict[str, Any]:
@@ -362,6 +441,8 @@ def answering_advice(document: Mapping[str, Any]) -> list[str]:
     the calibration items each stage would need at its error rate (fewest first), and what a
     lower ``--min-items`` would do (a file written before 0.2 has no word on it). Empty when some
     stage answers."""
+    if document.get("guarantee") == "cascade":
+        return [] if document.get("answered") else whole_advice(document)
     if document.get("answered") or any(s.get("threshold") is not None for s in document["stages"]):
         return []
     risk, delta = document["risk"], document["delta"]
@@ -398,71 +479,3 @@ def answering_advice(document: Mapping[str, Any]) -> list[str]:
         lower = (f"a lower --min-items would not help: even at {least}, the least risk {risk:g} and delta {delta:g} "
                  "allow, no stage answers")
     return [*head, "; ".join(parts), lower]
-
-
-# --- reading a table of rows (a rows file, a human table) ------------------------------------
-
-
-def read_rows(path: Path) -> tuple[list[dict[str, Any]], Callable[[int], str]]:
-    """A CSV, TSV or JSONL file's rows (a rows file, a human table), and how to name the i-th
-    one in a message (``FILE: line N``).
-
-    Raises:
-        CalibrationError: the file cannot be read, or a line is not a row.
-    """
-    suffix = path.suffix.lower()
-    if suffix not in (".csv", ".tsv", ".jsonl"):
-        raise CalibrationError(f"{path}: rows are read from .csv, .tsv or .jsonl (got {suffix or 'no suffix'})")
-    lines: list[int] = []
-    rows: list[dict[str, Any]] = []
-    try:
-        for line, row in (_jsonl(path) if suffix == ".jsonl" else _csv(path, "\t" if suffix == ".tsv" else ",")):
-            lines.append(line)
-            rows.append(row)
-    except OSError as exc:
-        raise CalibrationError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, csv.Error) as exc:
-        raise CalibrationError(f"{path}: cannot parse ({exc})") from None
-    return rows, lambda i: f"{path}: line {lines[i]}"
-
-
-def repeated_note(name: str | None, repeats: Sequence[tuple[str, str, str]],
-                  what: str = "an item labelled again with the same label") -> list[str]:
-    """The note for duplicate rows, harmless (each is counted once) but said, with the first
-    one's lines: a human table's (an item labelled again the same), a rows file's (a row equal
-    to an earlier one). ``repeats`` holds ``(item, where the repeat is, where the first is)``;
-    ``name`` (the file) starts the note; empty: no note."""
-    if not repeats:
-        return []
-    item, again, first = repeats[0]
-    count = len(repeats)
-    head = f"{name}: " if name else ""
-    return [f"{head}{count:,} duplicate row{'s' if count > 1 else ''} ({what}, e.g. {item!r} on "
-            f"{again.removeprefix(head)}, first on {first.removeprefix(head)}): each is counted once"]
-
-
-def _csv(path: Path, delimiter: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8", newline="") as handle:
-        reader = csv.DictReader(handle, delimiter=delimiter)
-        if reader.fieldnames is None:
-            raise CalibrationError(f"{path}: empty file, expected a header row")
-        for row in reader:
-            if None in row:  # more cells than the header has
-                raise CalibrationError(f"{path}: line {reader.line_num}: more cells than the header's "
-                                       f"{len(reader.fieldnames)} columns")
-            if any(v is not None and v != "" for v in row.values()):
-                yield reader.line_num, row
-
-
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CalibrationError(f"{path}: line {number} is not JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise CalibrationError(f"{path}: line {number} is not a JSON object")
-            yield number, row

@@ -25,8 +25,8 @@ from judge_engine.errors import CalibrationError, DatasetError, RunDirError, Tab
 from judge_engine.rundir.records import DEMO_NOTE, OutcomeRecord
 from judge_engine.rundir.store import judge_order, latest_outcome_lines, read_manifest
 from judge_engine.stats.sections import Section
-from judge_engine.trust.calibration import read_rows, repeated_note
 from judge_engine.trust.estimates import SAMPLING_PROBABILITY, missing
+from judge_engine.trust.row_tables import read_rows, repeated_note
 
 ITEM_SUFFIX = ":item"
 

@@ -2,14 +2,18 @@
 {stages: [...], thresholds: FILE}``), its one versioned definition.
 
 It is the document :func:`judge_engine.trust.calibration.calibrate` returns (the risk, delta and
-delta rule, the guarantee in words, coverage, per stage its threshold, bound, answered, errors,
-offered items and delta, the calibration set's size and a digest of its rows) with a header:
+delta rule, the guarantee, coverage, per stage its threshold, bound, answered, errors, offered
+items and delta, the calibration set's size and a digest of its rows) with a header:
 
 ============  =======  ==================================================================
 document      version  what changed
 ============  =======  ==================================================================
 thresholds    1        ``{"format": "judge-engine-thresholds", "version": 1, "created_at",
-                       "package_version", ...the document}``
+                       "package_version", ...the document}``; ``guarantee`` is the
+                       guarantee in words (every file is a stage guarantee's)
+thresholds    2        ``guarantee`` names the guarantee, ``stage`` or ``cascade``, and
+                       ``statement`` says it in words; a cascade guarantee's file has the
+                       cascade's ``bound`` (its stages have none, and no ``delta_rule``)
 ============  =======  ==================================================================
 
 :func:`write_thresholds` writes it atomically (and checks that it reads back);
@@ -29,11 +33,11 @@ from typing import Any
 
 from judge_engine._version import __version__
 from judge_engine.errors import CalibrationError
-from judge_engine.stats.risk_control import DELTA_RULES, DeltaRule, guarantee
+from judge_engine.stats.risk_control import DELTA_RULES, GUARANTEES, DeltaRule, guarantee
 from judge_engine.util import jsonio
 
 THRESHOLDS_FORMAT = "judge-engine-thresholds"
-THRESHOLDS_VERSION = 1
+THRESHOLDS_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +49,8 @@ class StageThreshold:
     """The stage answers an item whose confidence is >= this; None: it answers nothing (and a
     cascade does not ask it)."""
     bound: float | None
+    """The bound of its error rate at its threshold (a stage guarantee's; None under a cascade
+    guarantee, whose bound is the cascade's)."""
     answered: int
     errors: int
     offered: int
@@ -59,7 +65,8 @@ class Thresholds:
 
     risk: float
     delta: float
-    delta_rule: DeltaRule
+    delta_rule: DeltaRule | None
+    """How a stage guarantee's delta is shared among the stages (None under a cascade guarantee)."""
     min_items: int
     items: int
     """The calibration set's size (items)."""
@@ -73,6 +80,10 @@ class Thresholds:
     document: Mapping[str, Any]
     """The whole document as written (what ``calibrate`` reported)."""
     version: int = THRESHOLDS_VERSION
+    kind: str = "stage"
+    """The guarantee: ``stage`` or ``cascade`` (:data:`~judge_engine.stats.risk_control.GUARANTEES`)."""
+    bound: float | None = None
+    """A cascade guarantee's bound of the cascade's error rate (None for a stage guarantee)."""
 
     def stage(self, name: str) -> StageThreshold:
         """The stage called ``name``; KeyError if the file has none."""
@@ -82,8 +93,9 @@ class Thresholds:
         raise KeyError(name)
 
     @property
-    def guarantee(self) -> str:
-        return guarantee(self.risk, self.delta, self.delta_rule, len(self.stages))
+    def statement(self) -> str:
+        """The guarantee in words."""
+        return guarantee(self.risk, self.delta, self.delta_rule or "bonferroni", len(self.stages), self.kind)
 
 
 def thresholds_document(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -135,26 +147,32 @@ def read_document(raw: Any, *, where: str) -> Thresholds:
         raise CalibrationError(f"{where}: thresholds format {version} was written by a newer judge-engine "
                                f"(this one reads up to {THRESHOLDS_VERSION}); upgrade judge-engine to read it")
     field = _Fields(raw, where)
-    rule = field.get("delta_rule", str)
-    if rule not in DELTA_RULES:
+    kind = raw.get("guarantee") if version >= 2 else "stage"
+    if kind not in GUARANTEES:
+        raise CalibrationError(f"{where}: guarantee must be one of {', '.join(GUARANTEES)} (got {kind!r})")
+    rule = raw.get("delta_rule") if kind == "cascade" else field.get("delta_rule", str)
+    if kind == "stage" and rule not in DELTA_RULES:
         raise CalibrationError(f"{where}: delta_rule must be one of {', '.join(DELTA_RULES)} (got {rule!r})")
     calibration = _Fields(field.get("calibration", Mapping), f"{where}: calibration")
     entries = field.get("stages", list)
     if not entries:
         raise CalibrationError(f"{where}: stages is empty")
-    stages = tuple(_stage_entry(entry, f"{where}: stages[{i}]") for i, entry in enumerate(entries))
+    stages = tuple(_stage_entry(entry, f"{where}: stages[{i}]", kind) for i, entry in enumerate(entries))
     names = [s.stage for s in stages]
     if len(set(names)) != len(names):
         raise CalibrationError(f"{where}: stages: a stage named more than once ({', '.join(names)})")
+    bound = None
+    if kind == "cascade" and any(s.threshold is not None for s in stages):
+        bound = field.unit("bound")
     return Thresholds(
-        risk=field.share("risk"), delta=field.share("delta"), delta_rule=rule,
+        risk=field.share("risk"), delta=field.share("delta"), delta_rule=None if kind == "cascade" else rule,
         min_items=field.count("min_items", least=1), items=calibration.count("items"),
         rows=calibration.count("rows"), digest=calibration.get("digest", str), coverage=field.unit("coverage"),
         stages=stages, created_at=field.get("created_at", str), package_version=field.get("package_version", str),
-        document=dict(raw), version=version)
+        document=dict(raw), version=version, kind=kind, bound=bound)
 
 
-def _stage_entry(raw: Any, where: str) -> StageThreshold:
+def _stage_entry(raw: Any, where: str, kind: str) -> StageThreshold:
     field = _Fields(raw, where)
     threshold = None if field.raw.get("threshold") is None else field.unit("threshold")
     bound = None if field.raw.get("bound") is None else field.unit("bound")
@@ -164,8 +182,10 @@ def _stage_entry(raw: Any, where: str) -> StageThreshold:
     if entry.errors > entry.answered or entry.answered > entry.offered:
         raise CalibrationError(f"{where}: needs errors <= answered <= offered (got {entry.errors}, "
                                f"{entry.answered}, {entry.offered})")
-    if (threshold is None) != (bound is None) or (threshold is None and entry.answered):
+    if threshold is None and (entry.answered or bound is not None):
         raise CalibrationError(f"{where}: a stage with no threshold answers nothing and has no bound")
+    if kind == "stage" and threshold is not None and bound is None:
+        raise CalibrationError(f"{where}: a stage guarantee's stage with a threshold has the bound it passed with")
     return entry
 
 

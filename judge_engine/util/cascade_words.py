@@ -25,6 +25,8 @@ AGREEMENT = "agreement"
 BOUND = "bound"
 COVERAGE = "coverage"
 SHARE = "share"
+STAGE_GUARANTEE = "stage guarantee"
+CASCADE_GUARANTEE = "cascade guarantee"
 
 ROUTE_WORDS = {"answer": ANSWERED, "escalate": ESCALATED, "hold": HELD}
 """An outcome line's route at a stage (``asked[].route``), as it is said."""
@@ -37,7 +39,20 @@ def then_word(route: str, *, last_of_abstained: bool = False) -> str:
         return ABSTAINED
     return ROUTE_WORDS.get(route, route)
 
+def guarantee_name(kind: str | None) -> str:
+    """What a calibration guaranteed, as said: ``stage guarantee`` or ``cascade guarantee``
+    (a thresholds file or run from before 0.2 is a stage guarantee's)."""
+    return CASCADE_GUARANTEE if kind == "cascade" else STAGE_GUARANTEE
+
+
 GLOSSARY: dict[str, str] = {
+    STAGE_GUARANTEE: "agreement with humans >= 1 - risk on the answered items, with probability >= 1 - delta, from "
+                     "each stage's threshold tested on its own, at delta / stages (Bonferroni): so it holds for each "
+                     "stage's answers too (`calibrate --guarantee stage`, the default)",
+    CASCADE_GUARANTEE: "agreement with humans >= 1 - risk on the items the cascade answers, with probability >= "
+                       "1 - delta, from the thresholds tested together at the full delta, along an order of tests "
+                       "learned without the labels that test it; one statement about the cascade, which usually "
+                       "lets it answer far more (`calibrate --guarantee cascade`)",
     STAGE: "a judge or a jury of the cascade, cheapest first",
     THRESHOLD: "the lowest confidence at which a stage answers an item, written with 4 decimals (as is a "
                "confidence compared with it)",
@@ -57,7 +72,9 @@ GLOSSARY: dict[str, str] = {
     AGREEMENT: "the share of answered items whose prediction equals the human label (1 - errors / answered)",
     BOUND: "the upper limit of a stage's error rate at its threshold, exact (Clopper-Pearson), at the confidence "
            "level of the stage's test (1 - delta / stages, Bonferroni; 1 - delta with --per-stage-delta); a "
-           "threshold passes when its bound is at most the risk",
+           "threshold passes when its bound is at most the risk. Under the cascade guarantee, the upper limit of "
+           "the cascade's error rate among the items it answers, on its test items (at 1 - delta / 3: each of "
+           "three folds learns an order of tests once)",
 }
 """Each word and what it means (the docs' glossary)."""
 

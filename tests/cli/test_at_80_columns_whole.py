@@ -158,8 +158,8 @@ def test_the_run_summary_writes_a_cascades_sentence_as_a_sentence(
     job = cascade_job(tmp_path, fake_server, thresholds={"cheap": None, "mid": 0.9, "strong": 0.99}, items=12)
     assert main(["run", str(job.config), "--no-live"]) == 0
     err = capsys.readouterr().err
-    said = err[err.index("cascade: 12 items"):err.index("this session:")]
-    assert re.match(r"cascade: 12 items; answered by mid \d+, strong \d+ ", said), said
+    said = err[err.index("cascade (stage guarantee): 12 items"):err.index("this session:")]
+    assert re.match(r"cascade \(stage guarantee\): 12 items; answered by mid \d+, strong \d+ ", said), said
     assert _split_figures(said) == [] and _fits(said)
 
 

@@ -58,8 +58,12 @@ def test_calibrate_returns_the_document() -> None:
     assert document["cost"] == {"per_item": pytest.approx(7.0), "last_stage_alone": 10.0, "ratio": pytest.approx(0.7)}
     assert document["calibration"]["items"] == 100 and document["calibration"]["rows"] == 200
     assert document["calibration"]["digest"].startswith("b2:")
-    assert document["guarantee"] == ("agreement with humans >= 90% on answered items, with probability >= 90%, "
-                                     "over the whole cascade (Bonferroni)")
+    assert document["guarantee"] == "stage"
+    assert document["statement"] == ("agreement with humans >= 90% on answered items, with probability >= 90%, "
+                                     "over the whole cascade (stage guarantee: each stage tested at delta / 2, "
+                                     "Bonferroni)")
+    # each answering stage's error rate is under its bound, so the cascade's (their mix) is under the largest
+    assert document["bound"] == max(cheap["bound"], strong["bound"])
     json.dumps(document, allow_nan=False)  # plain JSON
 
 
@@ -91,10 +95,14 @@ def test_a_stage_that_answers_nothing_says_what_it_needs() -> None:
 def test_per_stage_delta_is_named_the_weaker_statement() -> None:
     document = judge_engine.calibrate(_rows(), stages=STAGES, risk=0.1, delta=0.1, delta_rule="per_stage")
     assert [s["delta"] for s in document["stages"]] == [0.1, 0.1]
-    assert "per-stage delta, the weaker statement" in document["guarantee"]
-    assert "over the whole cascade only >= 80%" in document["guarantee"]
+    assert "per-stage delta, the weaker statement" in document["statement"]
+    assert "over the whole cascade only >= 80%" in document["statement"]
     assert guarantee(0.15, 0.1, "bonferroni", 3) == ("agreement with humans >= 85% on answered items, with "
-                                                      "probability >= 90%, over the whole cascade (Bonferroni)")
+                                                      "probability >= 90%, over the whole cascade (stage guarantee: "
+                                                      "each stage tested at delta / 3, Bonferroni)")
+    assert guarantee(0.15, 0.1, "bonferroni", 3, "cascade") == (
+        "agreement with humans >= 85% on answered items, with probability >= 90%, over the whole cascade (cascade "
+        "guarantee: its thresholds tested together)")
     assert guarantee(0.025, 0.4, "per_stage", 3).endswith("over the whole cascade only nothing")
 
 
@@ -117,7 +125,8 @@ def test_numbers_agree_as_numbers() -> None:
     ({"confidence": 1.2}, r"rows\[3\]: confidence 1.2 is outside \[0, 1\]"),
     ({"confidence": -0.1}, r"rows\[3\]: confidence -0.1 is outside \[0, 1\]"),
     ({"confidence": "high"}, r"rows\[3\]: confidence 'high' is not a number"),
-    ({"label": None}, r"rows\[3\]: no human label"),
+    ({"label": None}, r"rows\[3\]: no label for item 'q1', but rows\[2\] gave it 'A': an item is labelled in all its "
+                      r"rows or in none"),
     ({"label": "B"}, r"rows\[3\]: label 'B' for item 'q1', but rows\[2\] gave it 'A'"),
     ({"prediction": None}, r"rows\[3\]: a confidence \(0.99\) without a prediction"),
     ({"item": ""}, r"rows\[3\]: item is empty"),
@@ -187,7 +196,7 @@ def test_the_thresholds_file_round_trips(tmp_path: Path) -> None:
     assert (cheap.threshold, cheap.answered, cheap.errors, cheap.offered) == (0.9, 40, 0, 100)
     assert cheap.bound == document["stages"][0]["bound"]  # floats written exactly
     assert thresholds.stage("strong").threshold == 0.99
-    assert thresholds.guarantee == document["guarantee"]
+    assert (thresholds.kind, thresholds.statement) == ("stage", document["statement"])
     with pytest.raises(KeyError):
         thresholds.stage("mid")
 
@@ -206,7 +215,8 @@ def _written(tmp_path: Path, **change: Any) -> Path:
 
 
 @pytest.mark.parametrize(("change", "message"), [
-    ({"version": 2}, "thresholds format 2 was written by a newer judge-engine"),
+    ({"version": 3}, "thresholds format 3 was written by a newer judge-engine"),
+    ({"guarantee": "whole"}, "guarantee must be one of stage, cascade"),
     ({"format": "judge-engine-run"}, "not a judge-engine thresholds file"),
     ({"risk": 1.5}, "risk 1.5 is not strictly between 0 and 1"),
     ({"delta_rule": "holm"}, "delta_rule must be one of"),
@@ -214,7 +224,8 @@ def _written(tmp_path: Path, **change: Any) -> Path:
     ({"stage0_threshold": 1.3}, r"stages\[0\]: threshold 1.3 is outside \[0, 1\]"),
     ({"stage0_answered": "40"}, r"stages\[0\]: answered must be a whole number"),
     ({"stage0_errors": 41}, r"stages\[0\]: needs errors <= answered <= offered"),
-    ({"stage0_bound": None}, r"stages\[0\]: a stage with no threshold answers nothing"),
+    ({"stage0_bound": None}, r"stages\[0\]: a stage guarantee's stage with a threshold has the bound it passed with"),
+    ({"stage0_threshold": None}, r"stages\[0\]: a stage with no threshold answers nothing"),
     ({"stage0_stage": "strong"}, "a stage named more than once"),
 ])
 def test_a_bad_thresholds_file_is_named(tmp_path: Path, change: dict[str, Any], message: str) -> None:
@@ -278,7 +289,7 @@ def test_cli_table_at_80_columns(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert max(len(line) for line in text.splitlines() if not line.startswith("thresholds: ")) <= 80
     flat = " ".join(text.split())
     assert ("guaranteed: agreement with humans >= 90% on answered items, with probability >= 90%, over the whole "
-            "cascade (Bonferroni)") in flat
+            "cascade (stage guarantee: each stage tested at delta / 2, Bonferroni)") in flat
     assert "┃ stage ┃ threshold ┃ reached ┃ answered ┃ errors ┃ agreement ┃ bound ┃" in flat  # the cascade's words
     assert "│ cheap │ 0.9000 │ 100 │ 40 │ 0 │ 100.0% │ 0.072 │" in flat
     assert "strong: answers nothing: at confidence >= 0.9900, 5 errors in 55 items, bound 0.182 > 0.1" in flat

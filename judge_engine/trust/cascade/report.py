@@ -45,7 +45,8 @@ def summary_lines(manifest_cascade: Mapping[str, Any] | None, counts: Mapping[st
     held = sum(int(stage.get("held") or 0) for stage in stages)
     waiting = sum(int(stage.get("waiting") or 0) for stage in stages)
     undecided = items - answered - abstained - held - waiting
-    line = (f"{cascade_title(str(name))}: {items:,} items; {words.ANSWERED} by " + ", ".join(parts)
+    kind = words.guarantee_name(manifest_cascade.get("guarantee_kind"))
+    line = (f"{cascade_title(str(name))} ({kind}): {items:,} items; {words.ANSWERED} by " + ", ".join(parts)
             + (f" ({', '.join(silent)} {words.NOT_ASKED}: no threshold)" if silent else "")
             + f"; {abstained:,} {words.ABSTAINED} (no stage sure enough: not a failure)")
     if held:
@@ -61,13 +62,15 @@ def plan_lines(plan: CascadePlan, costs: Mapping[str, tuple[float, float] | None
     (each stage's cost over every item times the share reached) against the last stage on every
     item. ``costs``: each stage's cost over every item (low, high), None when unpriced; None: no
     costs (``protocols --check``)."""
-    lines = [f"{cascade_title(plan.name)}: {plan.thresholds.guarantee} (calibrated on {plan.thresholds.items:,} items)"]
+    lines = [f"{cascade_title(plan.name)}: {plan.thresholds.statement} (calibrated on {plan.thresholds.items:,} items)"]
     low = high = 0.0
     priced = True
     for stage in plan.stages:
         cost = (costs or {}).get(stage.name)
         if not stage.asked:
-            lines.append(f"  {stage.name}: {words.NOT_ASKED} (its calibration found no threshold: it answers nothing)")
+            why = ("the thresholds that passed the cascade's test give it none" if plan.thresholds.kind == "cascade"
+                   else "its calibration found no threshold: it answers nothing")
+            lines.append(f"  {stage.name}: {words.NOT_ASKED} ({why})")
             continue
         rate = "" if stage.escalation_rate is None else f", {words.ESCALATED} {_percent(stage.escalation_rate)} of them"
         share = f"{words.REACHED} by {_percent(stage.reach)} of the calibration items"

@@ -26,8 +26,8 @@ from judge_engine.inputs.config import CascadeConfig, JobConfig, recorded_config
 from judge_engine.planning.plan import build_protocol
 from judge_engine.rundir.records import Manifest, OutcomeRecord, Spend
 from judge_engine.rundir.store import iter_transcript, latest_outcome_records, read_manifest
-from judge_engine.trust.calibration import read_rows, repeated_note
 from judge_engine.trust.cascade.stages import Stage, check_stages, decide, stage_shape
+from judge_engine.trust.row_tables import read_rows, repeated_note
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class RunRows:
 
 
 def calibration_rows(run_dir: str | Path, *, human_table: str | Path | Iterable[Mapping[str, Any]], key: str,
-                     label: str, stages: Sequence[str] | None = None) -> RunRows:
+                     label: str, stages: Sequence[str] | None = None, unlabelled: bool = False) -> RunRows:
     """Calibration rows from a run directory whose config has the cascade's stages (judged with
     the cascade off), joined to human labels.
 
@@ -54,6 +54,8 @@ def calibration_rows(run_dir: str | Path, *, human_table: str | Path | Iterable[
         key: the human table's column holding the item id (the dataset's ``id``).
         label: its column holding the human label (in the judges' terms, e.g. ``A``/``B``).
         stages: the stages, cheapest first (default: the config's ``cascade.stages``).
+        unlabelled: also give the rows of the items the run judged and nobody labelled, with
+            ``label`` None (the items a cascade guarantee orders its tests by).
 
     Raises:
         CalibrationError: a bad human table (the line and column named), a stage the run
@@ -76,7 +78,8 @@ def calibration_rows(run_dir: str | Path, *, human_table: str | Path | Iterable[
     for item_id in sorted(judged):
         if item_id not in labels:
             missing.add(item_id)
-            continue
+            if not unlabelled:
+                continue
         for shape in shapes:
             line = by_stage[shape.name].get(item_id)
             if line is None:
@@ -85,8 +88,8 @@ def calibration_rows(run_dir: str | Path, *, human_table: str | Path | Iterable[
             outages[shape.name] += decision.route == "hold"
             has = decision.prediction is not None and decision.confidence is not None
             rows.append({"item": item_id, "stage": shape.name, "prediction": decision.prediction if has else None,
-                         "confidence": decision.confidence if has else None, "label": labels[item_id]})
-    notes += _notes(run_dir, labels, judged, missing, outages)
+                         "confidence": decision.confidence if has else None, "label": labels.get(item_id)})
+    notes += _notes(run_dir, labels, judged, missing, outages, unlabelled)
     return RunRows(rows, names, _costs(run_dir, manifest, shapes, latest.values(), notes), notes)
 
 
@@ -180,10 +183,11 @@ def _empty(value: Any) -> bool:
 
 
 def _notes(run_dir: Path, labels: Mapping[str, Any], judged: set[str], missing: set[str],
-           outages: Mapping[str, int]) -> list[str]:
+           outages: Mapping[str, int], unlabelled: bool = False) -> list[str]:
     notes = []
     if missing:
-        notes.append(f"{len(missing):,} items the run judged have no human label: not calibrated on")
+        use = "their confidences order the cascade guarantee's tests" if unlabelled else "not calibrated on"
+        notes.append(f"{len(missing):,} items the run judged have no human label: {use}")
     if absent := len(set(labels) - judged):
         notes.append(f"{absent:,} labelled items are not in {run_dir.resolve().name} (no stage judged them)")
     for stage, n in outages.items():

@@ -212,6 +212,10 @@ def _thresholds(cascade: CascadeConfig) -> Thresholds:
         raise ConfigError(f"cascade.thresholds: {cascade.thresholds} was calibrated for the stages "
                           f"{', '.join(calibrated)}; the config's are {', '.join(cascade.stages)}: calibrate "
                           f"again with --stages {','.join(cascade.stages)}")
+    if cascade.guarantee is not None and thresholds.kind != cascade.guarantee:
+        raise ConfigError(f"cascade.guarantee: {cascade.guarantee}, but {cascade.thresholds} was calibrated under the "
+                          f"{thresholds.kind} guarantee: calibrate again with --guarantee {cascade.guarantee}, or "
+                          f"set guarantee: {thresholds.kind}")
     if all(s.threshold is None for s in thresholds.stages):
         advice = "; ".join(answering_advice(thresholds.document)) or "its report says how many each stage needs"
         raise ConfigError(f"cascade.thresholds: in {cascade.thresholds} no stage answers anything (no threshold "

@@ -78,7 +78,7 @@ class CascadeState:
         first = self.plan.asked[0]
         self.section = {
             "name": self.plan.name, "items": self.items, "thresholds": str(self.plan.path),
-            "guarantee": self.plan.thresholds.guarantee,
+            "guarantee": self.plan.thresholds.statement, "guarantee_kind": self.plan.thresholds.kind,
             "stages": [{"stage": s.name, "kind": s.kind, "judges": list(s.judges), "decides": s.decides,
                         "threshold": s.threshold, "asked": s.asked, "reached": self.items if i == first else 0,
                         "held": 0, "waiting": 0} for i, s in enumerate(self.plan.stages)],

@@ -143,7 +143,7 @@ def test_plan_stats_show_status_and_the_viewer_say_the_same_words(
 
     assert main(["status", str(run)]) == 0
     status = _said(capsys)
-    assert re.search(r"cascade: 12 items; answered by mid \d+, strong \d+ \(cheap not asked: no threshold\); \d+ "
+    assert re.search(r"cascade \(stage guarantee\): 12 items; answered by mid \d+, strong \d+ \(cheap not asked: no threshold\); \d+ "
                      r"abstained", status), status
 
     card = cascade_card(lines[abstained].verdict or {}, "abstained")

@@ -1,0 +1,154 @@
+"""The cascade guarantee's document: :func:`judge_engine.calibrate` with ``guarantee="cascade"``
+(the thresholds tested together at the full delta, :mod:`judge_engine.stats.whole_cascade`).
+
+It keeps the stage guarantee's shape (:mod:`judge_engine.trust.calibration`), so that every
+reader (the thresholds file, ``calibrate``'s table, a cascade's plan) reads both, with:
+
+- ``guarantee``: ``"cascade"``; ``statement``: the guarantee in words; ``delta_rule``: null
+  (delta is not shared among the stages);
+- ``answered``, ``errors``, ``agreement``, ``coverage`` and each stage's ``threshold``,
+  ``offered``, ``answered``, ``errors``: the configuration used, on every labelled item;
+- ``bound``: the bound of the cascade's error rate that passed, on its test folds (null when
+  nothing passed); each stage's ``bound`` is null (no stage is tested on its own) and its
+  ``delta`` the test's level, delta / folds;
+- ``test``: the test the guarantee rests on, ``{"fold", "folds", "level", "pilot_items",
+  "test_items", "answered", "errors", "bound", "coverage"}`` (``coverage``: of the unlabelled
+  items), or null;
+- ``folds``: each fold's path and test (``{"fold", "pilot_items", "test_items", "path",
+  "skipped", "tested", "passed", "stopped_at"}``, the last two ``{"thresholds", "coverage",
+  "answered", "errors", "bound"}`` or null);
+- ``path``: what shaped the paths, ``{"unlabelled", "costs", "costs_given", "max_cost"}``;
+- ``more_data``: what a larger calibration set would buy, ``[{"coverage", "error_rate",
+  "calibration_items", "more"}]`` for each share of items above the one answered
+  (:func:`judge_engine.stats.whole_cascade.more_data`; ``calibration_items`` null: no number of
+  items, the error rate there is at or above the risk).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from judge_engine.stats.risk_control import guarantee
+from judge_engine.stats.whole_cascade import (
+    FoldFit,
+    PathTest,
+    answered_by,
+    calibrate_whole,
+    more_data,
+)
+
+
+def whole_document(confidence: NDArray[np.float64], error: NDArray[np.bool_], keys: Sequence[str],
+                   unlabelled: NDArray[np.float64], names: Sequence[str], *, risk: float, delta: float,
+                   min_items: int, costs: Sequence[float] | None, max_cost: float | None,
+                   calibration: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """The document of a cascade guarantee (module docstring) for the labelled items' matrices,
+    their ids and the unlabelled items' confidences; ``calibration`` and ``notes`` are the rows'
+    (:func:`judge_engine.trust.calibration.calibration_section`)."""
+    fit = calibrate_whole(confidence, error, keys, risk=risk, delta=delta, min_items=min_items,
+                          unlabelled=unlabelled if len(unlabelled) else None, costs=costs, max_cost=max_cost)
+    thresholds = np.array([np.nan if t is None else t for t in fit.thresholds], dtype=float)
+    who = answered_by(thresholds, confidence)
+    items = len(keys)
+    stages: list[dict[str, Any]] = []
+    for s, name in enumerate(names):
+        offered = int(np.sum((who < 0) | (who >= s)))
+        answered = int(np.sum(who == s))
+        stages.append({
+            "stage": name, "threshold": fit.thresholds[s], "answered": answered,
+            "errors": int(error[who == s, s].sum()), "bound": None, "delta": fit.level, "offered": offered,
+            "judged": int(np.sum(((who < 0) | (who >= s)) & np.isfinite(confidence[:, s]))), "start": fit.start,
+            "escalated": offered - answered, "escalation_rate": (offered - answered) / offered if offered else None,
+            "stopped_at": None, "needed": None})
+    answered = sum(s["answered"] for s in stages)
+    errors = sum(s["errors"] for s in stages)
+    test = fit.test
+    extra = more_data(fit, confidence, error, unlabelled=unlabelled if len(unlabelled) else None,
+                      min_items=min_items)
+    document: dict[str, Any] = {
+        "risk": risk, "delta": delta, "delta_rule": None, "guarantee": "cascade",
+        "statement": guarantee(risk, delta, "bonferroni", len(names), "cascade"), "min_items": min_items,
+        "items": items, "coverage": answered / items if items else 0.0, "answered": answered, "errors": errors,
+        "agreement": 1 - errors / answered if answered else None, "bound": None if test is None else test.bound,
+        "stages": stages, "cost": None, "calibration": dict(calibration), "nothing_answered": None, "notes": notes,
+        "test": None if test is None or fit.chosen is None else {
+            "fold": fit.chosen, "folds": len(fit.folds), "level": fit.level,
+            "pilot_items": fit.folds[fit.chosen].pilot_items, "test_items": fit.folds[fit.chosen].test_items,
+            "answered": test.answered, "errors": test.errors, "bound": test.bound, "coverage": test.coverage},
+        "folds": [_fold(f) for f in fit.folds],
+        "path": {"unlabelled": fit.unlabelled, "costs": list(fit.costs), "costs_given": fit.costs_given,
+                 "max_cost": fit.max_cost},
+        "more_data": [{"coverage": m.coverage, "error_rate": m.error_rate, "calibration_items": m.calibration_items,
+                       "more": None if m.calibration_items is None else max(0, m.calibration_items - items)}
+                      for m in extra],
+    }
+    if costs is not None:
+        for entry, value in zip(stages, costs, strict=True):
+            entry["cost_per_item"] = value
+        per_item = sum(value * entry["offered"] / items for entry, value in zip(stages, costs, strict=True)
+                       if entry["threshold"] is not None) if items else 0.0
+        last = float(costs[-1])
+        document["cost"] = {"per_item": per_item, "last_stage_alone": last,
+                            "ratio": per_item / last if last and answered else None}
+    return document
+
+
+def _test(test: PathTest | None) -> dict[str, Any] | None:
+    if test is None:
+        return None
+    return {"thresholds": list(test.thresholds), "coverage": test.coverage, "answered": test.answered,
+            "errors": test.errors, "bound": test.bound}
+
+
+def _fold(fold: FoldFit) -> dict[str, Any]:
+    return {"fold": fold.fold, "pilot_items": fold.pilot_items, "test_items": fold.test_items, "path": fold.path,
+            "skipped": fold.skipped, "tested": fold.tested, "passed": _test(fold.passed),
+            "stopped_at": _test(fold.stopped_at)}
+
+
+def whole_advice(document: Mapping[str, Any], *, below: float = 0.5) -> list[str]:
+    """What more calibration items would let a cascade guarantee answer, when it answers less
+    than ``below`` of the items: one sentence per number of items, fewest first, with the
+    largest share it would let the cascade answer (at most three), and the shares no number of
+    items reaches. Empty otherwise."""
+    if document.get("coverage", 0.0) >= below:
+        return []
+    items, risk = document["items"], document["risk"]
+    best: dict[int, Mapping[str, Any]] = {}
+    beyond = []
+    for entry in document.get("more_data") or []:
+        count = entry["calibration_items"]
+        if count is None:
+            beyond.append(entry)
+        elif count not in best or entry["coverage"] > best[count]["coverage"]:
+            best[count] = entry
+    lines = [f"about {count:,} labelled items ({entry['more']:,} more than these {items:,}) would let it answer about "
+             f"{100 * entry['coverage']:.0f}% of the items, at the error rate measured there "
+             f"({100 * entry['error_rate']:.1f}%)" for count, entry in sorted(best.items())[:3]]
+    if beyond:
+        first = min(beyond, key=lambda e: e["coverage"])
+        lines.append(f"no number of labelled items lets it answer {100 * first['coverage']:.0f}% of the items or more: "
+                     f"the error rate measured there ({100 * first['error_rate']:.1f}%) is at or above the risk {risk:g}")
+    return lines
+
+
+def tested_line(document: Mapping[str, Any]) -> str:
+    """The cascade guarantee's test in one sentence: what passed (the bound) or what stopped
+    every fold."""
+    test = document.get("test")
+    level = document["delta"] / max(len(document.get("folds") or [1]), 1)
+    if test is not None:
+        return (f"tested as a whole on {test['test_items']:,} labelled items (fold {test['fold'] + 1} of "
+                f"{test['folds']} learned the order of the tests): {test['errors']} errors in {test['answered']:,} "
+                f"answered, bound {test['bound']:.3f} <= {document['risk']:g} at delta {level:.3g}")
+    stops = [f["stopped_at"] for f in document.get("folds") or [] if f.get("stopped_at")]
+    if not stops:
+        return "tested as a whole: no configuration was expected to answer enough test items to be tested"
+    worst = min(stops, key=lambda t: t["bound"])
+    return (f"tested as a whole: no fold passed; the closest, {worst['errors']} errors in {worst['answered']:,} "
+            f"answered, bound {worst['bound']:.3f} > {document['risk']:g} at delta {level:.3g}")
+
