@@ -139,6 +139,12 @@ def _evaluate(population: Population, thresholds: Array) -> tuple[Array, Array]:
     rows = [[None if np.isnan(t) else float(t) for t in row] for row in thresholds]
     return (np.array([population.risk(r) if any(t is not None for t in r) else np.nan for r in rows]),
             np.array([population.coverage(r) for r in rows]))
+def truth(population: Population, thresholds: Array) -> tuple[Array, Array]:
+    """Per row of thresholds (NaN: the stage not asked), the true error rate among the items
+    answered (NaN: none) and the coverage."""
+    return _evaluate(population, thresholds)
+
+
 Calibrator = Callable[..., CascadeFit]
 
 
