@@ -59,16 +59,19 @@ def cascade_job(tmp_path: Path, server: FakeServer | None, *, items: int = 24, t
 
 
 def write_thresholds_file(path: Path, stages: list[str], thresholds: dict[str, float | None],
-                          offered: dict[str, int] | None = None, items: int = 100) -> Path:
-    """A valid thresholds file with the given thresholds (the rest of the document made up)."""
+                          offered: dict[str, int] | None = None, items: int = 100, guarantee: str = "stage") -> Path:
+    """A valid thresholds file with the given thresholds (the rest of the document made up),
+    calibrated under the ``stage`` or ``cascade`` guarantee."""
     document = calibrate([{"item": "x", "stage": s, "prediction": "A", "confidence": 0.5, "label": "A"}
-                          for s in stages], stages=stages, risk=0.2, delta=0.2)
+                          for s in stages], stages=stages, risk=0.2, delta=0.2, guarantee=guarantee)  # type: ignore[arg-type]
     offered = offered or {}
     for entry in document["stages"]:
         threshold = thresholds.get(entry["stage"])
         reach = offered.get(entry["stage"], items)
-        entry.update(threshold=threshold, bound=None if threshold is None else 0.1, offered=reach,
-                     answered=0 if threshold is None else reach // 2, errors=0)
+        entry.update(threshold=threshold, bound=None if threshold is None or guarantee == "cascade" else 0.1,
+                     offered=reach, answered=0 if threshold is None else reach // 2, errors=0)
+    if guarantee == "cascade":
+        document["bound"] = 0.1
     document["calibration"]["items"] = items
     write_thresholds(document, path)
     return path
