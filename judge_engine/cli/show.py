@@ -102,7 +102,8 @@ def show_command(args: argparse.Namespace) -> int:
                 if row.outcome_offset is None or row.outcome_length is None:
                     _print_undone(console, records, args.run_dir, printed)
                 else:
-                    _print_task(console, reader.outcome(row.outcome_offset, row.outcome_length), records, printed)
+                    _print_task(console, reader.outcome(row.outcome_offset, row.outcome_length), records, printed,
+                                guarantee=_guarantee(manifest.cascade))
         if limit is not None and len(rows) == limit and query.limit is not None:
             total = index.count(dataclasses.replace(query, limit=None))
             if total > len(rows):
@@ -145,6 +146,13 @@ class Printed:
     """(role, content) of each message printed whole -> the task it was printed under."""
 
 
+def _guarantee(section: Mapping[str, Any] | None) -> str | None:
+    """The guarantee a cascaded run's cascade runs under, as said (None: no cascade)."""
+    from judge_engine.util.cascade_words import guarantee_name
+
+    return guarantee_name(section.get("guarantee_kind")) if section else None
+
+
 def _print_undone(console: Console, attempts: Sequence[TranscriptRecord], run_dir: Path, printed: Printed) -> None:
     from judge_engine.cli.display import command, rule, say
     from judge_engine.cli.run import shell_word
@@ -159,7 +167,7 @@ def _print_undone(console: Console, attempts: Sequence[TranscriptRecord], run_di
 
 
 def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[TranscriptRecord],
-                printed: Printed) -> None:
+                printed: Printed, *, guarantee: str | None = None) -> None:
     from judge_engine.cli.display import escape, packed, panel, rule, say
     from judge_engine.util.money import dollars
 
@@ -185,7 +193,7 @@ def _print_task(console: Console, result: OutcomeRecord, attempts: Sequence[Tran
     if result.protocol == "cascade":  # which stage answered, and every stage asked before it
         from judge_engine.trust.cascade.outcome import describe
 
-        say(console, escape(describe(result)))
+        say(console, escape(describe(result, guarantee)))
     unpriced = sum(1 for a in attempts if getattr(a, "unpriced", False))  # cost 0 there is no price
     cost = dollars(result.cost) + (f" + {unpriced} unpriced call{'s' if unpriced != 1 else ''}" if unpriced else "")
     estimated = [float(getattr(a, "cost", 0.0) or 0.0) for a in attempts if getattr(a, "estimated", False)]

@@ -125,18 +125,20 @@ def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def describe(record: OutcomeRecord) -> str:
-    """A cascade line in one sentence (``show``), in the cascade's words: ``cascade: answered by
-    mid: A at confidence 0.9700 >= 0.9000; asked: cheap 0.8200 < 0.9500 (escalated), mid 0.9700
-    >= 0.9000 (answered)``."""
+def describe(record: OutcomeRecord, guarantee: str | None = None) -> str:
+    """A cascade line in one sentence (``show``), in the cascade's words: ``cascade (stage
+    guarantee): answered by mid: A at confidence 0.9700 >= 0.9000; asked: cheap 0.8200 < 0.9500
+    (escalated), mid 0.9700 >= 0.9000 (answered)``; ``guarantee``: the guarantee the cascade runs
+    under, as said (:func:`~judge_engine.util.cascade_words.guarantee_name`; None: not said)."""
     line = CascadeLine.read(record)
+    name = f"cascade ({guarantee})" if guarantee else "cascade"
     if line.stage is not None:
         confidence, threshold = compared(line.confidence, line.threshold)
-        head = f"cascade: {words.ANSWERED} by {line.stage}: {line.prediction} at confidence {confidence} >= {threshold}"
+        head = f"{name}: {words.ANSWERED} by {line.stage}: {line.prediction} at confidence {confidence} >= {threshold}"
     elif line.held:
-        head = f"cascade: {words.HELD} at {line.held_at} ({line.code}: an outage there; resume --retry asks again)"
+        head = f"{name}: {words.HELD} at {line.held_at} ({line.code}: an outage there; resume --retry asks again)"
     else:
-        head = f"cascade: {words.ABSTAINED} (no stage was sure enough)"
+        head = f"{name}: {words.ABSTAINED} (no stage was sure enough)"
     steps = []
     abstained = line.stage is None and not line.held
     for position, step in enumerate(line.asked):

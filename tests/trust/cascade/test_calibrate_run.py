@@ -141,6 +141,24 @@ def test_calibrate_run_dir_is_calibrate_rows_of_the_stages_decisions(tmp_path: P
     assert calibrate(found.rows, stages=found.stages, risk=0.5, delta=0.5, min_items=1, costs=found.costs) == from_run
 
 
+def test_the_cascade_guarantee_takes_the_runs_unlabelled_items(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """i4 has no human label: under --guarantee cascade its rows come with label None (they order
+    the tests and are never calibrated on); under the stage guarantee they stay out."""
+    run = _hand_built_run(tmp_path)
+    found = calibration_rows(run, human_table=_human_table(tmp_path), key="id", label="human", unlabelled=True)
+    unlabelled = sorted((r["stage"], r["prediction"], r["confidence"]) for r in found.rows if r["label"] is None)
+    assert unlabelled == [("p1", "B", 0.8)]  # i4: only p1 judged it
+    assert any("1 items the run judged have no human label: their confidences order the cascade guarantee's tests"
+               in n for n in found.notes)
+    settings = ["--risk", "0.5", "--delta", "0.5", "--min-items", "1"]
+    assert main(["calibrate", str(run), "--human-table", str(tmp_path / "human.csv"), "--key", "id", "--label",
+                 "human", *settings, "--guarantee", "cascade", "--json", str(tmp_path / "whole.json")]) in (0, 3)
+    document = json.loads((tmp_path / "whole.json").read_text())
+    assert document["guarantee"] == "cascade"
+    assert (document["items"], document["calibration"]["unlabelled"], document["path"]["unlabelled"]) == (4, 1, 1)
+
+
 @pytest.mark.parametrize(("table", "message"), [
     ("item,human\ni1,A\n", "no column 'id' (columns: item, human); --key names the item id column"),
     ("id,verdict\ni1,A\n", "no column 'human'"),

@@ -34,6 +34,8 @@ def test_a_cascade_guarantee_is_named_by_plan_status_stats_and_the_viewer(
     run = job.only_run()
     assert main(["status", str(run)]) == 0
     assert "cascade (cascade guarantee): 12 items" in " ".join(capsys.readouterr().out.split())
+    assert main(["show", str(run), "--judge", "cascade", "--limit", "1"]) == 0
+    assert "cascade (cascade guarantee): " in " ".join(capsys.readouterr().out.split())
     assert main(["stats", str(run)]) == 0
     assert "cascade guarantee: its thresholds tested together" in " ".join(capsys.readouterr().out.split())
     section = read_manifest(run).cascade or {}

@@ -133,7 +133,7 @@ def test_plan_stats_show_status_and_the_viewer_say_the_same_words(
     abstained = next(item for item, r in sorted(lines.items()) if r.reason_code == "abstained")
     assert main(["show", str(run), "--item", abstained, "--judge", "cascade"]) == 0
     show = _said(capsys)
-    assert "cascade: abstained (no stage was sure enough); asked: mid " in show
+    assert "cascade (stage guarantee): abstained (no stage was sure enough); asked: mid " in show
     assert "< 0.8333 (escalated), strong " in show and "< 0.9900 (abstained); not asked: cheap" in show
 
     answered = next(item for item, r in sorted(lines.items()) if r.scored)
