@@ -2,6 +2,7 @@
 real judgments and on synthetic populations whose true error rates are known.
 
     python benchmarks/cascade_guarantee.py --authors DIR [--splits 100] [--seed 2026] [--draws 200] [--quick]
+    python benchmarks/cascade_guarantee.py --authors DIR --seeds 1,2,3,4,5
 
 ``DIR`` holds the authors' ``mistral-7b-instruct.calibration.jsonl``,
 ``gpt-3.5-turbo.calibration.jsonl`` and ``gpt-4-turbo.calibration.jsonl`` (the ``result/``
@@ -39,6 +40,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +89,7 @@ def gpt4_alone(c: np.ndarray, e: np.ndarray, keys: list[str], u: np.ndarray) -> 
 def product(c: np.ndarray, e: np.ndarray, keys: list[str], u: np.ndarray) -> tuple[float | None, ...]:
     """The public call, as a user makes it: rows of labelled items and of items to judge."""
     names = ["mistral", "gpt35", "gpt4"]
-    rows = [{"item": k, "stage": names[s], "prediction": "A" if e[i, s] else "B", "confidence": float(c[i, s]),
+    rows: list[dict[str, Any]] = [{"item": k, "stage": names[s], "prediction": "A" if e[i, s] else "B", "confidence": float(c[i, s]),
              "label": "B"} for i, k in enumerate(keys) for s in range(3)]
     rows += [{"item": f"u{i}", "stage": names[s], "prediction": "B", "confidence": float(u[i, s]), "label": None}
              for i in range(len(u)) for s in range(3)]
@@ -98,7 +100,7 @@ def product(c: np.ndarray, e: np.ndarray, keys: list[str], u: np.ndarray) -> tup
 
 def folds(n: int, max_cost: float | None = 0.5) -> Rule:
     def rule(c: np.ndarray, e: np.ndarray, keys: list[str], u: np.ndarray) -> tuple[float | None, ...]:
-        return whole.calibrate_whole(c, e, keys, risk=RISK, delta=DELTA, unlabelled=u, costs=COSTS, folds=n,
+        return whole.calibrate_whole(c, e, keys, risk=RISK, delta=DELTA, unlabelled=u, costs=COSTS.tolist(), folds=n,
                                      max_cost=max_cost).thresholds
     return rule
 
@@ -115,7 +117,7 @@ def label_free(c: np.ndarray, e: np.ndarray, keys: list[str], u: np.ndarray) -> 
     """One threshold shared by every stage, down the unlabelled items' quantiles, within the cost
     limit, tested on every label at the full delta (valid: the path reads no label)."""
     levels = np.unique(np.quantile(u.ravel(), np.linspace(0, 1, 201)))[::-1]
-    last = (None, None, None)
+    last: tuple[float | None, ...] = (None, None, None)
     for t in levels:
         thresholds = np.full(3, t)
         if whole.cost_per_item(thresholds, whole.answered_by(thresholds, u), COSTS) > 0.5 * COSTS[-1]:
@@ -173,6 +175,33 @@ def real(folder: Path, splits: int, seed: int = 2026) -> None:
                 errors.append(float(error[test][taken, who[taken]].mean()))
         print(f"| {name} | {np.mean(covered):.3f} | {np.mean(costs):.3f} | {answering / splits:.0%} | "
               f"{np.mean(errors) if errors else math.nan:.3f} | {time.perf_counter() - started:.0f} |", flush=True)
+
+
+def across_seeds(folder: Path, splits: int, seeds: list[int]) -> None:
+    """The three rules a user compares, over several sets of splits: how much of the spread is
+    the splits'."""
+    confidence, error = load(folder)
+    n = len(confidence)
+    keys = [f"pair-{i}" for i in range(n)]
+    print(f"\n### Across sets of {splits} splits (coverage / cost over GPT-4 on all)\n")
+    print("| seed | stage | GPT-4 alone | cascade | cascade / stage coverage |")
+    print("|---:|---:|---:|---:|---:|")
+    for seed in seeds:
+        rng = np.random.default_rng(seed)
+        orders = [rng.permutation(n) for _ in range(splits)]
+        cells, coverages = [], []
+        for rule in (stage_rule, gpt4_alone, product):
+            covered, costs = [], []
+            for order in orders:
+                cal, test = order[: n // 2], order[n // 2:]
+                thresholds = np.array([math.nan if t is None else t for t in
+                                       rule(confidence[cal], error[cal], [keys[i] for i in cal], confidence[test])])
+                who = whole.answered_by(thresholds, confidence[test])
+                covered.append(float((who >= 0).mean()))
+                costs.append(whole.cost_per_item(thresholds, who, COSTS) / COSTS[-1] if (who >= 0).any() else 0.0)
+            coverages.append(float(np.mean(covered)))
+            cells.append(f"{np.mean(covered):.3f} / {np.mean(costs):.3f}")
+        print(f"| {seed} | {' | '.join(cells)} | {coverages[2] / coverages[0]:.1f} |", flush=True)
 
 
 # --- synthetic ----------------------------------------------------------------------------------
@@ -237,9 +266,14 @@ def main() -> int:
     parser.add_argument("--splits", type=int, default=100)
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--seed", type=int, default=2026, help="the real data's splits (default 2026)")
+    parser.add_argument("--seeds", help="instead of the tables: stage, GPT-4 alone and cascade over these sets of "
+                                        "splits (e.g. 1,2,3)")
     parser.add_argument("--quick", action="store_true", help="20 splits and 40 draws")
     args = parser.parse_args()
     splits, draws = (20, 40) if args.quick else (args.splits, args.draws)
+    if args.seeds and args.authors is not None:
+        across_seeds(args.authors, splits, [int(x) for x in args.seeds.split(",")])
+        return 0
     if args.authors is not None:
         if not all((args.authors / f"{m}.calibration.jsonl").exists() for m in MODELS):
             print(f"{args.authors}: no {', '.join(m + '.calibration.jsonl' for m in MODELS)}", file=sys.stderr)

@@ -104,12 +104,12 @@ REVIEWED: dict[str, int] = {
     "protocols/custom.py": 420,  # a config-defined judge: render, read, score, and where its closed fields are
     "inputs/config.py": 745,  # every section of a config file is a model here (juries with their tie checks, batch, budgets, deployments, confidence, the cascade), beside the one merge and its errors naming the flag a value came from (also for a config read back from run.json), what an api_base, a proxy and a model string may be, the network keys a judge and a deployment take (proxy, ca_bundle, verify), and the check that its two directories can be made (reading the YAML is config_file.py); the cascade's guarantee (issue 36)
     "providers/catalog.py": 480,  # litellm's one home for what a model is (whether it names a provider, routes, params, prices, tokens, keys and a placeholder key, batch bodies, log-probs, the URL that shows an endpoint answers) and how litellm is set up (REQUESTS_CA_BUNDLE given to its clients)
-    "trust/calibration.py": 485,  # rows -> the calibration document, its checks, and what it says when no stage
+    "trust/calibration.py": 500,  # rows -> the calibration document, its checks, and what it says when no stage
     # answers (answering_advice: calibrate's report and a cascade's refusal of the thresholds file give the same advice),
     # and what it says of its input (too few items to test a threshold, duplicate rows counted once: issue 35); issue 36
     # added the rows without a label (the items to be judged, read apart) and the choice of guarantee; the row files'
     # reading left for trust/row_tables.py, the cascade guarantee's document is trust/whole_calibration.py
-    "stats/whole_cascade.py": 450,  # the cascade guarantee's statistics (issue 36): configurations, the path learned on a
+    "stats/whole_cascade.py": 490,  # the cascade guarantee's statistics (issue 36): configurations, the path learned on a
     # fold, where its test starts, the test, the three folds, and what more data would buy: one procedure, read together
     "running/batch/driver.py": 470,  # one batch-mode judge's lifecycle: feeder (from the dataset, or a cascade's escalations), rounds, polls, the budget's commits per chunk, and a resume holding an ended batch only for what it answered
     "inputs/dataset.py": 500,  # the three readers, the field mapping, and the validating scan with what it finds: bad rows

@@ -72,7 +72,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                            help="stage: each stage's threshold tested on its own at DELTA / stages (default); "
                                 "cascade: the thresholds tested together at DELTA, one guarantee for everything the "
                                 "cascade answers (usually answers more from a few hundred items or more)")
-    calibrate.add_argument("--max-cost", default="0.5", metavar="SHARE",
+    calibrate.add_argument("--max-cost", metavar="SHARE",
                            help="with --guarantee cascade: the highest expected cost per item, as a share of asking "
                                 "the last stage about every item (default 0.5; 'none': no limit); without --costs "
                                 "each stage is taken to cost ten times the one before")
@@ -103,7 +103,9 @@ def calibrate_command(args: argparse.Namespace) -> int:
     costs = _costs(args.costs) if args.costs else None
     if isinstance(costs, str):
         return fail(costs)
-    max_cost = _max_cost(args.max_cost)
+    if args.max_cost is not None and args.guarantee != "cascade":
+        return fail("--max-cost limits the thresholds of --guarantee cascade; the stage guarantee has no cost limit")
+    max_cost = _max_cost(args.max_cost or "0.5")
     if isinstance(max_cost, str):
         return fail(max_cost)
     if args.guarantee == "cascade" and args.per_stage_delta:
@@ -234,9 +236,10 @@ def render_calibration(document: Mapping[str, Any], console: Terminal, *, notes:
     print_table(f"calibration: risk {document['risk']:g}, delta {document['delta']:g}{rule}", columns, rows,
                 console=console, title_justify="left")
     if whole:
-        from judge_engine.trust.whole_calibration import tested_line, whole_advice
+        from judge_engine.trust.whole_calibration import ordering_line, tested_line, whole_advice
 
         say(console, escape(f"  {tested_line(document)}"))
+        say(console, escape(f"  {ordering_line(document)}"))
         if answered:  # a cascade that answers nothing said its advice above
             for line in whole_advice(document):
                 say(console, escape(f"  {line}"))

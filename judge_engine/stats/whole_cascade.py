@@ -19,23 +19,26 @@ split into three folds by a hash of their ids (never by their labels). For each 
 
 1. *The pilot fold learns the path.* Per stage, an error curve: the share of the pilot's items
    the stage got wrong, as a non-increasing function of its confidence (isotonic regression).
-   Applied to the confidences of the unlabelled items (the run's own items; with none, the
-   pilot's), it gives each item's estimated error at each stage.
+   Applied to the confidences of the unlabelled items (the run's own items) pooled with the
+   pilot's, it gives each of those items' estimated error at each stage.
 2. *A greedy path.* From the strictest configuration (no stage asked), each step lowers one
-   stage's threshold to the next 2% quantile of that stage's unlabelled confidences, the step
-   with the fewest estimated added errors per added answered item among those that keep the
+   stage's threshold to the next 2% quantile of that stage's pooled confidences, the step with
+   the fewest estimated added errors per added answered item among those that keep the
    estimated cost per item within ``max_cost`` times the last stage's (a stage whose threshold
-   is NaN costs nothing; one with a threshold costs its price on every item that reaches it).
-   So the path goes through the configurations the pilot expects to be the most accurate for
-   their coverage, cheap enough, in order of coverage.
-3. *Where the test starts.* The path's configurations expected (from the unlabelled items'
-   coverage) to answer fewer test items than a configuration with half the allowed error rate
-   needs to pass (:func:`start_items`) are left out: tested first, they would end the sequence
-   for lack of items, as a handful of items every judge gets wrong would at the strictest end.
-4. *The test.* The other two folds test the path at delta / 3.
+   is NaN costs nothing; one with a threshold costs its price on every item that reaches it;
+   with one stage there is no limit: the cascade is the last stage). So the path goes through
+   the configurations the pilot expects to be the most accurate for their coverage, cheap
+   enough, in order of coverage.
+3. *Where the test starts* (:func:`_first_tested`). Among the configurations expected to answer
+   at least :func:`start_items` test items (the fewest with which any could pass), the one with
+   the most ``coverage x P(pass)``, P(pass) read from the pilot's errors under it; the ones
+   before it are left out. A sequence started at the strictest end would stop at once on the
+   handful of items every judge gets confidently wrong, which sit at the top of every ordering.
+4. *The test.* The other two folds test the path from there at delta / 3.
 
-The cascade takes the configuration that passed with the highest coverage of the unlabelled
-items (cheaper on a tie) among the three folds' last passing ones. Each fold's path depends
+The cascade takes the configuration that passed with the highest coverage of the pooled items
+(the unlabelled and every labelled item's confidences; cheaper on a tie) among the three folds'
+last passing ones. Each fold's path depends
 only on its pilot and on the unlabelled items, never on the labels that test it, so each fold's
 test holds at delta / 3 and, by the union bound, all three hold at once with probability at
 least 1 - delta: the configuration used keeps the guarantee. Cross-fitting (each fold a pilot
@@ -208,7 +211,8 @@ class PathTest:
 
     thresholds: tuple[float | None, ...]
     coverage: float
-    """Its share of the unlabelled items answered (what the path is ordered by)."""
+    """Its share of the pooled items answered: the unlabelled items and the labelled ones'
+    confidences (what the path is ordered by)."""
     answered: int
     errors: int
     bound: float
@@ -221,10 +225,10 @@ class FoldFit:
     fold: int
     pilot_items: int
     test_items: int
-    path: int
+    configurations: int
     """Configurations on the path."""
     skipped: int
-    """Of them, the first ones left out as expected to answer too few test items."""
+    """Of them, the first ones left out, before where the test starts (module docstring, step 3)."""
     tested: int
     passed: PathTest | None
     """The last configuration that passed (None: the first one tested failed, or none was)."""
@@ -251,7 +255,8 @@ class WholeFit:
     costs: tuple[float, ...]
     costs_given: bool
     max_cost: float | None
-    """The cost limit the paths kept to, a share of the last stage alone (None: none)."""
+    """The cost limit the paths kept to, a share of the last stage alone (None: none, as with one
+    stage)."""
 
     @property
     def test(self) -> PathTest | None:
@@ -284,29 +289,42 @@ def calibrate_whole(confidence: Any, error: Any, keys: Sequence[str], *, risk: f
         raise ValueError(f"confidence and error must be items x stages of one shape, a key per item "
                          f"(got {c.shape}, {e.shape}, {len(keys)} keys)")
     stages = c.shape[1]
-    u = np.empty((0, stages)) if unlabelled is None else np.asarray(unlabelled, dtype=float).reshape(-1, stages)
-    u = _sample(u)
+    u = _unlabelled(unlabelled, stages)
     price = np.asarray(default_costs(stages) if costs is None else costs, dtype=float)
+    limit = None if stages == 1 else max_cost  # one stage is the last stage alone: no saving to keep
     level = delta / folds
     start = start_items(risk, level, min_items)
     fold = fold_of(keys, folds)
     fits = []
     for f in range(folds):
         pilot, test = fold == f, fold != f
-        shape = u if len(u) else c[pilot]
-        fits.append(_fold(f, c[pilot], e[pilot], c[test], e[test], shape, price, max_cost, risk=risk, level=level,
+        # The pilot's own confidences join the unlabelled items': a few unlabelled items alone would
+        # make coarse quantiles. Neither is ever tested on.
+        shape = _sample(np.vstack([u, c[pilot]]))
+        fits.append(_fold(f, c[pilot], e[pilot], c[test], e[test], shape, price, limit, risk=risk, level=level,
                           start=start))
     passing = [f for f in fits if f.passed is not None]
     chosen = None
     if passing:
-        shape = u if len(u) else c
+        shape = _sample(np.vstack([u, c]))
         best = max(passing, key=lambda f: (f.passed.coverage if f.passed else 0.0,  # noqa: B023
                                            -_cost(f.passed, shape, price), -f.fold))
         chosen = best.fold
     thresholds: tuple[float | None, ...] = (fits[chosen].passed.thresholds if chosen is not None  # type: ignore[union-attr]
                                             else (None,) * stages)
     return WholeFit(risk, delta, level, start, thresholds, chosen, tuple(fits), len(u),
-                    tuple(float(x) for x in price), costs is not None, max_cost)
+                    tuple(float(x) for x in price), costs is not None, limit)
+
+
+def _unlabelled(unlabelled: Any, stages: int) -> Floats:
+    if unlabelled is None:
+        return np.empty((0, stages))
+    u = np.asarray(unlabelled, dtype=float)
+    if u.size == 0:
+        return np.empty((0, stages))
+    if u.ndim != 2 or u.shape[1] != stages:
+        raise ValueError(f"unlabelled must be items x {stages} stages (got {u.shape})")
+    return u
 
 
 def _sample(u: Floats) -> Floats:
@@ -324,14 +342,22 @@ def _cost(test: PathTest | None, shape: Floats, price: Floats) -> float:
     return cost_per_item(thresholds, answered_by(thresholds, shape), price)
 
 
-def _fold(fold: int, pc: Floats, pe: Bools, tc: Floats, te: Bools, shape: Floats, price: Floats,
-          max_cost: float | None, *, risk: float, level: float, start: int) -> FoldFit:
+def fold_path(pc: Floats, pe: Bools, shape: Floats, price: Floats, max_cost: float | None
+              ) -> tuple[Floats, Floats]:
+    """A pilot's path (module docstring, steps 1 and 2) and each configuration's share of the
+    pooled items ``shape`` answered."""
     stages = pc.shape[1]
     estimated = np.column_stack([
         estimated_errors(error_curve(pc[np.isfinite(pc[:, s]), s], pe[np.isfinite(pc[:, s]), s]), shape[:, s])
         for s in range(stages)]) if len(pc) else np.ones_like(shape)
     path = greedy_path(shape, estimated, price, max_cost) if len(shape) else np.empty((0, stages))
     coverage = np.array([np.mean(answered_by(t, shape) >= 0) for t in path]) if len(path) else np.empty(0)
+    return path, coverage
+
+
+def _fold(fold: int, pc: Floats, pe: Bools, tc: Floats, te: Bools, shape: Floats, price: Floats,
+          max_cost: float | None, *, risk: float, level: float, start: int) -> FoldFit:
+    path, coverage = fold_path(pc, pe, shape, price, max_cost)
     first = _first_tested(path, coverage, pc, pe, len(tc), risk=risk, level=level, start=start)
     kept = np.arange(first, len(path))
     skipped = first
@@ -356,17 +382,22 @@ def _fold(fold: int, pc: Floats, pe: Bools, tc: Floats, te: Bools, shape: Floats
 def _first_tested(path: Floats, coverage: Floats, pc: Floats, pe: Bools, tests: int, *, risk: float, level: float,
                   start: int) -> int:
     """Where the fold's test starts (module docstring, step 3): among the path's configurations
-    expected to answer at least ``start`` test items, the one with the most coverage expected to
-    pass, ``coverage x P(pass)``, P(pass) read from the pilot's errors under it (with one error and
-    one success added, so that a handful of pilot items promise nothing). Before it, a test
-    would end the sequence for lack of items or on a handful of items every judge gets wrong."""
-    expected = np.rint(coverage * tests).astype(int)
+    expected to answer at least ``start`` test items, the one with the most ``coverage x
+    P(pass)``, P(pass) read from the pilot's errors under it (with one error and one success
+    added, so that a handful of pilot items promise nothing). Before it, a test would end the
+    sequence for lack of items or on a handful of items every judge gets wrong."""
     best, at = -1.0, len(path)
-    for i in np.flatnonzero(expected >= start):
+    for i in range(len(path)):
         who = answered_by(path[i], pc)
         taken = who >= 0
+        # The test items it is expected to answer: by the lower of the pooled items' share and the
+        # pilot's (labelled items missing more judgments than the unlabelled answer fewer).
+        share = min(float(coverage[i]), float(taken.mean()) if len(pc) else float(coverage[i]))
+        expected = int(round(share * tests))
+        if expected < start:
+            continue
         rate = (float(pe[taken, who[taken]].sum()) + 1.0) / (float(taken.sum()) + 2.0)
-        score = coverage[i] * pass_probability(int(expected[i]), rate, risk=risk, level=level)
+        score = coverage[i] * pass_probability(expected, rate, risk=risk, level=level)
         if score > best:
             best, at = score, int(i)
     return at
@@ -393,49 +424,56 @@ class MoreData:
     """What a larger calibration set would let the cascade answer, at the error rates measured."""
 
     coverage: float
-    """The share of the items to answer (of the unlabelled ones, or the labelled)."""
+    """The share of the items to answer (of the pooled items: unlabelled and labelled)."""
     error_rate: float
-    """The labelled items' error rate under the path's configuration that answers that share."""
+    """The error rate there: of the folds' configurations that answer that share, on their test
+    items."""
     calibration_items: int | None
     """Labelled items in all with which that configuration, or one answering a larger share,
     would pass (None: the error rate is at or above the risk there and at every larger share)."""
 
 
-def more_data(fit: WholeFit, confidence: Any, error: Any, *, unlabelled: Any = None, min_items: int = 30,
-              targets: Sequence[float] = (0.1, 0.2, 0.3, 0.5, 0.7, 0.9)) -> list[MoreData]:
-    """For each target share above what the cascade answers: the error rate the labelled items
-    show at the configuration a path learned on all of them reaches that share with, and how many
-    labelled items would let a fold's test pass there (the test folds hold (folds - 1) / folds of
-    them, and the configuration answers its share of those). An estimate for planning: it reads
-    the same labels it is about, so it is no guarantee."""
+def more_data(fit: WholeFit, confidence: Any, error: Any, keys: Sequence[str], *, unlabelled: Any = None,
+              min_items: int = 30, targets: Sequence[float] = (0.1, 0.2, 0.3, 0.5, 0.7, 0.9)) -> list[MoreData]:
+    """For each target share above what the cascade answers: the error rate at the
+    configurations the folds' paths reach that share with, read on each fold's test items (out
+    of the pilot that chose them, so not flattered by it), and how many labelled items would let
+    a fold's test pass there (the test folds hold (folds - 1) / folds of them, and the
+    configuration answers its share of those). An estimate for planning, not a guarantee."""
     c = np.asarray(confidence, dtype=float)
     e = np.asarray(error, dtype=bool)
     stages = c.shape[1]
-    u = np.empty((0, stages)) if unlabelled is None else np.asarray(unlabelled, dtype=float).reshape(-1, stages)
-    shape = _sample(u) if len(u) else c
-    estimated = np.column_stack([
-        estimated_errors(error_curve(c[np.isfinite(c[:, s]), s], e[np.isfinite(c[:, s]), s]), shape[:, s])
-        for s in range(stages)])
-    path = greedy_path(shape, estimated, np.asarray(fit.costs), fit.max_cost)
+    u = _unlabelled(unlabelled, stages)
+    fold = fold_of(keys, len(fit.folds))
+    price = np.asarray(fit.costs)
+    paths = []
+    for f in range(len(fit.folds)):
+        pilot = fold == f
+        path, coverage = fold_path(c[pilot], e[pilot], _sample(np.vstack([u, c[pilot]])), price, fit.max_cost)
+        paths.append((path, coverage, ~pilot))
     reached = 0.0 if fit.test is None else fit.test.coverage
     share_tested = (len(fit.folds) - 1) / len(fit.folds)
     found = []
     for target in targets:
         if target <= reached:
             continue
-        for thresholds in path:
-            covered = float(np.mean(answered_by(thresholds, shape) >= 0))
-            if covered < target:
+        wrong = answered = 0
+        shares = []
+        for path, coverage, test in paths:
+            at = np.flatnonzero(coverage >= target)
+            if not at.size:
                 continue
-            who = answered_by(thresholds, c)
+            who = answered_by(path[at[0]], c[test])
             taken = who >= 0
-            if not taken.any():
-                break
-            rate = float(e[taken, who[taken]].mean())
-            need = items_needed(rate, risk=fit.risk, delta=fit.level, min_items=max(min_items, fit.start))
-            total = None if need is None else math.ceil(need / (covered * share_tested))
-            found.append(MoreData(covered, rate, total))
-            break
+            wrong += int(e[test][taken, who[taken]].sum())
+            answered += int(taken.sum())
+            shares.append(float(coverage[at[0]]))
+        if not answered:
+            continue
+        covered, rate = float(np.mean(shares)), wrong / answered
+        need = items_needed(rate, risk=fit.risk, delta=fit.level, min_items=max(min_items, fit.start))
+        total = None if need is None else math.ceil(need / (covered * share_tested))
+        found.append(MoreData(covered, rate, total))
     # A larger share that passes with fewer items answers this share too: say the fewer.
     fewest: int | None = None
     for i in range(len(found) - 1, -1, -1):

@@ -4,19 +4,29 @@ a guarantee of agreement with humans (the document).
 **Rows.** One row per item and stage: ``item``, ``stage``, ``prediction``, ``confidence`` (in
 [0, 1]; None or NaN when the stage has no judgment for the item), ``label`` (the human's). Extra
 keys are ignored; item ids are compared as text. A prediction agrees with the label when they are equal, numbers compared as
-numbers (``"1"``, ``1`` and ``1.0`` agree; CSV cells are text). Every item needs a label, the
-same in each of its rows; an item with no row for a stage, or no confidence there, cannot be
-answered by that stage and goes on to the next. :class:`~judge_engine.errors.CalibrationError`
+numbers (``"1"``, ``1`` and ``1.0`` agree; CSV cells are text). An item has the same label in
+each of its rows, or none in all of them: an item without a label is an item to be judged, read
+apart (``calibration.unlabelled``); the cascade guarantee orders its tests by their confidences,
+the stage guarantee does not use them (and says so). An item with no row for a stage, or no
+confidence there, cannot be answered by that stage and goes on to the next. :class:`~judge_engine.errors.CalibrationError`
 (a ``ValueError``) names the row and the field of any bad input.
 
 **The document** :func:`calibrate` returns (and ``judge-engine calibrate --json`` prints)::
 
-    {"risk", "delta", "delta_rule", "guarantee", "min_items", "items", "coverage", "answered",
-     "errors", "agreement",
+    {"risk", "delta", "delta_rule", "guarantee", "statement", "min_items", "items", "coverage",
+     "answered", "errors", "agreement", "bound",
      "stages": [{"stage", "threshold", "answered", "errors", "bound", "delta", "offered",
                  "judged", "start", "escalated", "escalation_rate", "stopped_at", "needed",
                  "cost_per_item"}, ...],
-     "cost", "calibration": {"items", "rows", "digest", "duplicates"}, "nothing_answered", "notes"}
+     "cost", "calibration": {"items", "rows", "digest", "duplicates", "unlabelled",
+                             "unlabelled_digest"}, "nothing_answered", "notes"}
+
+``guarantee`` is ``"stage"`` here (this module's rule: each stage tested on its own) and
+``statement`` says it in words; ``bound`` is the largest answering stage's bound (each stage's
+error rate is under its own, so the cascade's, their mix, is under the largest). Under
+``guarantee="cascade"`` the document has the same fields, read as
+:mod:`judge_engine.trust.whole_calibration` says, plus ``test``, ``folds``, ``ordering`` and
+``more_data``.
 
 ``threshold`` is null when the stage answers nothing (an item is answered by a stage when its
 confidence is >= the threshold); ``bound`` is the Clopper-Pearson bound of the error rate at it;
@@ -32,7 +42,7 @@ rate is at or above risk). ``coverage`` is the share of the items some stage ans
 ``cost`` = ``{"per_item", "last_stage_alone", "ratio"}`` (a stage that answers nothing is not
 asked, so costs nothing; when no stage answers, ``ratio`` is null: nothing answered is no
 saving). ``calibration.digest`` hashes the rows used. ``nothing_answered`` is null when some stage
-answers; else ``{"least_min_items", "answered_with_least"}``: the least ``min_items`` that
+answers (and always under the cascade guarantee, whose advice is ``more_data``); else ``{"least_min_items", "answered_with_least"}``: the least ``min_items`` that
 changes anything at this risk and delta (a threshold needs that many items even with no error)
 and how many items the cascade would answer with it (null when ``min_items`` is already that
 low); :func:`answering_advice` says it in words.
@@ -225,6 +235,8 @@ class _Table:
     """The labelled items' ids, in the matrices' order."""
     unlabelled: np.ndarray[Any, np.dtype[np.float64]]
     """The unlabelled items' confidences, items x stages (NaN: no judgment)."""
+    unlabelled_digest: str
+    """A hash of the unlabelled rows (they order a cascade guarantee's tests)."""
 
     @classmethod
     def read(cls, rows: Iterable[Mapping[str, Any]], names: list[str], where: Callable[[int], str], *,
@@ -234,7 +246,8 @@ class _Table:
         items: dict[str, int] = {}
         labels: list[tuple[Any, int]] = []  # per item: its label key (None: unlabelled) and the row that gave it
         cells: dict[tuple[int, int], tuple[float, Any, int]] = {}  # (item, stage) -> confidence, prediction, row
-        canonical = []
+        canonical: list[list[Any]] = []
+        waiting: list[list[Any]] = []  # the unlabelled rows
         repeats: list[tuple[str, str, str]] = []
         count = 0
         for i, row in enumerate(rows):
@@ -253,8 +266,8 @@ class _Table:
                 raise CalibrationError(f"{where(i)}: a second row for item {item!r} at stage {stage!r} "
                                        f"(the first is {where(cells[key][2])})")
             cells[key] = (confidence, prediction, i)
-            if label is not None:
-                canonical.append([item, stage, prediction, None if math.isnan(confidence) else confidence, label])
+            (canonical if label is not None else waiting).append(
+                [item, stage, prediction, None if math.isnan(confidence) else confidence, label])
         if not count:
             raise CalibrationError("no rows to calibrate on")
         labelled = [at for at, (label, _) in enumerate(labels) if label is not None]
@@ -274,9 +287,10 @@ class _Table:
             error_m[row_of[at], s] = not math.isnan(c) and prediction != labels[at][0]
         _check_vocabularies({k: v for k, v in cells.items() if k[0] in row_of}, labels, names, start)
         canonical.sort(key=lambda r: (r[0], r[1]))
+        waiting.sort(key=lambda r: (r[0], r[1]))
         keys = list(items)
         return cls(confidence_m, error_m, len(canonical), jsonio.content_hash(canonical), repeats,
-                   [keys[at] for at in labelled], unlabelled_m)
+                   [keys[at] for at in labelled], unlabelled_m, jsonio.content_hash(waiting))
 
 
 def _label_mismatch(given: Any, label: Any, item: str, first: tuple[Any, int], here: str,
@@ -393,9 +407,10 @@ def _document(fit: CascadeFit, names: list[str], costs: list[float] | None, tabl
 
 def calibration_section(table: _Table) -> dict[str, Any]:
     """The document's ``calibration``: the labelled items and rows used, their digest, the
-    duplicates counted once and the unlabelled items read."""
+    duplicates counted once (labelled or not), and the unlabelled items read with a digest of
+    their rows."""
     return {"items": len(table.keys), "rows": table.rows, "digest": table.digest, "duplicates": len(table.repeats),
-            "unlabelled": len(table.unlabelled)}
+            "unlabelled": len(table.unlabelled), "unlabelled_digest": table.unlabelled_digest}
 
 
 def table_notes(table: _Table, kind: str) -> list[str]:

@@ -60,7 +60,7 @@ def _violations(population: Population, calibrate: object, *, seed: int, n: int 
 def test_a_correlated_three_stage_cascade_keeps_the_guarantee() -> None:
     rate, answering, coverage = _violations(CASCADE, _honest, seed=21)
     assert rate <= DELTA + slack(DELTA, DRAWS)  # measured: 0.045
-    assert answering > 0.7 and coverage > 0.3  # and it answers: 87% of the draws, 48% of the items
+    assert answering > 0.7 and coverage > 0.3  # and it answers: 86% of the draws, 47% of the items
 
 
 @pytest.mark.slow
@@ -75,8 +75,8 @@ def test_without_unlabelled_items_each_pilot_shapes_its_path_and_the_guarantee_h
 def test_a_path_chosen_on_the_test_labels_breaks_the_guarantee_the_folds_keep() -> None:
     honest, _, _ = _violations(SLOPE, _honest, seed=23)
     flawed, _, _ = _violations(SLOPE, _on_the_test_labels, seed=23)
-    assert honest <= DELTA + slack(DELTA, DRAWS)  # measured: 0.010
-    assert flawed > DELTA + slack(DELTA, DRAWS)  # measured: 0.235
+    assert honest <= DELTA + slack(DELTA, DRAWS)  # measured: 0.015
+    assert flawed > DELTA + slack(DELTA, DRAWS)  # measured: 0.245
 
 
 # --- the pieces ----------------------------------------------------------------------------------
@@ -112,7 +112,8 @@ def test_a_folds_path_never_reads_the_labels_that_test_it() -> None:
     flipped = e.copy()
     flipped[whole.fold_of(keys) != 0] ^= True
     again = whole.calibrate_whole(c, flipped, keys, risk=RISK, delta=DELTA, unlabelled=u)
-    assert (first.folds[0].path, first.folds[0].skipped) == (again.folds[0].path, again.folds[0].skipped)
+    assert (first.folds[0].configurations, first.folds[0].skipped) == (again.folds[0].configurations,
+                                                                       again.folds[0].skipped)
     assert again.folds[0].passed is None  # its test, on flipped labels, fails
 
 
@@ -143,7 +144,7 @@ def test_more_data_says_the_fewest_items_for_each_share() -> None:
     u = CASCADE.draw(rng, 400)[0]
     keys = [f"m{i}" for i in range(120)]
     fit = whole.calibrate_whole(c, e, keys, risk=RISK, delta=DELTA, unlabelled=u)
-    found = whole.more_data(fit, c, e, unlabelled=u)
+    found = whole.more_data(fit, c, e, keys, unlabelled=u)
     assert found and all(m.coverage > (fit.test.coverage if fit.test else 0.0) for m in found)
     counts = [m.calibration_items for m in found if m.calibration_items is not None]
     assert counts == sorted(counts)  # a larger share never needs fewer items than a smaller one is said to

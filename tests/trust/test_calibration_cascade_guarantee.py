@@ -51,7 +51,8 @@ def test_the_document_keeps_its_shape_and_names_the_guarantee(document: dict[str
     # the unlabelled items order the tests; they are never calibration items
     assert document["items"] == 450 and document["calibration"] == {**document["calibration"], "items": 450,
                                                                    "rows": 1350, "unlabelled": 450}
-    assert document["path"] == {"unlabelled": 450, "costs": [1.0, 5.0, 100.0], "costs_given": True, "max_cost": 0.5}
+    assert document["ordering"] == {"unlabelled": 450, "costs": [1.0, 5.0, 100.0], "costs_given": True,
+                                    "max_cost": 0.5}
     test = document["test"]
     assert document["answered"] > 0 and document["bound"] == test["bound"] <= 0.15
     assert document["coverage"] == document["answered"] / 450
@@ -60,7 +61,7 @@ def test_the_document_keeps_its_shape_and_names_the_guarantee(document: dict[str
     assert test["folds"] == 3 and test["level"] == pytest.approx(0.1 / 3)
     assert test["pilot_items"] + test["test_items"] == 450
     assert all(s["bound"] is None and s["delta"] == pytest.approx(0.1 / 3) for s in document["stages"])
-    passed = document["folds"][test["fold"]]["passed"]
+    passed = document["folds"][test["fold"] - 1]["passed"]  # folds counted from 1
     assert passed["thresholds"] == [s["threshold"] for s in document["stages"]]
     assert document["cost"]["ratio"] <= 0.5 + 0.1  # kept to the limit on the unlabelled items, measured on these
     json.dumps(document, allow_nan=False)

@@ -156,7 +156,7 @@ def test_the_cascade_guarantee_takes_the_runs_unlabelled_items(tmp_path: Path,
                  "human", *settings, "--guarantee", "cascade", "--json", str(tmp_path / "whole.json")]) in (0, 3)
     document = json.loads((tmp_path / "whole.json").read_text())
     assert document["guarantee"] == "cascade"
-    assert (document["items"], document["calibration"]["unlabelled"], document["path"]["unlabelled"]) == (4, 1, 1)
+    assert (document["items"], document["calibration"]["unlabelled"], document["ordering"]["unlabelled"]) == (4, 1, 1)
 
 
 @pytest.mark.parametrize(("table", "message"), [
