@@ -185,3 +185,33 @@ def test_cli_bad_flags_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         code = exc.code
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+# --- what review found -------------------------------------------------------------------------
+
+
+def test_one_stage_has_no_cost_limit_to_keep() -> None:
+    """One stage is the last stage alone: a limit below its own cost would leave nothing."""
+    rows = [r for r in _rows(600, 0) if r["stage"] == "strong"]
+    document = judge_engine.calibrate(rows, stages=["strong"], risk=0.15, delta=0.1, guarantee="cascade")
+    assert document["ordering"]["max_cost"] is None and document["answered"] > 0
+
+
+def test_a_few_unlabelled_items_do_not_make_coarse_steps() -> None:
+    """One unlabelled item (a row whose label was left empty by mistake) used to be the whole
+    ladder of quantiles: the pilot's own confidences join it now."""
+    rows = _rows(600, 0)
+    alone = judge_engine.calibrate(rows, stages=STAGES, risk=0.15, delta=0.1, guarantee="cascade")
+    one_more = rows + [{**r, "item": "extra", "label": None} for r in rows[:3]]
+    with_one = judge_engine.calibrate(one_more, stages=STAGES, risk=0.15, delta=0.1, guarantee="cascade")
+    assert alone["answered"] > 0 and with_one["answered"] >= 0.8 * alone["answered"]
+
+
+def test_a_cost_limit_no_configuration_keeps_to_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    from judge_engine.trust.whole_calibration import ordering_line, tested_line
+
+    document = judge_engine.calibrate(_rows(300, 100), stages=STAGES, risk=0.15, delta=0.1, guarantee="cascade",
+                                      max_cost=0.001)
+    assert document["answered"] == 0
+    assert "no configuration keeps the expected cost within max_cost 0.001" in tested_line(document)
+    assert "costs assumed 1, 10, 100: give --costs" in ordering_line(document)
