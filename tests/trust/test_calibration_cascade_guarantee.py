@@ -215,3 +215,22 @@ def test_a_cost_limit_no_configuration_keeps_to_is_named(capsys: pytest.CaptureF
     assert document["answered"] == 0
     assert "no configuration keeps the expected cost within max_cost 0.001" in tested_line(document)
     assert "costs assumed 1, 10, 100: give --costs" in ordering_line(document)
+
+
+def test_the_public_call_is_the_tested_procedure() -> None:
+    """calibrate(rows, guarantee="cascade") gives exactly the thresholds of
+    stats.whole_cascade.calibrate_whole on the same matrices, ids and unlabelled items: the
+    procedure whose validity tests/stats/test_whole_cascade_guarantee.py measures."""
+    from judge_engine.stats.whole_cascade import calibrate_whole
+
+    rows = _rows(300, 200, seed=9)
+    document = judge_engine.calibrate(rows, stages=STAGES, risk=0.15, delta=0.1, guarantee="cascade",
+                                      costs=[1, 5, 100])
+    labelled = [f"i{i}" for i in range(300)]
+    cell = {(r["item"], r["stage"]): r for r in rows}
+    c = np.array([[cell[(i, s)]["confidence"] for s in STAGES] for i in labelled])
+    e = np.array([[cell[(i, s)]["prediction"] != cell[(i, s)]["label"] for s in STAGES] for i in labelled])
+    u = np.array([[cell[(f"i{i}", s)]["confidence"] for s in STAGES] for i in range(300, 500)])
+    fit = calibrate_whole(c, e, labelled, risk=0.15, delta=0.1, unlabelled=u, costs=[1.0, 5.0, 100.0])
+    assert [s["threshold"] for s in document["stages"]] == list(fit.thresholds)
+    assert document["bound"] == (fit.test.bound if fit.test else None)

@@ -152,6 +152,7 @@ def test_the_overview_shows_the_cascade_its_stages_and_why_a_stage_has_no_task(
         assert "not in the run's manifest" not in text
         card = page.locator('.panel.judge[data-judge="cascade"]')
         assert "agreement with humans >= 85%" in card.inner_text()
+        assert "(stage guarantee: each stage tested at delta / 3, Bonferroni)" in " ".join(card.inner_text().split())
         heads = card.locator("table.stages thead th").all_inner_texts()
         rows = {r.locator("td").first.inner_text(): dict(zip(heads, r.locator("td").all_inner_texts(), strict=True))
                 for r in card.locator("table.stages tbody tr").all()}
