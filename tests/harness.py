@@ -9,7 +9,8 @@ litellm is patched.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,22 @@ def fake_server() -> Iterator[FakeServer]:
 @pytest.fixture(autouse=True)
 def _test_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TEST_KEY_ENV, TEST_KEY)
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def example_copy(root: Path, name: str, change: Callable[[dict[str, Any]], Any] | None = None) -> Path:
+    """A copy of ``examples/<name>`` under ``root`` (without its runs and cache), its config
+    edited by ``change`` when given; returns the copy's config path."""
+    folder = root / name
+    shutil.copytree(EXAMPLES / name, folder, ignore=shutil.ignore_patterns("runs", ".judge_cache"))
+    config = folder / "config.yaml"
+    if change is not None:
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        change(data)
+        config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return config
 
 
 def write_items(path: Path, count: int) -> Path:

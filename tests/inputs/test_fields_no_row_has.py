@@ -4,7 +4,6 @@ wrong in ``dataset.fields`` names the mapping, and neither is repeated for every
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,21 +15,12 @@ from judge_engine.cli import main
 from judge_engine.errors import ConfigError, DatasetError
 from judge_engine.inputs.config import DatasetConfig
 from judge_engine.inputs.dataset import Reader, scan
-from tests.harness import make_job
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_rubric"
+from tests.harness import example_copy, make_job
 
 
 def _example(tmp_path: Path, change: Callable[[dict[str, Any]], Any] | None = None) -> Path:
     """A copy of the custom_rubric example, its config edited by ``change``."""
-    folder = tmp_path / "custom_rubric"
-    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("runs", ".judge_cache"))
-    config = folder / "config.yaml"
-    if change is not None:
-        data = yaml.safe_load(config.read_text(encoding="utf-8"))
-        change(data)
-        config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return config
+    return example_copy(tmp_path, "custom_rubric", change)
 
 
 def _error(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[str]:

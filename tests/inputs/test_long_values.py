@@ -10,7 +10,6 @@ nested ``if``) was a RecursionError traceback (exit 1)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,19 +19,11 @@ import pytest
 import yaml
 
 from judge_engine.cli import main
-from tests.harness import make_job
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom_rubric"
+from tests.harness import example_copy, make_job
 
 
 def _custom(tmp_path: Path, change: Callable[[dict[str, Any]], Any]) -> Path:
-    folder = tmp_path / "custom_rubric"
-    shutil.copytree(EXAMPLE, folder, ignore=shutil.ignore_patterns("runs", ".judge_cache"))
-    config = folder / "config.yaml"
-    data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    change(data)
-    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return config
+    return example_copy(tmp_path, "custom_rubric", change)
 
 
 def _refused(capsys: pytest.CaptureFixture[str], args: list[str]) -> list[str]:

@@ -18,6 +18,7 @@ import pytest
 from judge_engine.cli import main
 from judge_engine.rundir.store import latest_outcome_lines, latest_outcome_records
 from judge_engine.util.languages import language_name
+from tests.harness import example_copy
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_V1 = REPO / "tests" / "fixtures" / "run_v1"
@@ -95,8 +96,7 @@ def demo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("examples")
     runs = {"run_v1": RUN_V1}
     for name in ("literary_mt", "bws"):
-        shutil.copytree(REPO / "examples" / name, root / name, ignore=shutil.ignore_patterns("runs", ".judge_cache"))
-        assert main(["run", str(root / name / "config.yaml"), "--demo", "--no-live"]) == 0
+        assert main(["run", str(example_copy(root, name)), "--demo", "--no-live"]) == 0
         runs[name] = (root / name / "runs" / "latest").resolve()
     return runs
 
