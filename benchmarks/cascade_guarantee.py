@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import judge_engine  # noqa: E402
 from judge_engine.stats import whole_cascade as whole  # noqa: E402
-from judge_engine.stats.risk_control import calibrate_cascade, clopper_pearson_upper  # noqa: E402
+from judge_engine.stats.risk_control import calibrate_cascade, clopper_pearson_upper, start_size  # noqa: E402
 from tests.stats.calibration_populations import Correlated, slack, truth  # noqa: E402
 from tests.stats.test_whole_cascade_guarantee import SLOPE  # noqa: E402
 
@@ -109,7 +109,7 @@ def one_pilot(c: np.ndarray, e: np.ndarray, keys: list[str], u: np.ndarray) -> t
     """One fold of three as the pilot, the other two testing at the full delta (no cross-fitting)."""
     fold = whole.fold_of(keys)
     fit = whole._fold(0, c[fold == 0], e[fold == 0], c[fold != 0], e[fold != 0], u, COSTS, 0.5, risk=RISK,
-                      level=DELTA, start=whole.start_items(RISK, DELTA, 30))
+                      level=DELTA, start=start_size(RISK, DELTA, 30))
     return fit.passed.thresholds if fit.passed else (None, None, None)
 
 
@@ -134,7 +134,7 @@ def label_free(c: np.ndarray, e: np.ndarray, keys: list[str], u: np.ndarray) -> 
 
 def on_the_test_labels(c: np.ndarray, e: np.ndarray, keys: list[str], u: np.ndarray) -> tuple[float | None, ...]:
     """The flaw: the path learned on the labels that test it."""
-    fit = whole._fold(0, c, e, c, e, u, COSTS, 0.5, risk=RISK, level=DELTA, start=whole.start_items(RISK, DELTA, 30))
+    fit = whole._fold(0, c, e, c, e, u, COSTS, 0.5, risk=RISK, level=DELTA, start=start_size(RISK, DELTA, 30))
     return fit.passed.thresholds if fit.passed else (None, None, None)
 
 

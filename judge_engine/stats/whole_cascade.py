@@ -30,7 +30,8 @@ split into three folds by a hash of their ids (never by their labels). For each 
    the configurations the pilot expects to be the most accurate for their coverage, cheap
    enough, in order of coverage.
 3. *Where the test starts* (:func:`_first_tested`). Among the configurations expected to answer
-   at least :func:`start_items` test items (the fewest with which any could pass), the one with
+   at least :func:`~judge_engine.stats.risk_control.start_size` test items (the fewest with which
+   any could pass), the one with
    the most ``coverage x P(pass)``, P(pass) read from the pilot's errors under it; the ones
    before it are left out. A sequence started at the strictest end would stop at once on the
    handful of items every judge gets confidently wrong, which sit at the top of every ordering.
@@ -67,6 +68,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import isotonic_regression
+from scipy.special import betainc
 
 from judge_engine.stats.risk_control import clopper_pearson_upper, items_needed, start_size
 
@@ -95,15 +97,6 @@ def default_costs(stages: int) -> list[float]:
     """The costs assumed when none are given: each stage :data:`COST_GROWTH` times the one
     before (the cascade's order is cheapest first)."""
     return [COST_GROWTH ** s for s in range(stages)]
-
-
-def start_items(risk: float, delta: float, min_items: int) -> int:
-    """The fewest answered test items a configuration on the path is expected to have before
-    it may be tested: :func:`~judge_engine.stats.risk_control.start_size` (``min_items``, and
-    enough that a sample with no error could pass).
-
-    Example: risk 0.15, delta 0.1 / 3, ``min_items`` 30: 30 (21 would do with no error)."""
-    return start_size(risk, delta, min_items)
 
 
 # --- configurations ------------------------------------------------------------------------------
@@ -293,7 +286,7 @@ def calibrate_whole(confidence: Any, error: Any, keys: Sequence[str], *, risk: f
     price = np.asarray(default_costs(stages) if costs is None else costs, dtype=float)
     limit = None if stages == 1 else max_cost  # one stage is the last stage alone: no saving to keep
     level = delta / folds
-    start = start_items(risk, level, min_items)
+    start = start_size(risk, level, min_items)
     fold = fold_of(keys, folds)
     fits = []
     for f in range(folds):
@@ -303,15 +296,13 @@ def calibrate_whole(confidence: Any, error: Any, keys: Sequence[str], *, risk: f
         shape = _sample(np.vstack([u, c[pilot]]))
         fits.append(_fold(f, c[pilot], e[pilot], c[test], e[test], shape, price, limit, risk=risk, level=level,
                           start=start))
-    passing = [f for f in fits if f.passed is not None]
-    chosen = None
+    passing = [(f.passed, f.fold) for f in fits if f.passed is not None]
+    chosen: int | None = None
+    thresholds: tuple[float | None, ...] = (None,) * stages
     if passing:
-        shape = _sample(np.vstack([u, c]))
-        best = max(passing, key=lambda f: (f.passed.coverage if f.passed else 0.0,  # noqa: B023
-                                           -_cost(f.passed, shape, price), -f.fold))
-        chosen = best.fold
-    thresholds: tuple[float | None, ...] = (fits[chosen].passed.thresholds if chosen is not None  # type: ignore[union-attr]
-                                            else (None,) * stages)
+        everything = _sample(np.vstack([u, c]))
+        best, chosen = max(passing, key=lambda p: (p[0].coverage, -_cost(p[0], everything, price), -p[1]))
+        thresholds = best.thresholds
     return WholeFit(risk, delta, level, start, thresholds, chosen, tuple(fits), len(u),
                     tuple(float(x) for x in price), costs is not None, limit)
 
@@ -335,9 +326,7 @@ def _sample(u: Floats) -> Floats:
     return np.asarray(u[np.linspace(0, len(u) - 1, PATH_ITEMS).astype(int)], dtype=float)
 
 
-def _cost(test: PathTest | None, shape: Floats, price: Floats) -> float:
-    if test is None:
-        return math.inf
+def _cost(test: PathTest, shape: Floats, price: Floats) -> float:
     thresholds = np.array([np.nan if t is None else t for t in test.thresholds], dtype=float)
     return cost_per_item(thresholds, answered_by(thresholds, shape), price)
 
@@ -359,11 +348,9 @@ def _fold(fold: int, pc: Floats, pe: Bools, tc: Floats, te: Bools, shape: Floats
           max_cost: float | None, *, risk: float, level: float, start: int) -> FoldFit:
     path, coverage = fold_path(pc, pe, shape, price, max_cost)
     first = _first_tested(path, coverage, pc, pe, len(tc), risk=risk, level=level, start=start)
-    kept = np.arange(first, len(path))
-    skipped = first
     passed = stopped = None
     tested = 0
-    for i in kept:
+    for i in range(first, len(path)):
         who = answered_by(path[i], tc)
         taken = who >= 0
         answered = int(taken.sum())
@@ -376,7 +363,7 @@ def _fold(fold: int, pc: Floats, pe: Bools, tc: Floats, te: Bools, shape: Floats
             stopped = test
             break
         passed = test
-    return FoldFit(fold, len(pc), len(tc), len(path), skipped, tested, passed, stopped)
+    return FoldFit(fold, len(pc), len(tc), len(path), first, tested, passed, stopped)
 
 
 def _first_tested(path: Floats, coverage: Floats, pc: Floats, pe: Bools, tests: int, *, risk: float, level: float,
@@ -406,8 +393,6 @@ def _first_tested(path: Floats, coverage: Floats, pc: Floats, pe: Bools, tests: 
 def pass_probability(items: int, rate: float, *, risk: float, level: float) -> float:
     """The probability that a configuration whose error rate is ``rate`` passes a test at
     ``level`` on ``items`` answered items: P(Binomial(items, rate) <= the most errors that pass)."""
-    from scipy.special import betainc
-
     k = np.arange(items + 1)
     passing = np.flatnonzero(clopper_pearson_upper(k, np.full(k.shape, items), level) <= risk)
     if not passing.size:

@@ -150,14 +150,12 @@ def calibrate_rows(rows: Iterable[Mapping[str, Any]], *, stages: Sequence[str], 
         document = whole_document(table.confidence, table.error, table.keys, table.unlabelled, names, risk=risk,
                                   delta=delta, min_items=min_items, costs=stage_costs, max_cost=max_cost,
                                   calibration=calibration_section(table), notes=table_notes(table, "cascade"))
-        if output is not None:
-            write_thresholds(document, output)
-        return document
-    fit = calibrate_cascade(table.confidence, table.error, risk=risk, delta=delta, min_items=min_items,
-                            rule=delta_rule)
-    document = _document(fit, names, stage_costs, table)
-    if not fit.answered:
-        document["nothing_answered"] = _with_least_min_items(table, fit)
+    else:
+        fit = calibrate_cascade(table.confidence, table.error, risk=risk, delta=delta, min_items=min_items,
+                                rule=delta_rule)
+        document = _document(fit, names, stage_costs, table)
+        if not fit.answered:
+            document["nothing_answered"] = _with_least_min_items(table, fit)
     if output is not None:
         write_thresholds(document, output)
     return document

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from judge_engine.stats import whole_cascade as whole
+from judge_engine.stats.risk_control import start_size
 from tests.stats.calibration_populations import Correlated, Levels, Population, slack, truth
 
 RISK, DELTA, DRAWS = 0.15, 0.1, 200
@@ -37,7 +38,7 @@ def _on_the_test_labels(c: np.ndarray, e: np.ndarray, keys: list[str], u: np.nda
     """The flaw: the path learned on the same labelled items that test it, at the full delta."""
     price = np.asarray(whole.default_costs(c.shape[1]), dtype=float)
     fit = whole._fold(0, c, e, c, e, u, price, 0.5, risk=RISK, level=DELTA,
-                      start=whole.start_items(RISK, DELTA, 30))
+                      start=start_size(RISK, DELTA, 30))
     return fit.passed.thresholds if fit.passed is not None else (None,) * c.shape[1]
 
 
@@ -135,7 +136,7 @@ def test_the_chance_to_pass_is_the_binomial_tail() -> None:
     error rate of 0.1 the chance of at most 10 errors is 0.583."""
     assert whole.pass_probability(100, 0.1, risk=0.15, level=0.1) == pytest.approx(0.5832, abs=1e-3)
     assert whole.pass_probability(10, 0.0, risk=0.15, level=0.1) == 0.0  # 10 items cannot pass at all
-    assert whole.start_items(0.15, 0.1 / 3, 30) == 30
+    assert start_size(0.15, 0.1 / 3, 30) == 30
 
 
 def test_more_data_says_the_fewest_items_for_each_share() -> None:
