@@ -45,6 +45,7 @@ from judge_engine.stats.whole_cascade import (
     PathTest,
     answered_by,
     calibrate_whole,
+    cost_per_item,
     more_data,
 )
 
@@ -56,26 +57,26 @@ def whole_document(confidence: NDArray[np.float64], error: NDArray[np.bool_], ke
     """The document of a cascade guarantee (module docstring) for the labelled items' matrices,
     their ids and the unlabelled items' confidences; ``calibration`` and ``notes`` are the rows'
     (:func:`judge_engine.trust.calibration.calibration_section`)."""
-    fit = calibrate_whole(confidence, error, keys, risk=risk, delta=delta, min_items=min_items,
-                          unlabelled=unlabelled if len(unlabelled) else None, costs=costs, max_cost=max_cost)
+    fit = calibrate_whole(confidence, error, keys, risk=risk, delta=delta, min_items=min_items, unlabelled=unlabelled,
+                          costs=costs, max_cost=max_cost)
     thresholds = np.array([np.nan if t is None else t for t in fit.thresholds], dtype=float)
     who = answered_by(thresholds, confidence)
     items = len(keys)
     stages: list[dict[str, Any]] = []
     for s, name in enumerate(names):
-        offered = int(np.sum((who < 0) | (who >= s)))
+        reached = (who < 0) | (who >= s)  # no earlier stage answered them
+        offered = int(reached.sum())
         answered = int(np.sum(who == s))
         stages.append({
             "stage": name, "threshold": fit.thresholds[s], "answered": answered,
             "errors": int(error[who == s, s].sum()), "bound": None, "delta": fit.level, "offered": offered,
-            "judged": int(np.sum(((who < 0) | (who >= s)) & np.isfinite(confidence[:, s]))), "start": fit.start,
+            "judged": int(np.sum(reached & np.isfinite(confidence[:, s]))), "start": fit.start,
             "escalated": offered - answered, "escalation_rate": (offered - answered) / offered if offered else None,
             "stopped_at": None, "needed": None})
     answered = sum(s["answered"] for s in stages)
     errors = sum(s["errors"] for s in stages)
     test = fit.test
-    extra = more_data(fit, confidence, error, keys, unlabelled=unlabelled if len(unlabelled) else None,
-                      min_items=min_items)
+    extra = more_data(fit, confidence, error, keys, unlabelled=unlabelled, min_items=min_items)
     document: dict[str, Any] = {
         "risk": risk, "delta": delta, "delta_rule": None, "guarantee": "cascade",
         "statement": guarantee(risk, delta, "bonferroni", len(names), "cascade"), "min_items": min_items,
@@ -96,8 +97,7 @@ def whole_document(confidence: NDArray[np.float64], error: NDArray[np.bool_], ke
     if costs is not None:
         for entry, value in zip(stages, costs, strict=True):
             entry["cost_per_item"] = value
-        per_item = sum(value * entry["offered"] / items for entry, value in zip(stages, costs, strict=True)
-                       if entry["threshold"] is not None) if items else 0.0
+        per_item = cost_per_item(thresholds, who, np.asarray(costs, dtype=float))
         last = float(costs[-1])
         document["cost"] = {"per_item": per_item, "last_stage_alone": last,
                             "ratio": per_item / last if last and answered else None}
