@@ -11,9 +11,21 @@ import base64
 import contextlib
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+
+@contextlib.asynccontextmanager
+async def tcp_server(serve: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]], path: str
+                     ) -> AsyncIterator[str]:
+    """A TCP server on the running loop whose every connection ``serve`` handles byte by byte
+    (what a gateway or a server does to a connection, written out); yields its URL with ``path``."""
+    listener = await asyncio.start_server(serve, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}{path}"
+    finally:
+        listener.close()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -18,6 +18,7 @@ from aiohttp import web
 from judge_engine.providers import http
 from judge_engine.providers.http import Answer, BadHTTPAnswerError, ChatClient, NotSentError
 from judge_engine.providers.network import Network
+from tests.netfronts import tcp_server
 
 TRANSIENT = (BadHTTPAnswerError, aiohttp.ClientError, TimeoutError, ConnectionError)
 """What a broken answer raises: the transport's failure, retried, never an answer."""
@@ -74,12 +75,8 @@ async def raw_server(answer: bytes, *, close: bool = True) -> AsyncIterator[str]
         else:
             await asyncio.sleep(30)
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/v1/chat/completions"
-    finally:
-        server.close()
+    async with tcp_server(serve, "/v1/chat/completions") as url:
+        yield url
 
 
 def test_answers_framed_by_length_chunks_or_gzip_read_whole_and_the_connection_is_kept() -> None:
@@ -265,11 +262,8 @@ async def keep_alive_server(answer: bytes, after: bytes = b"", after_s: float = 
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1", connections
-    finally:
-        server.close()
+    async with tcp_server(serve, "/v1") as url:
+        yield url, connections
 
 
 def _ok(body: bytes, extra: bytes = b"") -> bytes:

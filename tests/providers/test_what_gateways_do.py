@@ -22,7 +22,7 @@ from judge_engine.fake import FakeConfig, FakeServer
 from judge_engine.providers.http import ChatClient
 from judge_engine.providers.network import Network
 from tests.harness import TEST_KEY, make_job, read_lines
-from tests.netfronts import ForwardProxy, Gateway, dead_proxy
+from tests.netfronts import ForwardProxy, Gateway, dead_proxy, tcp_server
 
 CHAT = "/v1/chat/completions"
 pytestmark = pytest.mark.usefixtures("clean_network")  # tests/providers/conftest.py
@@ -184,11 +184,8 @@ async def _closes_the_second_request() -> AsyncIterator[tuple[str, list[int]]]:
             await writer.drain()
         writer.close()
 
-    listener = await asyncio.start_server(serve, "127.0.0.1", 0)
-    try:
-        yield f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}{CHAT}", seen
-    finally:
-        listener.close()
+    async with tcp_server(serve, CHAT) as url:
+        yield url, seen
 
 
 def test_a_request_whose_kept_connection_closed_before_any_answer_is_sent_again_on_a_new_one() -> None:
