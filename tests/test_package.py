@@ -109,7 +109,7 @@ REVIEWED: dict[str, int] = {
     # and what it says of its input (too few items to test a threshold, duplicate rows counted once: issue 35); issue 36
     # added the rows without a label (the items to be judged, read apart) and the choice of guarantee; the row files'
     # reading left for trust/row_tables.py, the cascade guarantee's document is trust/whole_calibration.py
-    "stats/whole_cascade.py": 490,  # the cascade guarantee's statistics (issue 36): configurations, the path learned on a
+    "stats/whole_cascade.py": 475,  # the cascade guarantee's statistics (issue 36): configurations, the path learned on a
     # fold, where its test starts, the test, the three folds, and what more data would buy: one procedure, read together
     "running/batch/driver.py": 470,  # one batch-mode judge's lifecycle: feeder (from the dataset, or a cascade's escalations), rounds, polls, the budget's commits per chunk, and a resume holding an ended batch only for what it answered
     "inputs/dataset.py": 500,  # the three readers, the field mapping, and the validating scan with what it finds: bad rows
